@@ -1,0 +1,295 @@
+//! The executor: runs one arm's worker, watches it, times it out, and
+//! streams everything it says into the arm's directory. It never prints.
+
+use crate::protocol::Arm;
+use crate::reader::{ChannelReader, ReaderReport};
+use command_fds::{CommandFdExt, FdMapping};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use reports::record::{ArmOutcome, ArmStatus, ExitInfo, SamplerRecord, files};
+use sampler::{ExternalSampler, SamplerConfig, clock};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use worker_contract::{ArmSpec, CONTRACT_VERSION, MESSAGE_FD, SamplerSchedule};
+
+/// What the watcher hears while the worker runs.
+pub(crate) enum Event {
+    Exited(std::io::Result<ExitStatus>),
+    Violation,
+}
+
+/// Harness-side failures that stop an arm before its worker could run.
+#[derive(Debug, thiserror::Error)]
+pub enum ArmSetupError {
+    #[error("cannot create {path}: {source}")]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot start worker {exe}: {source}")]
+    Spawn {
+        exe: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn create(path: &Path) -> Result<File, ArmSetupError> {
+    File::create(path).map_err(|source| ArmSetupError::Create {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn describe_exit(status: &ExitStatus) -> ExitInfo {
+    let signal = status.signal();
+    ExitInfo {
+        code: status.code(),
+        signal,
+        signal_name: signal
+            .and_then(|s| Signal::try_from(s).ok())
+            .map(|s| s.as_str().to_string()),
+    }
+}
+
+/// Kill the worker's whole process group (it leads its own group).
+fn kill_group(pid: u32) {
+    if let Ok(pid) = i32::try_from(pid) {
+        // ESRCH (already gone) is the expected case after a normal exit.
+        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+}
+
+/// Run `arm` with the worker at `exe`, writing into `dir` (created here).
+pub fn execute(arm: &Arm, exe: &Path, dir: &Path) -> Result<ArmOutcome, ArmSetupError> {
+    let scratch = dir.join(files::SCRATCH);
+    std::fs::create_dir_all(&scratch).map_err(|source| ArmSetupError::Create {
+        path: scratch.clone(),
+        source,
+    })?;
+    let (pipe_reader, pipe_writer) = std::io::pipe().map_err(|source| ArmSetupError::Spawn {
+        exe: exe.to_path_buf(),
+        source,
+    })?;
+    let mut cmd = Command::new(exe);
+    cmd.stdin(Stdio::piped())
+        .stdout(create(&dir.join(files::STDOUT))?)
+        .stderr(create(&dir.join(files::STDERR))?)
+        .process_group(0);
+    cmd.fd_mappings(vec![FdMapping {
+        parent_fd: pipe_writer.into(),
+        child_fd: MESSAGE_FD,
+    }])
+    .map_err(|e| ArmSetupError::Spawn {
+        exe: exe.to_path_buf(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    let started_ns = clock::monotonic_ns();
+    let spawned = cmd.spawn();
+    // The command holds the parent's copy of the pipe's write end: drop it so
+    // the reader sees end-of-file when the worker (and its children) exit.
+    drop(cmd);
+    let mut child = spawned.map_err(|source| ArmSetupError::Spawn {
+        exe: exe.to_path_buf(),
+        source,
+    })?;
+    let pid = child.id();
+    let mut failure: Vec<String> = Vec::new();
+
+    // Start the sampler before the worker has its spec: the worker is blocked
+    // on stdin until then, so no phase can be missed.
+    let series = csv::Writer::from_writer(BufWriter::new(create(&dir.join(files::SERIES))?));
+    let sampler = start_sampler(pid, arm.period, series);
+    let schedule = match &sampler {
+        Ok(s) => Some(SamplerSchedule {
+            epoch_ns: s.epoch_ns(),
+            period_ns: s.period_ns(),
+        }),
+        Err(e) => {
+            failure.push(format!("external sampler could not start: {e}"));
+            None
+        }
+    };
+
+    let spec = ArmSpec {
+        contract_version: CONTRACT_VERSION,
+        arm_id: arm.id.clone(),
+        scratch_dir: scratch.clone(),
+        sampler: schedule,
+        worker: arm.worker.clone(),
+    };
+    let spec_json = serde_json::to_vec_pretty(&spec).expect("ArmSpec always serializes");
+    std::fs::write(dir.join(files::SPEC), &spec_json).map_err(|source| ArmSetupError::Create {
+        path: dir.join(files::SPEC),
+        source,
+    })?;
+    if let Some(mut stdin) = child.stdin.take()
+        && let Err(e) = stdin.write_all(&spec_json)
+    {
+        failure.push(format!("could not send the arm spec to the worker: {e}"));
+    }
+
+    let (tx, rx) = mpsc::channel::<Event>();
+    let reader = ChannelReader::start(pipe_reader, dir, tx.clone());
+    let waiter_tx = tx;
+    std::thread::spawn(move || {
+        let _ = waiter_tx.send(Event::Exited(child.wait()));
+    });
+
+    let deadline = Instant::now() + arm.timeout;
+    let mut timed_out = false;
+    let mut killed_for_violation = false;
+    let status = loop {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(if timed_out {
+            Duration::from_secs(3600)
+        } else {
+            wait
+        }) {
+            Ok(Event::Exited(status)) => break status,
+            Ok(Event::Violation) => {
+                // The reader records the reason; a worker that broke the
+                // contract cannot be trusted to finish, so stop it now.
+                if !killed_for_violation {
+                    killed_for_violation = true;
+                    kill_group(pid);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) if !timed_out => {
+                timed_out = true;
+                failure.push(format!(
+                    "timed out after {} s; the worker's process group was killed",
+                    arm.timeout.as_secs()
+                ));
+                kill_group(pid);
+            }
+            Err(_) => break Err(std::io::Error::other("lost track of the worker process")),
+        }
+    };
+    // Never leave a straggler alive into the next arm.
+    kill_group(pid);
+    let ended_ns = clock::monotonic_ns();
+    let sampler_record = sampler.ok().map(|s| {
+        let st = s.stop();
+        SamplerRecord {
+            period_ns: st.period_ns,
+            epoch_ns: st.epoch_ns,
+            rows: st.rows,
+            skipped_ticks: st.skipped_ticks,
+            process_errors: st.process_errors,
+            system_errors: st.system_errors,
+            sink_errors: st.sink_errors,
+            first_error: st.first_error,
+        }
+    });
+    if let Some(s) = &sampler_record
+        && s.sink_errors > 0
+    {
+        failure.push(format!(
+            "{} series rows could not be written: {}",
+            s.sink_errors,
+            s.first_error.as_deref().unwrap_or("unknown error")
+        ));
+    }
+    let report: ReaderReport = reader.join();
+    let exit = match &status {
+        Ok(s) => Some(describe_exit(s)),
+        Err(e) => {
+            failure.push(format!("could not wait for the worker: {e}"));
+            None
+        }
+    };
+    judge(
+        &mut failure,
+        exit.as_ref(),
+        &report,
+        timed_out || killed_for_violation,
+    );
+    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(ArmOutcome {
+        id: arm.id.clone(),
+        status: if failure.is_empty() {
+            ArmStatus::Completed
+        } else {
+            ArmStatus::Failed
+        },
+        failure,
+        worker_executable: exe.display().to_string(),
+        worker_pid: Some(pid),
+        hello: report.hello,
+        exit,
+        timed_out,
+        timeout_s: arm.timeout.as_secs(),
+        bye: report.bye,
+        markers: report.markers,
+        results: report.results,
+        worker_errors: report.worker_errors,
+        started_ns,
+        ended_ns,
+        sampler: sampler_record,
+    })
+}
+
+fn start_sampler(
+    pid: u32,
+    period: Duration,
+    mut series: csv::Writer<BufWriter<File>>,
+) -> Result<ExternalSampler, sampler::SamplerError> {
+    let pid = i32::try_from(pid).map_err(|_| sampler::SamplerError::ProcessGone { pid: -1 })?;
+    ExternalSampler::start(SamplerConfig { pid, period }, move |row| {
+        series.serialize(row).map_err(std::io::Error::other)?;
+        // One flush per row: a killed harness loses at most the row in flight.
+        series.flush()
+    })
+}
+
+/// Everything that makes an arm a failure besides timeouts and violations.
+fn judge(
+    failure: &mut Vec<String>,
+    exit: Option<&ExitInfo>,
+    report: &ReaderReport,
+    killed_by_us: bool,
+) {
+    failure.extend(
+        report
+            .violations
+            .iter()
+            .map(|v| format!("worker broke the contract: {v}")),
+    );
+    failure.extend(report.harness_errors.iter().cloned());
+    for e in &report.worker_errors {
+        failure.push(format!("worker reported an error: {e}"));
+    }
+    if let Some(exit) = exit
+        && !killed_by_us
+    {
+        match (exit.code, &exit.signal_name, exit.signal) {
+            (Some(0), _, _) => {}
+            (Some(code), _, _) => failure.push(format!("worker exited with code {code}")),
+            (None, Some(name), Some(n)) => {
+                failure.push(format!("worker killed by signal {name} ({n})"))
+            }
+            (None, None, Some(n)) => failure.push(format!("worker killed by signal {n}")),
+            _ => failure.push("worker ended without an exit code or signal".into()),
+        }
+    }
+    if report.hello.is_none() && report.violations.is_empty() {
+        failure.push("worker never said hello".into());
+    }
+    if !report.phases_complete {
+        failure.push(format!(
+            "phases incomplete: last phase {}, next expected {}",
+            report.last_phase.as_deref().unwrap_or("none"),
+            report.expected_next
+        ));
+    }
+    if !report.bye && report.violations.is_empty() {
+        failure.push("worker exited without `bye`".into());
+    }
+}

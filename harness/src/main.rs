@@ -1,0 +1,162 @@
+//! `memqual`: memory qualification for on-device speech recognition.
+
+mod arm;
+mod calibrate;
+mod exit;
+mod protocol;
+mod reader;
+mod run;
+mod summary;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Measure what a memory-saving change really does: each arm of a protocol runs
+/// in its own worker process, sampled from inside (phase markers) and outside
+/// (a fixed-cadence series), into one run directory with a receipt.
+#[derive(Parser, Debug)]
+#[command(name = "memqual", version, after_help = exit::HELP)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run every arm of a protocol, one at a time, into a new run directory.
+    ///
+    /// Writes runs/<UTC time>-<protocol>/ (or --out): protocol.toml, run.json,
+    /// arms/<id>/{spec.json, markers.jsonl, series.csv, results.jsonl,
+    /// worker.log, stdout.txt, stderr.txt, arm.json} as data arrives, and
+    /// receipt.json at the end.
+    #[command(after_help = exit::HELP)]
+    Run {
+        /// The protocol file (TOML; see protocols/ and the README).
+        protocol: PathBuf,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Check that the samplers can be trusted on this host: run the
+    /// calibration protocol (known allocations) and print, per pattern,
+    /// expected vs measured with pass/fail.
+    #[command(after_help = exit::HELP)]
+    Calibrate {
+        /// A calibration protocol to run instead of the embedded one.
+        #[arg(long)]
+        protocol: Option<PathBuf>,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+struct CommonArgs {
+    /// The run directory to create (must not exist or be empty).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Print a machine-readable summary on stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Where the worker executables are (default: next to memqual; also MEMQUAL_WORKER_DIR).
+    #[arg(long, value_name = "DIR")]
+    worker_dir: Option<PathBuf>,
+}
+
+/// A failure with the exit code it maps to.
+struct Failure {
+    code: u8,
+    error: anyhow::Error,
+}
+
+fn usage(error: impl Into<anyhow::Error>) -> Failure {
+    Failure {
+        code: exit::USAGE,
+        error: error.into(),
+    }
+}
+
+fn harness(error: impl Into<anyhow::Error>) -> Failure {
+    Failure {
+        code: exit::HARNESS,
+        error: error.into(),
+    }
+}
+
+fn print_json(value: &impl serde::Serialize) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(value)
+        .context("serializing the summary")
+        .map_err(harness)?;
+    println!("{text}");
+    Ok(())
+}
+
+fn run_protocol(
+    loaded: &protocol::LoadedProtocol,
+    common: &CommonArgs,
+) -> Result<run::RunResult, Failure> {
+    let workers = run::WorkerDir::resolve(common.worker_dir.clone()).map_err(harness)?;
+    let dir = common
+        .out
+        .clone()
+        .unwrap_or_else(|| run::default_run_dir(&loaded.name));
+    run::run(loaded, &dir, &workers).map_err(harness)
+}
+
+fn main_inner(cli: Cli) -> Result<u8, Failure> {
+    match cli.command {
+        Command::Run { protocol, common } => {
+            let loaded = protocol::load(&protocol).map_err(usage)?;
+            let result = run_protocol(&loaded, &common)?;
+            let all = result.all_completed();
+            let summary = summary::run_summary(&result.dir, &result.receipt, all);
+            if common.json {
+                print_json(&summary)?;
+            } else {
+                print!("{}", summary::human(&summary));
+            }
+            Ok(if all { exit::PASS } else { exit::ARM_FAILED })
+        }
+        Command::Calibrate { protocol, common } => {
+            let loaded = match &protocol {
+                Some(path) => protocol::load(path).map_err(usage)?,
+                None => protocol::parse(
+                    "<embedded protocols/calibration.toml>",
+                    calibrate::EMBEDDED_PROTOCOL,
+                )
+                .map_err(usage)?,
+            };
+            let result = run_protocol(&loaded, &common)?;
+            let report = calibrate::evaluate(&result.dir.display().to_string(), &result.receipt);
+            let path = result.dir.join("calibration.json");
+            let text = serde_json::to_string_pretty(&report)
+                .context("serializing calibration")
+                .map_err(harness)?;
+            std::fs::write(&path, text + "\n")
+                .with_context(|| format!("cannot write {}", path.display()))
+                .map_err(harness)?;
+            if common.json {
+                print_json(&report)?;
+            } else {
+                print!("{}", calibrate::human(&report));
+            }
+            Ok(if report.passed {
+                exit::PASS
+            } else {
+                exit::ARM_FAILED
+            })
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match main_inner(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            eprintln!("memqual: error: {:#}", f.error);
+            ExitCode::from(f.code)
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! Protocol files: TOML, strict (unknown keys are errors), validated before
+//! any worker starts. Errors name `file:line:col` and the key.
+
+use serde::Deserialize;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use worker_contract::{CalibrationSpec, WorkerSpec};
+
+/// The protocol format version this memqual reads.
+pub const PROTOCOL_SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Protocol {
+    pub schema_version: u32,
+    pub name: toml::Spanned<String>,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub sampling: Sampling,
+    #[serde(default)]
+    pub defaults: Defaults,
+    #[serde(rename = "arm", default)]
+    pub arms: Vec<ArmDecl>,
+}
+
+/// External sampler settings.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sampling {
+    /// Tick period in milliseconds (default 50).
+    #[serde(default = "default_period_ms")]
+    pub period_ms: u64,
+}
+
+fn default_period_ms() -> u64 {
+    50
+}
+
+impl Default for Sampling {
+    fn default() -> Self {
+        Sampling {
+            period_ms: default_period_ms(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Defaults {
+    /// Seconds an arm may run before its worker's process group is killed (default 300).
+    #[serde(default = "default_timeout_s")]
+    pub arm_timeout_s: u64,
+}
+
+fn default_timeout_s() -> u64 {
+    300
+}
+
+impl Default for Defaults {
+    fn default() -> Self {
+        Defaults {
+            arm_timeout_s: default_timeout_s(),
+        }
+    }
+}
+
+/// One arm as declared: exactly one worker table (`calibrate` for now).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArmDecl {
+    pub id: toml::Spanned<String>,
+    #[serde(default)]
+    pub description: String,
+    pub timeout_s: Option<u64>,
+    pub sampling: Option<Sampling>,
+    pub calibrate: Option<CalibrationSpec>,
+}
+
+/// A validated arm, ready to run.
+#[derive(Debug, Clone)]
+pub struct Arm {
+    pub id: String,
+    pub description: String,
+    pub timeout: Duration,
+    pub period: Duration,
+    pub worker: WorkerSpec,
+}
+
+/// A protocol that parsed and validated, with its source text kept verbatim.
+#[derive(Debug, Clone)]
+pub struct LoadedProtocol {
+    pub path: PathBuf,
+    pub name: String,
+    pub description: String,
+    pub text: String,
+    pub arms: Vec<Arm>,
+}
+
+/// A protocol that cannot be run, located in its file.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}:{line}:{col}: {message}")]
+pub struct ProtocolError {
+    pub file: String,
+    pub line: usize,
+    pub col: usize,
+    pub message: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read protocol {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Invalid(#[from] ProtocolError),
+}
+
+/// 1-based line and column of byte `offset` in `text`.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rfind('\n').map_or(offset, |nl| offset - nl - 1) + 1;
+    (line, col)
+}
+
+fn error_at(file: &str, text: &str, span: Option<Range<usize>>, message: String) -> ProtocolError {
+    let (line, col) = span.map_or((1, 1), |s| line_col(text, s.start));
+    ProtocolError {
+        file: file.to_string(),
+        line,
+        col,
+        message,
+    }
+}
+
+const ID_CHARS: &str = "letters, digits, '.', '_' and '-'";
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && !id.starts_with('.')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// Parse and validate protocol text; `file` is used only in messages.
+pub fn parse(file: &str, text: &str) -> Result<LoadedProtocol, ProtocolError> {
+    let raw: Protocol = toml::from_str(text)
+        .map_err(|e| error_at(file, text, e.span(), e.message().trim().to_string()))?;
+    let at = |span: Range<usize>, message: String| error_at(file, text, Some(span), message);
+    if raw.schema_version != PROTOCOL_SCHEMA_VERSION {
+        return Err(error_at(
+            file,
+            text,
+            text.find("schema_version").map(|s| s..s),
+            format!(
+                "schema_version = {} is not supported; this memqual reads version {PROTOCOL_SCHEMA_VERSION}",
+                raw.schema_version
+            ),
+        ));
+    }
+    if !valid_id(raw.name.get_ref()) {
+        return Err(at(
+            raw.name.span(),
+            format!("name must use only {ID_CHARS} (1–64 characters)"),
+        ));
+    }
+    if raw.arms.is_empty() {
+        return Err(error_at(
+            file,
+            text,
+            None,
+            "the protocol declares no [[arm]]".into(),
+        ));
+    }
+    let check_period = |s: &Sampling, span: Range<usize>| {
+        if s.period_ms == 0 {
+            Err(at(span, "sampling.period_ms must be at least 1".into()))
+        } else {
+            Ok(())
+        }
+    };
+    check_period(&raw.sampling, 0..0)?;
+    let mut seen = std::collections::HashSet::new();
+    let mut arms = Vec::with_capacity(raw.arms.len());
+    for decl in raw.arms {
+        let span = decl.id.span();
+        let id = decl.id.into_inner();
+        if !valid_id(&id) {
+            return Err(at(
+                span,
+                format!("arm id `{id}` must use only {ID_CHARS} (1–64 characters)"),
+            ));
+        }
+        if !seen.insert(id.clone()) {
+            return Err(at(span, format!("arm id `{id}` is declared twice")));
+        }
+        let sampling = decl.sampling.unwrap_or(raw.sampling);
+        check_period(&sampling, span.clone())?;
+        let worker = match decl.calibrate {
+            Some(cal) => {
+                cal.validate()
+                    .map_err(|e| at(span.clone(), format!("arm `{id}`: calibrate.{e}")))?;
+                WorkerSpec::Calibrate(cal)
+            }
+            None => {
+                return Err(at(
+                    span,
+                    format!("arm `{id}` has no worker table: add [arm.calibrate]"),
+                ));
+            }
+        };
+        let timeout_s = decl.timeout_s.unwrap_or(raw.defaults.arm_timeout_s);
+        if timeout_s == 0 {
+            return Err(at(
+                span,
+                format!("arm `{id}`: timeout_s must be at least 1"),
+            ));
+        }
+        arms.push(Arm {
+            id,
+            description: decl.description,
+            timeout: Duration::from_secs(timeout_s),
+            period: Duration::from_millis(sampling.period_ms),
+            worker,
+        });
+    }
+    Ok(LoadedProtocol {
+        path: PathBuf::from(file),
+        name: raw.name.into_inner(),
+        description: raw.description,
+        text: text.to_string(),
+        arms,
+    })
+}
+
+/// Read and validate a protocol file.
+pub fn load(path: &Path) -> Result<LoadedProtocol, LoadError> {
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(parse(&path.display().to_string(), &text)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"schema_version = 1
+name = "t"
+
+[[arm]]
+id = "a"
+[arm.calibrate]
+plateau = { mib = 8 }
+"#;
+
+    #[test]
+    fn a_minimal_protocol_loads_with_defaults() {
+        let p = parse("p.toml", GOOD).unwrap();
+        assert_eq!(p.name, "t");
+        assert_eq!(p.arms.len(), 1);
+        assert_eq!(p.arms[0].period, Duration::from_millis(50));
+        assert_eq!(p.arms[0].timeout, Duration::from_secs(300));
+        let WorkerSpec::Calibrate(c) = &p.arms[0].worker;
+        assert_eq!(c.plateau.unwrap().mib, 8);
+        assert_eq!(c.requests, 3);
+    }
+
+    #[test]
+    fn a_typo_names_file_line_col_and_key() {
+        let text = GOOD.replace("plateau = { mib = 8 }", "platue = { mib = 8 }");
+        let err = parse("p.toml", &text).unwrap_err();
+        assert_eq!((err.line, err.col), (7, 1), "{err}");
+        let msg = err.to_string();
+        assert!(msg.starts_with("p.toml:7:1: "), "{msg}");
+        assert!(msg.contains("unknown field `platue`"), "{msg}");
+    }
+
+    #[test]
+    fn a_typo_inside_an_inline_table_is_located() {
+        let text = GOOD.replace("{ mib = 8 }", "{ mb = 8 }");
+        let err = parse("p.toml", &text).unwrap_err();
+        assert_eq!(err.line, 7, "{err}");
+        assert!(err.message.contains("unknown field `mb`"), "{err}");
+    }
+
+    #[test]
+    fn semantic_errors_point_at_the_arm() {
+        let dup = format!("{GOOD}\n[[arm]]\nid = \"a\"\n[arm.calibrate]\n");
+        let err = parse("p.toml", &dup).unwrap_err();
+        assert_eq!(err.line, 10);
+        assert!(err.message.contains("declared twice"), "{err}");
+
+        let bad_spike = GOOD.replace(
+            "plateau = { mib = 8 }",
+            "spike = { mib = 8, hold_ms = 1, request = 9 }",
+        );
+        let err = parse("p.toml", &bad_spike).unwrap_err();
+        assert_eq!(err.line, 5);
+        assert!(err.message.contains("calibrate.spike.request = 9"), "{err}");
+
+        let no_worker = GOOD.replace("[arm.calibrate]\nplateau = { mib = 8 }\n", "");
+        assert!(
+            parse("p.toml", &no_worker)
+                .unwrap_err()
+                .message
+                .contains("no worker table")
+        );
+
+        let bad_id = GOOD.replace("id = \"a\"", "id = \"../x\"");
+        assert!(
+            parse("p.toml", &bad_id)
+                .unwrap_err()
+                .message
+                .contains("must use only")
+        );
+
+        let v2 = GOOD.replace("schema_version = 1", "schema_version = 2");
+        let err = parse("p.toml", &v2).unwrap_err();
+        assert_eq!((err.line, err.col), (1, 1));
+    }
+
+    #[test]
+    fn line_col_counts_from_one() {
+        assert_eq!(line_col("ab\ncd", 0), (1, 1));
+        assert_eq!(line_col("ab\ncd", 4), (2, 2));
+    }
+}

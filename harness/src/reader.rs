@@ -1,0 +1,237 @@
+//! Reads a worker's fd-3 messages, checks them against the contract, and
+//! appends them to the arm's files as they arrive.
+
+use crate::arm::Event;
+use reports::record::files;
+use sampler::PhaseTracker;
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::Path;
+use std::sync::mpsc::Sender;
+use std::thread::JoinHandle;
+use worker_contract::{CONTRACT_VERSION, WorkerMessage, decode_line};
+
+/// What the reader saw, once the channel closed.
+#[derive(Debug, Default)]
+pub struct ReaderReport {
+    pub hello: Option<serde_json::Value>,
+    pub bye: bool,
+    pub markers: u64,
+    pub results: u64,
+    pub worker_errors: Vec<String>,
+    /// Contract violations, each with the line number on the channel.
+    pub violations: Vec<String>,
+    /// Failures to write the arm's files.
+    pub harness_errors: Vec<String>,
+    pub phases_complete: bool,
+    pub last_phase: Option<String>,
+    pub expected_next: String,
+}
+
+pub struct ChannelReader {
+    handle: JoinHandle<ReaderReport>,
+}
+
+/// Append-only sinks for the arm's message files, flushed per line.
+struct Sinks {
+    markers: BufWriter<File>,
+    results: BufWriter<File>,
+    log: BufWriter<File>,
+}
+
+fn open_append(path: &Path) -> std::io::Result<BufWriter<File>> {
+    Ok(BufWriter::new(
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?,
+    ))
+}
+
+impl Sinks {
+    fn open(dir: &Path) -> std::io::Result<Sinks> {
+        Ok(Sinks {
+            markers: open_append(&dir.join(files::MARKERS))?,
+            results: open_append(&dir.join(files::RESULTS))?,
+            log: open_append(&dir.join(files::WORKER_LOG))?,
+        })
+    }
+}
+
+fn append_json(out: &mut BufWriter<File>, value: &impl serde::Serialize) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *out, value)?;
+    out.write_all(b"\n")?;
+    out.flush()
+}
+
+fn append_log(out: &mut BufWriter<File>, level: &str, message: &str) -> std::io::Result<()> {
+    writeln!(out, "{} {level} {message}", sampler::clock::monotonic_ns())?;
+    out.flush()
+}
+
+struct State {
+    report: ReaderReport,
+    tracker: PhaseTracker,
+    events: Sender<Event>,
+}
+
+impl State {
+    fn violation(&mut self, line_no: u64, reason: String) {
+        self.report
+            .violations
+            .push(format!("message line {line_no}: {reason}"));
+        let _ = self.events.send(Event::Violation);
+    }
+
+    fn handle(&mut self, line_no: u64, line: &str, sinks: &mut Sinks) -> std::io::Result<()> {
+        let msg = match decode_line(line) {
+            Ok(m) => m,
+            Err(e) => {
+                self.violation(line_no, e.to_string());
+                return Ok(());
+            }
+        };
+        if self.report.bye {
+            self.violation(line_no, format!("`{}` after `bye`", msg.type_name()));
+            return Ok(());
+        }
+        if self.report.hello.is_none() && !matches!(msg, WorkerMessage::Hello(_)) {
+            self.violation(
+                line_no,
+                format!("first message is `{}`, expected `hello`", msg.type_name()),
+            );
+            return Ok(());
+        }
+        match msg {
+            WorkerMessage::Hello(h) => {
+                if self.report.hello.is_some() {
+                    self.violation(line_no, "a second `hello`".into());
+                } else if h.contract_version != CONTRACT_VERSION {
+                    self.violation(
+                        line_no,
+                        format!(
+                            "worker speaks contract version {}, memqual speaks {CONTRACT_VERSION}",
+                            h.contract_version
+                        ),
+                    );
+                } else {
+                    self.report.hello = serde_json::to_value(&h).ok();
+                }
+            }
+            WorkerMessage::Marker(m) => match self.tracker.accept(m.seq, m.phase, m.request_id) {
+                Ok(()) => {
+                    self.report.markers += 1;
+                    append_json(&mut sinks.markers, &m)?;
+                }
+                Err(e) => self.violation(line_no, e.to_string()),
+            },
+            WorkerMessage::Result(r) => {
+                if self
+                    .tracker
+                    .last_request()
+                    .is_none_or(|last| r.request_id > last)
+                {
+                    self.violation(
+                        line_no,
+                        format!("result for request {} that never began", r.request_id),
+                    );
+                } else {
+                    self.report.results += 1;
+                    append_json(&mut sinks.results, &r)?;
+                }
+            }
+            WorkerMessage::Log(l) => {
+                let level = serde_json::to_value(l.level)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_uppercase))
+                    .unwrap_or_default();
+                append_log(&mut sinks.log, &level, &l.message)?;
+            }
+            WorkerMessage::Error(e) => {
+                append_log(&mut sinks.log, "ERROR", &e.message)?;
+                self.report.worker_errors.push(e.message);
+            }
+            WorkerMessage::Bye(_) => {
+                if !self.tracker.is_complete() {
+                    self.violation(line_no, "`bye` before `teardown_done`".into());
+                }
+                self.report.bye = true;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ChannelReader {
+    /// Read `pipe` until end-of-file on a thread of its own.
+    pub fn start(pipe: std::io::PipeReader, dir: &Path, events: Sender<Event>) -> Self {
+        let dir = dir.to_path_buf();
+        let handle = std::thread::spawn(move || {
+            let mut state = State {
+                report: ReaderReport::default(),
+                tracker: PhaseTracker::new(),
+                events,
+            };
+            let mut sinks = match Sinks::open(&dir) {
+                Ok(s) => s,
+                Err(e) => {
+                    state.report.harness_errors.push(format!(
+                        "cannot open the arm's message files in {}: {e}",
+                        dir.display()
+                    ));
+                    return state.report;
+                }
+            };
+            let mut reader = BufReader::new(pipe);
+            let mut buf = Vec::new();
+            let mut line_no = 0u64;
+            let mut sinks_broken = false;
+            loop {
+                buf.clear();
+                match reader.read_until(b'\n', &mut buf) {
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(e) => {
+                        state
+                            .report
+                            .harness_errors
+                            .push(format!("reading the worker's messages: {e}"));
+                        break;
+                    }
+                }
+                line_no += 1;
+                let text = String::from_utf8_lossy(&buf);
+                let line = text.trim_end_matches(['\n', '\r']);
+                if line.is_empty() || sinks_broken {
+                    // Keep draining so a worker never blocks on a full pipe.
+                    continue;
+                }
+                if let Err(e) = state.handle(line_no, line, &mut sinks) {
+                    state
+                        .report
+                        .harness_errors
+                        .push(format!("writing the arm's files: {e}"));
+                    sinks_broken = true;
+                }
+            }
+            let t = &state.tracker;
+            state.report.phases_complete = t.is_complete();
+            state.report.last_phase = t.last_phase().map(|p| p.to_string());
+            state.report.expected_next = t
+                .expected()
+                .iter()
+                .map(|p| format!("`{p}`"))
+                .collect::<Vec<_>>()
+                .join(" or ");
+            state.report
+        });
+        ChannelReader { handle }
+    }
+
+    pub fn join(self) -> ReaderReport {
+        self.handle.join().unwrap_or_else(|_| ReaderReport {
+            harness_errors: vec!["the message reader thread panicked".into()],
+            ..ReaderReport::default()
+        })
+    }
+}

@@ -1,0 +1,183 @@
+//! The dispatcher: one run directory, arms strictly one at a time, progress
+//! on stderr, the receipt at the end.
+
+use crate::arm;
+use crate::protocol::LoadedProtocol;
+use anyhow::{Context, bail};
+use reports::record::{ArmOutcome, ArmStatus, RunInfo, files};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// Where worker executables are found.
+#[derive(Debug, Clone)]
+pub struct WorkerDir(pub PathBuf);
+
+impl WorkerDir {
+    /// `--worker-dir`, else `MEMQUAL_WORKER_DIR`, else the directory of `memqual` itself.
+    pub fn resolve(flag: Option<PathBuf>) -> anyhow::Result<Self> {
+        if let Some(dir) =
+            flag.or_else(|| std::env::var_os("MEMQUAL_WORKER_DIR").map(PathBuf::from))
+        {
+            return Ok(WorkerDir(dir));
+        }
+        let exe = std::env::current_exe().context("cannot find memqual's own executable")?;
+        Ok(WorkerDir(
+            exe.parent().map(Path::to_path_buf).unwrap_or_default(),
+        ))
+    }
+
+    pub fn executable(&self, name: &str) -> anyhow::Result<PathBuf> {
+        let path = self.0.join(name);
+        if !path.is_file() {
+            bail!(
+                "worker executable {name} not found in {}: build the workspace (`cargo build --release --workspace`) \
+                 or point --worker-dir / MEMQUAL_WORKER_DIR at the folder that holds it",
+                self.0.display()
+            );
+        }
+        Ok(path)
+    }
+}
+
+/// The default run directory: `runs/<UTC timestamp>-<protocol>`, made unique.
+pub fn default_run_dir(protocol: &str) -> PathBuf {
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
+    let base = PathBuf::from("runs").join(format!("{stamp}-{protocol}"));
+    let mut dir = base.clone();
+    let mut n = 2;
+    while dir.exists() {
+        dir = PathBuf::from(format!("{}-{n}", base.display()));
+        n += 1;
+    }
+    dir
+}
+
+/// Create the run directory; refuse one that already holds files.
+fn prepare_run_dir(dir: &Path) -> anyhow::Result<()> {
+    if dir.exists() {
+        let mut entries =
+            std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))?;
+        if entries.next().is_some() {
+            bail!(
+                "run directory {} already exists and is not empty; choose another --out so no earlier run is overwritten",
+                dir.display()
+            );
+        }
+    }
+    std::fs::create_dir_all(dir.join(files::ARMS))
+        .with_context(|| format!("cannot create run directory {}", dir.display()))
+}
+
+fn write_json(path: &Path, value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(value).context("serializing a record")?;
+    std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn run_info(protocol: &LoadedProtocol) -> RunInfo {
+    let uname = nix::sys::utsname::uname().ok();
+    RunInfo {
+        memqual_version: env!("CARGO_PKG_VERSION").to_string(),
+        protocol_name: protocol.name.clone(),
+        protocol_path: protocol.path.display().to_string(),
+        protocol_sha256: sha256_hex(protocol.text.as_bytes()),
+        started_utc: chrono::Utc::now().to_rfc3339(),
+        platform: sampler::PLATFORM.to_string(),
+        page_size_bytes: sampler::page_size_bytes(),
+        hostname: nix::unistd::gethostname()
+            .ok()
+            .map(|h| h.to_string_lossy().into_owned()),
+        kernel: uname.map(|u| {
+            format!(
+                "{} {}",
+                u.sysname().to_string_lossy(),
+                u.release().to_string_lossy()
+            )
+        }),
+        arms: protocol.arms.iter().map(|a| a.id.clone()).collect(),
+    }
+}
+
+/// The result of a whole run.
+pub struct RunResult {
+    pub dir: PathBuf,
+    pub receipt: reports::Receipt,
+}
+
+impl RunResult {
+    pub fn all_completed(&self) -> bool {
+        self.receipt.arms.len() == self.receipt.run.arms.len()
+            && self
+                .receipt
+                .arms
+                .iter()
+                .all(|a| a.status == ArmStatus::Completed)
+    }
+}
+
+/// Run every arm of `protocol` into `dir`, one at a time.
+pub fn run(
+    protocol: &LoadedProtocol,
+    dir: &Path,
+    workers: &WorkerDir,
+) -> anyhow::Result<RunResult> {
+    // Resolve every worker before anything runs: a missing binary is a setup error.
+    let executables = protocol
+        .arms
+        .iter()
+        .map(|a| workers.executable(a.worker.executable_name()))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    prepare_run_dir(dir)?;
+    std::fs::write(dir.join(files::PROTOCOL), &protocol.text)
+        .with_context(|| format!("cannot write {}", dir.join(files::PROTOCOL).display()))?;
+    write_json(&dir.join(files::RUN), &run_info(protocol))?;
+    eprintln!(
+        "memqual: protocol {} ({}), run directory {}",
+        protocol.name,
+        protocol.description,
+        dir.display()
+    );
+
+    let total = protocol.arms.len();
+    for (i, (arm, exe)) in protocol.arms.iter().zip(&executables).enumerate() {
+        let arm_dir = dir.join(files::ARMS).join(&arm.id);
+        std::fs::create_dir_all(&arm_dir)
+            .with_context(|| format!("cannot create {}", arm_dir.display()))?;
+        eprintln!(
+            "memqual: [{}/{total}] arm {}: {} …",
+            i + 1,
+            arm.id,
+            arm.description
+        );
+        let outcome: ArmOutcome = arm::execute(arm, exe, &arm_dir)
+            .with_context(|| format!("arm {} could not be started", arm.id))?;
+        write_json(&arm_dir.join(files::ARM), &outcome)?;
+        let secs = (outcome.ended_ns.saturating_sub(outcome.started_ns)) as f64 / 1e9;
+        match outcome.status {
+            ArmStatus::Completed => eprintln!(
+                "memqual: [{}/{total}] arm {} completed in {secs:.1} s",
+                i + 1,
+                arm.id
+            ),
+            ArmStatus::Failed => eprintln!(
+                "memqual: [{}/{total}] arm {} FAILED after {secs:.1} s: {}",
+                i + 1,
+                arm.id,
+                outcome.failure.join("; ")
+            ),
+        }
+    }
+    let receipt = reports::assemble(dir)
+        .with_context(|| format!("cannot assemble the receipt of {}", dir.display()))?;
+    write_json(&dir.join(files::RECEIPT), &receipt)?;
+    Ok(RunResult {
+        dir: dir.to_path_buf(),
+        receipt,
+    })
+}

@@ -1,0 +1,65 @@
+//! Helpers for integration tests that run the real `memqual` binary.
+#![allow(dead_code)]
+
+use reports::Receipt;
+use sampler::{Marker, SeriesRow};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub const MEMQUAL: &str = env!("CARGO_BIN_EXE_memqual");
+pub const MIB: f64 = 1048576.0;
+
+/// The folder with the worker binaries: cargo builds every workspace binary
+/// into the same target folder as `memqual`.
+pub fn worker_dir() -> PathBuf {
+    let dir = Path::new(MEMQUAL).parent().unwrap().to_path_buf();
+    assert!(
+        dir.join("memqual-calibrate").exists(),
+        "memqual-calibrate is not built in {}: run the workspace tests (`cargo test --workspace`)",
+        dir.display()
+    );
+    dir
+}
+
+pub fn memqual(args: &[&str]) -> Output {
+    Command::new(MEMQUAL)
+        .args(args)
+        .env("MEMQUAL_WORKER_DIR", worker_dir())
+        .output()
+        .expect("memqual runs")
+}
+
+pub fn write_protocol(dir: &Path, body: &str) -> PathBuf {
+    let path = dir.join("protocol.toml");
+    std::fs::write(
+        &path,
+        format!("schema_version = 1\nname = \"test\"\n{body}"),
+    )
+    .unwrap();
+    path
+}
+
+pub fn receipt(run_dir: &Path) -> Receipt {
+    let text = std::fs::read_to_string(run_dir.join("receipt.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+pub fn markers(arm_dir: &Path) -> Vec<Marker> {
+    std::fs::read_to_string(arm_dir.join("markers.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+pub fn series(arm_dir: &Path) -> Vec<SeriesRow> {
+    csv::Reader::from_path(arm_dir.join("series.csv"))
+        .unwrap()
+        .deserialize()
+        .map(|r| r.unwrap())
+        .collect()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}

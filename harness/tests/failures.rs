@@ -1,0 +1,226 @@
+//! Fail closed: crashes, timeouts, contract violations and bad protocols.
+
+mod common;
+
+use common::*;
+use reports::record::{ArmOutcome, ArmStatus};
+use sampler::Phase;
+use std::time::Instant;
+
+fn outcome(run: &std::path::Path, arm: &str) -> ArmOutcome {
+    let text = std::fs::read_to_string(run.join("arms").join(arm).join("arm.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn a_worker_that_dies_mid_request_fails_its_arm_keeps_its_data_and_the_next_arm_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let proto = write_protocol(
+        tmp.path(),
+        r#"
+[[arm]]
+id = "crash"
+[arm.calibrate]
+requests = 3
+request_ms = 200
+crash_at = 1
+plateau = { mib = 32 }
+
+[[arm]]
+id = "after"
+[arm.calibrate]
+requests = 1
+"#,
+    );
+    let run = tmp.path().join("run");
+    let out = memqual(&[
+        "run",
+        proto.to_str().unwrap(),
+        "--out",
+        run.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+
+    let crash = outcome(&run, "crash");
+    assert_eq!(crash.status, ArmStatus::Failed);
+    let exit = crash.exit.as_ref().unwrap();
+    assert_eq!(exit.signal_name.as_deref(), Some("SIGABRT"));
+    assert_eq!(exit.code, None);
+    assert!(
+        crash
+            .failure
+            .iter()
+            .any(|f| f.contains("killed by signal SIGABRT (6)")),
+        "{:?}",
+        crash.failure
+    );
+    assert!(
+        crash
+            .failure
+            .iter()
+            .any(|f| f.contains("phases incomplete: last phase request_begin")),
+        "{:?}",
+        crash.failure
+    );
+    assert!(!crash.bye);
+
+    // Everything up to the death is on disk.
+    let marks = markers(&run.join("arms/crash"));
+    let last = marks.last().unwrap();
+    assert_eq!(
+        (last.phase, last.request_id),
+        (Phase::RequestBegin, Some(1))
+    );
+    assert_eq!(marks.len(), 7);
+    let rows = series(&run.join("arms/crash"));
+    assert!(
+        rows.iter().filter(|r| r.resident_bytes.is_some()).count() >= 4,
+        "{} rows",
+        rows.len()
+    );
+    let results = std::fs::read_to_string(run.join("arms/crash/results.jsonl")).unwrap();
+    assert_eq!(results.lines().count(), 1);
+
+    assert_eq!(outcome(&run, "after").status, ArmStatus::Completed);
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["all_completed"], false);
+    assert_eq!(summary["arms"][0]["status"], "failed");
+    assert_eq!(summary["arms"][1]["status"], "completed");
+    let receipt = receipt(&run);
+    assert_eq!(receipt.arms[0].status, ArmStatus::Failed);
+    assert_eq!(receipt.arms[0].phases.len(), 7);
+}
+
+#[test]
+fn a_typo_in_a_key_fails_before_any_worker_starts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let proto = write_protocol(
+        tmp.path(),
+        "\n[[arm]]\nid = \"a\"\n[arm.calibrate]\nplatue = { mib = 8 }\n",
+    );
+    let run = tmp.path().join("run");
+    let out = memqual(&[
+        "run",
+        proto.to_str().unwrap(),
+        "--out",
+        run.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    let location = format!("{}:7:1:", proto.display());
+    assert!(err.contains(&location), "{err}");
+    assert!(err.contains("unknown field `platue`"), "{err}");
+    assert!(!run.exists(), "nothing may run on a bad protocol");
+}
+
+#[test]
+fn contract_violations_fail_the_arm_with_the_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut body = String::new();
+    for kind in ["bad_json", "unknown_message", "out_of_order", "no_bye"] {
+        body += &format!(
+            "\n[[arm]]\nid = \"{kind}\"\n[arm.calibrate]\nrequests = 1\nrequest_ms = 1\nidle_ms = 1\nmisbehave = \"{kind}\"\n"
+        );
+    }
+    let proto = write_protocol(tmp.path(), &body);
+    let run = tmp.path().join("run");
+    let out = memqual(&[
+        "run",
+        proto.to_str().unwrap(),
+        "--out",
+        run.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let expect = [
+        (
+            "bad_json",
+            "worker broke the contract: message line 5: not valid JSON",
+        ),
+        ("unknown_message", "unknown message type `telemetry`"),
+        (
+            "out_of_order",
+            "phase `warmup_done` out of order: expected `state_ready`",
+        ),
+        ("no_bye", "worker exited without `bye`"),
+    ];
+    for (arm, reason) in expect {
+        let o = outcome(&run, arm);
+        assert_eq!(o.status, ArmStatus::Failed, "{arm}");
+        assert!(
+            o.failure.iter().any(|f| f.contains(reason)),
+            "{arm}: {:?}",
+            o.failure
+        );
+    }
+    // A worker that finished everything but bye still has all its phases.
+    assert!(outcome(&run, "no_bye").exit.unwrap().code == Some(0));
+    assert_eq!(markers(&run.join("arms/no_bye")).len(), 8);
+}
+
+#[test]
+fn a_hung_worker_is_killed_at_its_timeout_and_recorded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let proto = write_protocol(
+        tmp.path(),
+        "\n[[arm]]\nid = \"hang\"\ntimeout_s = 1\n[arm.calibrate]\nrequests = 1\nidle_ms = 60000\n",
+    );
+    let run = tmp.path().join("run");
+    let started = Instant::now();
+    let out = memqual(&[
+        "run",
+        proto.to_str().unwrap(),
+        "--out",
+        run.to_str().unwrap(),
+    ]);
+    // Generous: the point is that it did not wait the 60 s idle.
+    assert!(started.elapsed().as_secs() < 30);
+    assert_eq!(out.status.code(), Some(1));
+    let o = outcome(&run, "hang");
+    assert!(o.timed_out);
+    assert_eq!(o.exit.unwrap().signal_name.as_deref(), Some("SIGKILL"));
+    assert!(
+        o.failure[0].contains("timed out after 1 s"),
+        "{:?}",
+        o.failure
+    );
+    assert_eq!(
+        markers(&run.join("arms/hang")).last().unwrap().phase,
+        Phase::RequestEnd
+    );
+}
+
+#[test]
+fn a_missing_worker_is_a_harness_error_and_an_existing_run_dir_is_never_overwritten() {
+    let tmp = tempfile::tempdir().unwrap();
+    let proto = write_protocol(tmp.path(), "\n[[arm]]\nid = \"a\"\n[arm.calibrate]\n");
+    let out = std::process::Command::new(MEMQUAL)
+        .args([
+            "run",
+            proto.to_str().unwrap(),
+            "--out",
+            tmp.path().join("r").to_str().unwrap(),
+        ])
+        .env("MEMQUAL_WORKER_DIR", tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        stderr(&out).contains("worker executable memqual-calibrate not found"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = memqual(&[
+        "run",
+        proto.to_str().unwrap(),
+        "--out",
+        tmp.path().to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        stderr(&out).contains("already exists and is not empty"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -1,0 +1,29 @@
+//! Turns a memqual run directory into a receipt, and judges calibration arms.
+//!
+//! Everything here is rebuilt from the run directory alone: `run.json`, and
+//! per arm `spec.json`, `arm.json`, `markers.jsonl`, `series.csv` and
+//! `results.jsonl`. The harness writes those files (with the record types of
+//! [`record`]) as data arrives; this crate only reads them.
+//!
+//! - [`record`]: the run- and arm-level records the harness writes.
+//! - [`receipt`]: [`Receipt`] and [`assemble`] — per arm the phase table
+//!   (current and peak of every field, `None` where unavailable), the series
+//!   summary (cadence, lateness, skipped ticks, maxima, system deltas) and the
+//!   `peak_between_samples` flag.
+//! - [`calibration`]: expected vs measured for the calibration worker's
+//!   known patterns.
+//! - [`stats`]: small pure statistics (median, percentile, least squares).
+//!
+//! Not here yet: gates, sealing, HTML (a later issue).
+
+pub mod calibration;
+mod error;
+pub mod receipt;
+pub mod record;
+pub mod stats;
+
+pub use error::ReportError;
+pub use receipt::{Receipt, assemble};
+
+/// Version of the receipt format.
+pub const RECEIPT_SCHEMA_VERSION: u32 = 1;

@@ -1,0 +1,514 @@
+//! The receipt: what a run measured, rebuilt from its run directory.
+
+use crate::record::{ArmOutcome, ArmStatus, ExitInfo, RunInfo, files};
+use crate::{RECEIPT_SCHEMA_VERSION, ReportError, stats};
+use sampler::{Marker, Phase, SeriesRow, TaskMemory};
+use serde::{Deserialize, Serialize};
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use worker_contract::{ArmSpec, RequestResult};
+
+/// A run's receipt (`receipt.json`). Sealing and gates come later.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Receipt {
+    pub schema_version: u32,
+    pub run: RunInfo,
+    pub arms: Vec<ArmReceipt>,
+}
+
+/// One arm's measurements.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArmReceipt {
+    pub id: String,
+    pub status: ArmStatus,
+    pub failure: Vec<String>,
+    pub exit: Option<ExitInfo>,
+    pub timed_out: bool,
+    /// The worker's `hello`, as sent.
+    pub worker: Option<serde_json::Value>,
+    pub spec: Option<ArmSpec>,
+    pub phases: Vec<PhaseRow>,
+    pub series: SeriesSummary,
+    pub requests: u64,
+    pub latency: Option<LatencySummary>,
+    /// True when any phase's kernel peak was missed by every observation.
+    pub peak_between_samples: bool,
+}
+
+impl ArmReceipt {
+    /// The first marker of `phase` (for request phases: of that request).
+    pub fn phase(&self, phase: Phase, request_id: Option<u64>) -> Option<&PhaseRow> {
+        self.phases
+            .iter()
+            .find(|p| p.phase == phase && (request_id.is_none() || p.request_id == request_id))
+    }
+}
+
+/// One marker with what the external series saw in the phase it closes.
+///
+/// The phase's *window* runs from the last marker that reset the kernel peak
+/// (Linux resets at every marker, so it is the previous marker) to this one;
+/// without a reset (macOS lifetime peaks) it runs from the start of the arm.
+/// `observed_max_resident_bytes` is the largest resident value seen in the
+/// window by the series or by the markers bounding it. `peak_between_samples`
+/// is set exactly when the kernel's peak exceeds that by more than one page
+/// (or the footprint peak exceeds the observed footprint likewise): a
+/// transient that no sampler caught. `None` when there is no kernel peak.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseRow {
+    pub phase: Phase,
+    pub seq: u64,
+    pub request_id: Option<u64>,
+    pub t_ns: u64,
+    pub memory: TaskMemory,
+    pub window_start_ns: Option<u64>,
+    /// Series rows inside the window.
+    pub samples: u64,
+    pub series_max_resident_bytes: Option<u64>,
+    pub series_max_footprint_bytes: Option<u64>,
+    pub observed_max_resident_bytes: u64,
+    pub observed_max_footprint_bytes: Option<u64>,
+    pub peak_between_samples: Option<bool>,
+}
+
+/// The series of one arm in figures.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SeriesSummary {
+    pub samples: u64,
+    pub period_ns: Option<u64>,
+    pub median_interval_ns: Option<f64>,
+    pub p99_lateness_ns: Option<f64>,
+    pub max_lateness_ns: Option<u64>,
+    pub skipped_ticks: u64,
+    pub mean_cost_ns: Option<f64>,
+    pub max_cost_ns: Option<u64>,
+    /// Rows where the worker could not be read (it had exited or not started).
+    pub rows_without_process: u64,
+    pub max_resident_bytes: Option<u64>,
+    pub max_footprint_bytes: Option<u64>,
+    pub max_virtual_bytes: Option<u64>,
+    pub system: SystemDeltas,
+}
+
+/// System-wide change across the arm (last row minus first row), and extremes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SystemDeltas {
+    pub swap_used_delta_bytes: Option<i64>,
+    pub pgpgin_delta: Option<i64>,
+    pub pgpgout_delta: Option<i64>,
+    pub pswpin_delta: Option<i64>,
+    pub pswpout_delta: Option<i64>,
+    pub pageins_delta: Option<i64>,
+    pub pageouts_delta: Option<i64>,
+    pub psi_some_total_delta_us: Option<i64>,
+    pub psi_full_total_delta_us: Option<i64>,
+    pub max_psi_some_avg10: Option<f64>,
+    pub min_available_bytes: Option<u64>,
+    pub max_pressure_level: Option<i32>,
+}
+
+/// Latency over the measured requests.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub first_ns: u64,
+    pub p50_ns: f64,
+    pub p95_ns: f64,
+    pub max_ns: u64,
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ReportError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ReportError::Io {
+        path: path.into(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|e| ReportError::Record {
+        path: path.into(),
+        line: e.line() as u64,
+        reason: e.to_string(),
+    })
+}
+
+/// Read a JSON-lines file; a missing file is empty (the arm died first).
+fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, ReportError> {
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(ReportError::Io {
+                path: path.into(),
+                source,
+            });
+        }
+    };
+    let mut out = Vec::new();
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|source| ReportError::Io {
+            path: path.into(),
+            source,
+        })?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        out.push(
+            serde_json::from_str(&line).map_err(|e| ReportError::Record {
+                path: path.into(),
+                line: i as u64 + 1,
+                reason: e.to_string(),
+            })?,
+        );
+    }
+    Ok(out)
+}
+
+/// Per-interval maxima of the series between consecutive markers.
+#[derive(Debug, Clone, Default)]
+struct Interval {
+    samples: u64,
+    max_resident: Option<u64>,
+    max_footprint: Option<u64>,
+}
+
+fn max_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+fn delta(first: Option<u64>, last: Option<u64>) -> Option<i64> {
+    Some(last? as i64 - first? as i64)
+}
+
+/// Stream `series.csv` once: the summary, and maxima per marker interval
+/// (interval i is `(t[i-1], t[i]]`; interval 0 is everything up to marker 0).
+fn scan_series(
+    path: &Path,
+    markers: &[Marker],
+    period_ns: Option<u64>,
+) -> Result<(SeriesSummary, Vec<Interval>), ReportError> {
+    let mut intervals = vec![Interval::default(); markers.len()];
+    let mut summary = SeriesSummary {
+        period_ns,
+        ..SeriesSummary::default()
+    };
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((summary, intervals)),
+        Err(source) => {
+            return Err(ReportError::Io {
+                path: path.into(),
+                source,
+            });
+        }
+    };
+    let mut reader = csv::Reader::from_reader(std::io::BufReader::new(file));
+    let mut intervals_ns = Vec::new();
+    let mut lateness = Vec::new();
+    let mut cost_sum = 0f64;
+    let (mut first, mut prev): (Option<SeriesRow>, Option<SeriesRow>) = (None, None);
+    let mut next_marker = 0usize;
+    for (i, row) in reader.deserialize::<SeriesRow>().enumerate() {
+        let row = row.map_err(|e| ReportError::Record {
+            path: path.into(),
+            line: i as u64 + 2,
+            reason: e.to_string(),
+        })?;
+        while next_marker < markers.len() && markers[next_marker].t_ns < row.t_ns {
+            next_marker += 1;
+        }
+        if let Some(iv) = intervals.get_mut(next_marker)
+            && row.resident_bytes.is_some()
+        {
+            iv.samples += 1;
+            iv.max_resident = max_opt(iv.max_resident, row.resident_bytes);
+            iv.max_footprint = max_opt(iv.max_footprint, row.footprint_bytes);
+        }
+        summary.samples += 1;
+        if row.resident_bytes.is_none() {
+            summary.rows_without_process += 1;
+        }
+        summary.skipped_ticks += row.skipped_before;
+        summary.max_resident_bytes = max_opt(summary.max_resident_bytes, row.resident_bytes);
+        summary.max_footprint_bytes = max_opt(summary.max_footprint_bytes, row.footprint_bytes);
+        summary.max_virtual_bytes = max_opt(summary.max_virtual_bytes, row.virtual_bytes);
+        summary.max_lateness_ns = max_opt(summary.max_lateness_ns, Some(row.lateness_ns));
+        summary.max_cost_ns = max_opt(summary.max_cost_ns, Some(row.cost_ns));
+        cost_sum += row.cost_ns as f64;
+        lateness.push(row.lateness_ns as f64);
+        let sys = &mut summary.system;
+        sys.min_available_bytes = match (sys.min_available_bytes, row.sys_available_bytes) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(v) = row.sys_psi_some_avg10 {
+            sys.max_psi_some_avg10 = Some(sys.max_psi_some_avg10.map_or(v, |m: f64| m.max(v)));
+        }
+        sys.max_pressure_level = sys.max_pressure_level.max(row.sys_pressure_level);
+        if let Some(p) = &prev {
+            intervals_ns.push(row.t_ns.saturating_sub(p.t_ns) as f64);
+        }
+        if first.is_none() {
+            first = Some(row.clone());
+        }
+        prev = Some(row);
+    }
+    if let (Some(f), Some(l)) = (&first, &prev) {
+        let sys = &mut summary.system;
+        sys.swap_used_delta_bytes = delta(f.sys_swap_used_bytes, l.sys_swap_used_bytes);
+        sys.pgpgin_delta = delta(f.sys_pgpgin, l.sys_pgpgin);
+        sys.pgpgout_delta = delta(f.sys_pgpgout, l.sys_pgpgout);
+        sys.pswpin_delta = delta(f.sys_pswpin, l.sys_pswpin);
+        sys.pswpout_delta = delta(f.sys_pswpout, l.sys_pswpout);
+        sys.pageins_delta = delta(f.sys_pageins, l.sys_pageins);
+        sys.pageouts_delta = delta(f.sys_pageouts, l.sys_pageouts);
+        sys.psi_some_total_delta_us = delta(f.sys_psi_some_total_us, l.sys_psi_some_total_us);
+        sys.psi_full_total_delta_us = delta(f.sys_psi_full_total_us, l.sys_psi_full_total_us);
+    }
+    summary.median_interval_ns = stats::median(&intervals_ns);
+    summary.p99_lateness_ns = stats::percentile(&lateness, 99.0);
+    if summary.samples > 0 {
+        summary.mean_cost_ns = Some(cost_sum / summary.samples as f64);
+    }
+    Ok((summary, intervals))
+}
+
+/// Build the phase table: each marker with the series maxima of its window.
+fn phase_rows(markers: &[Marker], intervals: &[Interval], page_bytes: u64) -> Vec<PhaseRow> {
+    let mut rows = Vec::with_capacity(markers.len());
+    // Index of the marker whose reset opened the current window, if any.
+    let mut window_opened_by: Option<usize> = None;
+    let mut acc = Interval::default();
+    for (i, m) in markers.iter().enumerate() {
+        let iv = &intervals[i];
+        acc.samples += iv.samples;
+        acc.max_resident = max_opt(acc.max_resident, iv.max_resident);
+        acc.max_footprint = max_opt(acc.max_footprint, iv.max_footprint);
+
+        let opener = window_opened_by.map(|j| &markers[j]);
+        let observed_resident = [
+            acc.max_resident,
+            opener.map(|o| o.memory.resident_bytes),
+            Some(m.memory.resident_bytes),
+        ]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(m.memory.resident_bytes);
+        let observed_footprint = [
+            acc.max_footprint,
+            opener.and_then(|o| o.memory.footprint_bytes),
+            m.memory.footprint_bytes,
+        ]
+        .into_iter()
+        .flatten()
+        .max();
+        let resident_missed = m
+            .memory
+            .resident_peak_bytes
+            .map(|peak| peak > observed_resident + page_bytes);
+        let footprint_missed = match (m.memory.footprint_peak_bytes, observed_footprint) {
+            (Some(peak), Some(seen)) => Some(peak > seen + page_bytes),
+            _ => None,
+        };
+        let flag = match (resident_missed, footprint_missed) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(false) || b.unwrap_or(false)),
+        };
+        rows.push(PhaseRow {
+            phase: m.phase,
+            seq: m.seq,
+            request_id: m.request_id,
+            t_ns: m.t_ns,
+            memory: m.memory.clone(),
+            window_start_ns: opener.map(|o| o.t_ns),
+            samples: acc.samples,
+            series_max_resident_bytes: acc.max_resident,
+            series_max_footprint_bytes: acc.max_footprint,
+            observed_max_resident_bytes: observed_resident,
+            observed_max_footprint_bytes: observed_footprint,
+            peak_between_samples: flag,
+        });
+        if m.memory.peak_reset == Some(true) {
+            window_opened_by = Some(i);
+            acc = Interval::default();
+        }
+    }
+    rows
+}
+
+fn latency(results: &[RequestResult]) -> Option<LatencySummary> {
+    let first = results.first()?;
+    let values: Vec<f64> = results.iter().map(|r| r.latency_ns as f64).collect();
+    Some(LatencySummary {
+        count: results.len() as u64,
+        first_ns: first.latency_ns,
+        p50_ns: stats::percentile(&values, 50.0)?,
+        p95_ns: stats::percentile(&values, 95.0)?,
+        max_ns: results.iter().map(|r| r.latency_ns).max()?,
+    })
+}
+
+/// Assemble one arm from `arms/<id>/`.
+pub fn assemble_arm(arm_dir: &Path, id: &str, page_bytes: u64) -> Result<ArmReceipt, ReportError> {
+    let outcome_path = arm_dir.join(files::ARM);
+    let outcome: Option<ArmOutcome> = if outcome_path.exists() {
+        Some(read_json(&outcome_path)?)
+    } else {
+        None
+    };
+    let spec_path = arm_dir.join(files::SPEC);
+    let spec: Option<ArmSpec> = if spec_path.exists() {
+        Some(read_json(&spec_path)?)
+    } else {
+        None
+    };
+    let markers: Vec<Marker> = read_jsonl(&arm_dir.join(files::MARKERS))?;
+    let results: Vec<RequestResult> = read_jsonl(&arm_dir.join(files::RESULTS))?;
+    let period_ns = outcome
+        .as_ref()
+        .and_then(|o| o.sampler.as_ref())
+        .map(|s| s.period_ns);
+    let (series, intervals) = scan_series(&arm_dir.join(files::SERIES), &markers, period_ns)?;
+    let phases = phase_rows(&markers, &intervals, page_bytes);
+    let peak_between_samples = phases.iter().any(|p| p.peak_between_samples == Some(true));
+    let (status, failure, exit, timed_out, worker) = match outcome {
+        Some(o) => (o.status, o.failure, o.exit, o.timed_out, o.hello),
+        None => (
+            ArmStatus::Failed,
+            vec![format!(
+                "no {} for this arm: the harness stopped before the arm ended",
+                files::ARM
+            )],
+            None,
+            false,
+            None,
+        ),
+    };
+    Ok(ArmReceipt {
+        id: id.to_string(),
+        status,
+        failure,
+        exit,
+        timed_out,
+        worker,
+        spec,
+        requests: results.len() as u64,
+        latency: latency(&results),
+        phases,
+        series,
+        peak_between_samples,
+    })
+}
+
+/// Assemble the receipt of the run in `run_dir`.
+pub fn assemble(run_dir: &Path) -> Result<Receipt, ReportError> {
+    let run: RunInfo = read_json(&run_dir.join(files::RUN))?;
+    let mut arms = Vec::new();
+    for id in &run.arms {
+        let dir: PathBuf = run_dir.join(files::ARMS).join(id);
+        if !dir.exists() {
+            continue; // never started (the run stopped before it)
+        }
+        arms.push(assemble_arm(&dir, id, run.page_size_bytes)?);
+    }
+    Ok(Receipt {
+        schema_version: RECEIPT_SCHEMA_VERSION,
+        run,
+        arms,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn marker(seq: u64, phase: Phase, t_ns: u64, resident: u64, peak: u64) -> Marker {
+        Marker {
+            phase,
+            seq,
+            request_id: phase.is_request().then_some(0),
+            t_ns,
+            memory: TaskMemory {
+                resident_bytes: resident,
+                resident_peak_bytes: Some(peak),
+                peak_reset: Some(true),
+                ..TaskMemory::default()
+            },
+        }
+    }
+
+    fn interval(samples: u64, max: Option<u64>) -> Interval {
+        Interval {
+            samples,
+            max_resident: max,
+            max_footprint: None,
+        }
+    }
+
+    #[test]
+    fn flag_is_set_exactly_when_the_peak_exceeds_observations_by_more_than_a_page() {
+        let page = 4096;
+        let mib = 1 << 20;
+        let markers = vec![
+            marker(0, Phase::RequestBegin, 100, 10 * mib, 10 * mib),
+            // Spike of 200 MiB between samples; samples saw only 12 MiB.
+            marker(1, Phase::RequestEnd, 200, 10 * mib, 210 * mib),
+            // Peak exactly one page above what was seen: not flagged.
+            marker(2, Phase::IdleEnd, 300, 10 * mib, 12 * mib + page),
+            // One byte more than a page: flagged.
+            marker(3, Phase::TeardownDone, 400, 10 * mib, 12 * mib + page + 1),
+        ];
+        let intervals = vec![
+            interval(0, None),
+            interval(3, Some(12 * mib)),
+            interval(2, Some(12 * mib)),
+            interval(1, Some(12 * mib)),
+        ];
+        let rows = phase_rows(&markers, &intervals, page);
+        assert_eq!(rows[0].peak_between_samples, Some(false));
+        assert_eq!(rows[1].peak_between_samples, Some(true));
+        assert_eq!(rows[1].observed_max_resident_bytes, 12 * mib);
+        assert_eq!(rows[1].window_start_ns, Some(100));
+        assert_eq!(rows[2].peak_between_samples, Some(false));
+        assert_eq!(rows[3].peak_between_samples, Some(true));
+    }
+
+    #[test]
+    fn boundary_markers_count_as_observations() {
+        // A phase that frees memory right after it starts: the peak is the
+        // opening marker's own value, which was observed, so no flag.
+        let mib = 1 << 20;
+        let markers = vec![
+            marker(0, Phase::IdleEnd, 100, 300 * mib, 300 * mib),
+            marker(1, Phase::TeardownDone, 200, 5 * mib, 300 * mib),
+        ];
+        let intervals = vec![interval(0, None), interval(1, Some(5 * mib))];
+        let rows = phase_rows(&markers, &intervals, 4096);
+        assert_eq!(rows[1].peak_between_samples, Some(false));
+    }
+
+    #[test]
+    fn without_resets_the_window_is_the_whole_arm() {
+        let mib = 1 << 20;
+        let mut m0 = marker(0, Phase::ProcessStart, 100, 10 * mib, 10 * mib);
+        let mut m1 = marker(1, Phase::ModelLoaded, 200, 50 * mib, 80 * mib);
+        m0.memory.peak_reset = None;
+        m1.memory.peak_reset = None;
+        let intervals = vec![interval(1, Some(80 * mib)), interval(1, Some(50 * mib))];
+        let rows = phase_rows(&[m0, m1], &intervals, 4096);
+        // The lifetime peak of 80 MiB was seen in the first interval.
+        assert_eq!(rows[1].window_start_ns, None);
+        assert_eq!(rows[1].samples, 2);
+        assert_eq!(rows[1].peak_between_samples, Some(false));
+    }
+
+    #[test]
+    fn no_kernel_peak_means_no_verdict() {
+        let mut m = marker(0, Phase::ProcessStart, 1, 1, 1);
+        m.memory.resident_peak_bytes = None;
+        let rows = phase_rows(&[m], &[interval(0, None)], 4096);
+        assert_eq!(rows[0].peak_between_samples, None);
+    }
+}

@@ -1,0 +1,90 @@
+//! Records the harness writes into a run directory, and their file names.
+
+use serde::{Deserialize, Serialize};
+
+/// File and folder names inside a run directory.
+pub mod files {
+    pub const PROTOCOL: &str = "protocol.toml";
+    pub const RUN: &str = "run.json";
+    pub const RECEIPT: &str = "receipt.json";
+    pub const ARMS: &str = "arms";
+    /// Per arm, under `arms/<id>/`.
+    pub const SPEC: &str = "spec.json";
+    pub const ARM: &str = "arm.json";
+    pub const MARKERS: &str = "markers.jsonl";
+    pub const RESULTS: &str = "results.jsonl";
+    pub const SERIES: &str = "series.csv";
+    pub const WORKER_LOG: &str = "worker.log";
+    pub const STDOUT: &str = "stdout.txt";
+    pub const STDERR: &str = "stderr.txt";
+    pub const SCRATCH: &str = "scratch";
+}
+
+/// Written once when the run starts (`run.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    pub memqual_version: String,
+    pub protocol_name: String,
+    /// The protocol file as given on the command line.
+    pub protocol_path: String,
+    pub protocol_sha256: String,
+    pub started_utc: String,
+    pub platform: String,
+    pub page_size_bytes: u64,
+    pub hostname: Option<String>,
+    pub kernel: Option<String>,
+    /// Arm ids in the order they run.
+    pub arms: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArmStatus {
+    /// The worker ran its whole protocol: exit 0, every phase, `bye`.
+    Completed,
+    /// Anything else; `failure` says what.
+    Failed,
+}
+
+/// How the worker process ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExitInfo {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    pub signal_name: Option<String>,
+}
+
+/// What the harness saw of one arm (`arms/<id>/arm.json`), written when the arm ends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArmOutcome {
+    pub id: String,
+    pub status: ArmStatus,
+    /// Every reason the arm failed, in the order they were noticed.
+    pub failure: Vec<String>,
+    pub worker_executable: String,
+    pub worker_pid: Option<u32>,
+    pub hello: Option<serde_json::Value>,
+    pub exit: Option<ExitInfo>,
+    pub timed_out: bool,
+    pub timeout_s: u64,
+    pub bye: bool,
+    pub markers: u64,
+    pub results: u64,
+    pub worker_errors: Vec<String>,
+    pub started_ns: u64,
+    pub ended_ns: u64,
+    pub sampler: Option<SamplerRecord>,
+}
+
+/// The external sampler's account of itself for one arm.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SamplerRecord {
+    pub period_ns: u64,
+    pub epoch_ns: u64,
+    pub rows: u64,
+    pub skipped_ticks: u64,
+    pub process_errors: u64,
+    pub system_errors: u64,
+    pub sink_errors: u64,
+    pub first_error: Option<String>,
+}

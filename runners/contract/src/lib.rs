@@ -1,0 +1,37 @@
+//! The contract between the memqual harness and its workers, in one place.
+//!
+//! A worker is a child process. The harness writes one [`ArmSpec`] as JSON to
+//! the worker's stdin and closes it; the worker writes [`WorkerMessage`]s as
+//! JSON lines to file descriptor 3 ([`Channel`]) — `hello` first, then
+//! `marker`, `log`, `result` and `error` messages, and `bye` last. Worker
+//! stdout and stderr are free-form and only captured.
+//!
+//! [`decode_line`] is the harness's strict reader: bad JSON and unknown message
+//! types are distinct, typed errors. The phase order itself is checked by
+//! [`sampler::PhaseTracker`]. Everything here carries [`CONTRACT_VERSION`];
+//! a worker refuses a spec of another version.
+//!
+//! Not here: how a worker measures (the `sampler` crate) or what the harness
+//! does with the messages (the `harness` crate).
+
+mod calibrate;
+mod channel;
+mod message;
+mod spec;
+
+pub use calibrate::{CalibrationSpec, FileMap, Leak, Misbehaviour, Plateau, Reserve, Spike};
+pub use channel::{Channel, read_spec};
+pub use message::{
+    Bye, CalibrationResult, DecodeError, Hello, LogLevel, LogMessage, RequestResult, ResultBody,
+    WorkerError, WorkerMessage, decode_line,
+};
+pub use spec::{ArmSpec, SamplerSchedule, WorkerSpec};
+
+/// Version of the spec and message formats. Bump on any incompatible change.
+pub const CONTRACT_VERSION: u32 = 1;
+
+/// The file descriptor workers write their messages to.
+pub const MESSAGE_FD: i32 = 3;
+
+/// One mebibyte, the unit of the calibration sizes.
+pub const MIB: u64 = 1 << 20;

@@ -1,0 +1,231 @@
+//! Messages a worker writes to fd 3, one JSON object per line.
+
+use sampler::Marker;
+use serde::{Deserialize, Serialize};
+
+/// One line on the worker's message channel, tagged by `type`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum WorkerMessage {
+    Hello(Hello),
+    Marker(Marker),
+    Log(LogMessage),
+    Result(RequestResult),
+    Error(WorkerError),
+    Bye(Bye),
+}
+
+impl WorkerMessage {
+    /// The `type` tags the contract knows.
+    pub const TYPES: [&'static str; 6] = ["hello", "marker", "log", "result", "error", "bye"];
+
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            WorkerMessage::Hello(_) => "hello",
+            WorkerMessage::Marker(_) => "marker",
+            WorkerMessage::Log(_) => "log",
+            WorkerMessage::Result(_) => "result",
+            WorkerMessage::Error(_) => "error",
+            WorkerMessage::Bye(_) => "bye",
+        }
+    }
+}
+
+/// The first message: who the worker is and what it can do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    pub contract_version: u32,
+    pub worker: String,
+    pub version: String,
+    pub pid: u32,
+    /// Platform the worker samples on (`linux`, `macos`).
+    pub platform: String,
+    pub capabilities: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogMessage {
+    pub level: LogLevel,
+    pub message: String,
+}
+
+/// The outcome of one measured request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestResult {
+    pub request_id: u64,
+    /// Wall time of the request's work in nanoseconds.
+    pub latency_ns: u64,
+    pub body: ResultBody,
+}
+
+/// Worker-specific result payload, tagged by `kind`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ResultBody {
+    Calibration(CalibrationResult),
+}
+
+/// What the calibration worker held and did during one request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CalibrationResult {
+    /// Bytes the worker holds (touched) at the end of the request, excluding the spike.
+    pub held_bytes: u64,
+    /// Bytes leaked by this request.
+    pub leaked_bytes: u64,
+    /// Bytes of the spike in this request (0 if none).
+    pub spike_bytes: u64,
+    /// Monotonic time the spike's block was fully resident, and when it was freed.
+    pub spike_resident_ns: Option<u64>,
+    pub spike_freed_ns: Option<u64>,
+}
+
+/// A failure the worker reports before it exits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerError {
+    pub message: String,
+}
+
+/// The last message of a worker that finished its protocol.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bye {
+    pub requests: u64,
+}
+
+/// Why a line from a worker could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("not valid JSON ({reason}): {excerpt}")]
+    BadJson { reason: String, excerpt: String },
+    #[error("no string `type` field: {excerpt}")]
+    MissingType { excerpt: String },
+    #[error("unknown message type `{type_name}` (known: hello, marker, log, result, error, bye)")]
+    UnknownType { type_name: String },
+    #[error("malformed `{type_name}` message ({reason}): {excerpt}")]
+    Malformed {
+        type_name: String,
+        reason: String,
+        excerpt: String,
+    },
+}
+
+fn excerpt(line: &str) -> String {
+    const MAX: usize = 160;
+    if line.len() <= MAX {
+        return line.to_string();
+    }
+    let mut end = MAX;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &line[..end])
+}
+
+/// Decode one line strictly: JSON, a known `type`, and that type's fields.
+pub fn decode_line(line: &str) -> Result<WorkerMessage, DecodeError> {
+    let value: serde_json::Value =
+        serde_json::from_str(line).map_err(|e| DecodeError::BadJson {
+            reason: e.to_string(),
+            excerpt: excerpt(line),
+        })?;
+    let type_name = value
+        .get("type")
+        .and_then(|t| t.as_str())
+        .ok_or_else(|| DecodeError::MissingType {
+            excerpt: excerpt(line),
+        })?
+        .to_string();
+    if !WorkerMessage::TYPES.contains(&type_name.as_str()) {
+        return Err(DecodeError::UnknownType { type_name });
+    }
+    serde_json::from_value(value).map_err(|e| DecodeError::Malformed {
+        type_name,
+        reason: e.to_string(),
+        excerpt: excerpt(line),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_message_round_trips_and_is_tagged() {
+        let msgs = vec![
+            WorkerMessage::Hello(Hello {
+                contract_version: 1,
+                worker: "memqual-calibrate".into(),
+                version: "0.1.0".into(),
+                pid: 42,
+                platform: "linux".into(),
+                capabilities: vec!["plateau".into()],
+            }),
+            WorkerMessage::Log(LogMessage {
+                level: LogLevel::Warn,
+                message: "hi".into(),
+            }),
+            WorkerMessage::Result(RequestResult {
+                request_id: 3,
+                latency_ns: 10,
+                body: ResultBody::Calibration(CalibrationResult {
+                    held_bytes: 1,
+                    leaked_bytes: 2,
+                    spike_bytes: 0,
+                    spike_resident_ns: None,
+                    spike_freed_ns: None,
+                }),
+            }),
+            WorkerMessage::Error(WorkerError {
+                message: "x".into(),
+            }),
+            WorkerMessage::Bye(Bye { requests: 3 }),
+        ];
+        for m in msgs {
+            let line = serde_json::to_string(&m).unwrap();
+            assert!(
+                line.starts_with(&format!("{{\"type\":\"{}\"", m.type_name())),
+                "{line}"
+            );
+            assert_eq!(decode_line(&line).unwrap(), m);
+        }
+    }
+
+    #[test]
+    fn bad_json_unknown_type_and_malformed_are_distinct() {
+        assert!(matches!(
+            decode_line("{not json"),
+            Err(DecodeError::BadJson { .. })
+        ));
+        assert!(matches!(
+            decode_line("{\"kind\":\"hello\"}"),
+            Err(DecodeError::MissingType { .. })
+        ));
+        assert_eq!(
+            decode_line("{\"type\":\"telemetry\"}").unwrap_err(),
+            DecodeError::UnknownType {
+                type_name: "telemetry".into()
+            }
+        );
+        let err = decode_line("{\"type\":\"bye\"}").unwrap_err();
+        assert!(
+            matches!(&err, DecodeError::Malformed { type_name, reason, .. } if type_name == "bye" && reason.contains("requests")),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn long_lines_are_cut_in_errors_on_a_char_boundary() {
+        let line = format!("{{\"type\":\"bye\",\"x\":\"{}\"", "é".repeat(200));
+        let err = decode_line(&line).unwrap_err().to_string();
+        assert!(err.ends_with('…'), "{err}");
+        assert!(err.len() < 400);
+    }
+}

@@ -1,0 +1,69 @@
+use crate::CalibrationSpec;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Everything a worker needs to run one arm, sent as JSON on stdin.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArmSpec {
+    pub contract_version: u32,
+    pub arm_id: String,
+    /// A directory the worker may write to (temporary files); the harness creates it.
+    pub scratch_dir: PathBuf,
+    /// The external sampler's schedule, when one runs, on the shared monotonic clock.
+    #[serde(default)]
+    pub sampler: Option<SamplerSchedule>,
+    pub worker: WorkerSpec,
+}
+
+/// When the external sampler's ticks are due: `epoch_ns + k * period_ns`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SamplerSchedule {
+    pub epoch_ns: u64,
+    pub period_ns: u64,
+}
+
+impl SamplerSchedule {
+    /// The first tick deadline strictly after `t_ns`.
+    pub fn next_tick_after(&self, t_ns: u64) -> u64 {
+        if t_ns < self.epoch_ns {
+            return self.epoch_ns;
+        }
+        let k = (t_ns - self.epoch_ns) / self.period_ns + 1;
+        self.epoch_ns + k * self.period_ns
+    }
+}
+
+/// The worker-specific part of an arm, tagged by worker kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WorkerSpec {
+    Calibrate(CalibrationSpec),
+}
+
+impl WorkerSpec {
+    /// The executable that runs this kind of arm.
+    pub fn executable_name(&self) -> &'static str {
+        match self {
+            WorkerSpec::Calibrate(_) => "memqual-calibrate",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_tick_is_strictly_after() {
+        let s = SamplerSchedule {
+            epoch_ns: 1_000,
+            period_ns: 100,
+        };
+        assert_eq!(s.next_tick_after(0), 1_000);
+        assert_eq!(s.next_tick_after(1_000), 1_100);
+        assert_eq!(s.next_tick_after(1_099), 1_100);
+        assert_eq!(s.next_tick_after(1_100), 1_200);
+    }
+}

@@ -1,0 +1,45 @@
+//! `memqual-calibrate`: the calibration worker. Started by `memqual run`;
+//! reads its arm spec on stdin and writes contract messages to fd 3.
+
+use runners::calibrate::{self, CAPABILITIES, WORKER_NAME};
+use runners::session::WorkerSession;
+use std::process::ExitCode;
+use worker_contract::{Misbehaviour, WorkerSpec, read_spec};
+
+fn main() -> ExitCode {
+    let spec = match read_spec(std::io::stdin()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{WORKER_NAME}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut session = match WorkerSession::open(WORKER_NAME, &CAPABILITIES) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{WORKER_NAME}: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let WorkerSpec::Calibrate(cal) = &spec.worker;
+    match calibrate::run(&spec, cal, &mut session) {
+        Ok(requests) => {
+            if cal.misbehave == Some(Misbehaviour::NoBye) {
+                return ExitCode::SUCCESS;
+            }
+            match session.bye(requests) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("{WORKER_NAME}: cannot send bye: {e:#}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Err(e) => {
+            let message = format!("{e:#}");
+            eprintln!("{WORKER_NAME}: {message}");
+            let _ = session.error(message);
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,385 @@
+//! The calibration worker: the real worker's phases around known allocations.
+
+use crate::session::WorkerSession;
+use anyhow::{Context, bail};
+use memmap2::{Mmap, MmapMut, MmapOptions};
+use sampler::{Phase, clock};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use worker_contract::{
+    ArmSpec, CalibrationResult, CalibrationSpec, LogLevel, MIB, Misbehaviour, RequestResult,
+    ResultBody, SamplerSchedule,
+};
+
+pub const WORKER_NAME: &str = "memqual-calibrate";
+pub const CAPABILITIES: [&str; 8] = [
+    "plateau",
+    "leak",
+    "spike",
+    "reserve",
+    "file_map",
+    "crash_at",
+    "misbehave",
+    "busy_threads",
+];
+
+/// Anonymous memory with every page written, so all of it is resident and dirty.
+pub struct TouchedBlock {
+    map: MmapMut,
+}
+
+impl TouchedBlock {
+    pub fn new(bytes: u64) -> anyhow::Result<Self> {
+        let len = usize::try_from(bytes.max(1)).context("block size does not fit in memory")?;
+        let mut map = MmapOptions::new()
+            .len(len)
+            .map_anon()
+            .with_context(|| format!("mmap of {bytes} anonymous bytes"))?;
+        let page = sampler::page_size_bytes() as usize;
+        for offset in (0..len).step_by(page) {
+            map[offset] = 0xA5;
+        }
+        Ok(TouchedBlock { map })
+    }
+
+    pub fn len(&self) -> u64 {
+        self.map.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
+/// Address space reserved and never touched (`MAP_NORESERVE`, so no commit charge).
+pub struct Reservation {
+    _map: MmapMut,
+}
+
+impl Reservation {
+    pub fn new(bytes: u64) -> anyhow::Result<Self> {
+        let len = usize::try_from(bytes).context("reservation does not fit")?;
+        let map = MmapOptions::new()
+            .len(len)
+            .no_reserve_swap()
+            .map_anon()
+            .with_context(|| format!("reserving {bytes} bytes of address space"))?;
+        Ok(Reservation { _map: map })
+    }
+}
+
+/// A file written to scratch, mapped read-only and read page by page:
+/// clean, file-backed, resident memory.
+pub struct MappedFile {
+    map: Mmap,
+    path: PathBuf,
+}
+
+impl MappedFile {
+    pub fn new(dir: &Path, bytes: u64) -> anyhow::Result<Self> {
+        let path = dir.join("calibration-file-map.bin");
+        let mut file =
+            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        let chunk = vec![0x5Au8; MIB as usize];
+        let mut left = bytes;
+        while left > 0 {
+            let n = left.min(MIB) as usize;
+            file.write_all(&chunk[..n])
+                .with_context(|| format!("writing {}", path.display()))?;
+            left -= n as u64;
+        }
+        // Free the write buffer before mapping so it is no transient peak of its own.
+        drop(chunk);
+        file.sync_all().ok();
+        let file = std::fs::File::open(&path)?;
+        // SAFETY: the file is private to this worker's scratch directory and
+        // nothing truncates it while the map lives (memmap2's contract).
+        let map =
+            unsafe { Mmap::map(&file) }.with_context(|| format!("mapping {}", path.display()))?;
+        let page = sampler::page_size_bytes() as usize;
+        let mut sum = 0u64;
+        for offset in (0..map.len()).step_by(page) {
+            sum = sum.wrapping_add(u64::from(map[offset]));
+        }
+        std::hint::black_box(sum);
+        Ok(MappedFile { map, path })
+    }
+
+    pub fn len(&self) -> u64 {
+        self.map.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
+impl Drop for MappedFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Spinning threads that keep cores busy while they live.
+struct BusyThreads {
+    stop: Arc<AtomicBool>,
+    handles: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl BusyThreads {
+    fn start(n: u32) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let handles = (0..n)
+            .map(|_| {
+                let stop = Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    let mut x = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        x = std::hint::black_box(
+                            x.wrapping_mul(6364136223846793005).wrapping_add(1),
+                        );
+                    }
+                })
+            })
+            .collect();
+        BusyThreads { stop, handles }
+    }
+}
+
+impl Drop for BusyThreads {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+fn sleep_until(t_ns: u64) {
+    let now = clock::monotonic_ns();
+    if t_ns > now {
+        std::thread::sleep(Duration::from_nanos(t_ns - now));
+    }
+}
+
+fn leak_bytes_per_request(spec: &CalibrationSpec) -> u64 {
+    let page = sampler::page_size_bytes();
+    spec.leak.map_or(0, |l| {
+        let bytes = (l.mib_per_request * MIB as f64).ceil() as u64;
+        bytes.div_ceil(page) * page
+    })
+}
+
+/// Everything the arm holds between `model_loaded` and teardown.
+#[derive(Default)]
+struct Held {
+    plateau: Option<TouchedBlock>,
+    _reserve: Option<Reservation>,
+    _file: Option<MappedFile>,
+    leaked: Vec<TouchedBlock>,
+}
+
+impl Held {
+    fn touched_bytes(&self) -> u64 {
+        self.plateau.as_ref().map_or(0, TouchedBlock::len)
+            + self.leaked.iter().map(TouchedBlock::len).sum::<u64>()
+    }
+}
+
+/// Run one calibration arm to the end (or to its planned crash).
+pub fn run(
+    spec: &ArmSpec,
+    cal: &CalibrationSpec,
+    session: &mut WorkerSession,
+) -> anyhow::Result<u64> {
+    if let Err(e) = cal.validate() {
+        bail!("invalid calibration spec: {e}");
+    }
+    if cal.spike.is_some_and(|s| s.between_ticks) && spec.sampler.is_none() {
+        bail!("spike.between_ticks needs the external sampler's schedule, but the arm has none");
+    }
+    session.mark(Phase::ProcessStart, None)?;
+
+    // "Load": everything the model-global context would hold.
+    let mut held = Held {
+        plateau: cal
+            .plateau
+            .map(|p| TouchedBlock::new(p.mib * MIB))
+            .transpose()?,
+        _reserve: cal
+            .reserve
+            .map(|r| Reservation::new(r.mib * MIB))
+            .transpose()?,
+        _file: cal
+            .file_map
+            .map(|f| MappedFile::new(&spec.scratch_dir, f.mib * MIB))
+            .transpose()?,
+        leaked: Vec::new(),
+    };
+    session.mark(Phase::ModelLoaded, None)?;
+
+    if cal.misbehave == Some(Misbehaviour::OutOfOrder) {
+        session.mark(Phase::WarmupDone, None)?;
+    } else {
+        session.mark(Phase::StateReady, None)?;
+    }
+    match cal.misbehave {
+        Some(Misbehaviour::BadJson) => {
+            session.channel_mut().send_raw("{\"type\": \"log\", oops")?
+        }
+        Some(Misbehaviour::UnknownMessage) => session
+            .channel_mut()
+            .send_raw("{\"type\":\"telemetry\",\"value\":1}")?,
+        _ => {}
+    }
+
+    for _ in 0..cal.warmup {
+        std::thread::sleep(Duration::from_millis(cal.request_ms));
+    }
+    session.mark(Phase::WarmupDone, None)?;
+
+    let leak_bytes = leak_bytes_per_request(cal);
+    let busy = (cal.busy_threads > 0).then(|| BusyThreads::start(cal.busy_threads));
+    for request_id in 0..cal.requests {
+        session.mark(Phase::RequestBegin, Some(request_id))?;
+        let started = clock::monotonic_ns();
+        if leak_bytes > 0 {
+            held.leaked.push(TouchedBlock::new(leak_bytes)?);
+        }
+        let mut result = CalibrationResult {
+            held_bytes: 0,
+            leaked_bytes: leak_bytes,
+            spike_bytes: 0,
+            spike_resident_ns: None,
+            spike_freed_ns: None,
+        };
+        if let Some(spike) = cal.spike.filter(|s| s.request == request_id) {
+            run_spike(
+                spike.mib * MIB,
+                spike.hold_ms,
+                spike.between_ticks.then_some(spec.sampler).flatten(),
+                &mut result,
+                session,
+            )?;
+        }
+        if cal.crash_at == Some(request_id) {
+            session.log(
+                LogLevel::Info,
+                format!("crash_at: aborting inside request {request_id}"),
+            )?;
+            std::process::abort();
+        }
+        sleep_until(started + cal.request_ms * 1_000_000);
+        let latency_ns = clock::monotonic_ns() - started;
+        result.held_bytes = held.touched_bytes();
+        session.mark(Phase::RequestEnd, Some(request_id))?;
+        session.result(RequestResult {
+            request_id,
+            latency_ns,
+            body: ResultBody::Calibration(result),
+        })?;
+    }
+    drop(busy);
+
+    std::thread::sleep(Duration::from_millis(cal.idle_ms));
+    session.mark(Phase::IdleEnd, None)?;
+    drop(held);
+    session.mark(Phase::TeardownDone, None)?;
+    Ok(cal.requests)
+}
+
+fn run_spike(
+    bytes: u64,
+    hold_ms: u64,
+    align: Option<SamplerSchedule>,
+    result: &mut CalibrationResult,
+    session: &mut WorkerSession,
+) -> anyhow::Result<()> {
+    // Start a tenth of a period after a tick, so the spike sits between ticks.
+    let next_tick = align.map(|s| {
+        let tick = s.next_tick_after(clock::monotonic_ns());
+        sleep_until(tick + s.period_ns / 10);
+        tick + s.period_ns
+    });
+    let block = TouchedBlock::new(bytes)?;
+    result.spike_resident_ns = Some(clock::monotonic_ns());
+    std::thread::sleep(Duration::from_millis(hold_ms));
+    drop(block);
+    let freed = clock::monotonic_ns();
+    result.spike_freed_ns = Some(freed);
+    result.spike_bytes = bytes;
+    if let Some(deadline) = next_tick
+        && freed >= deadline
+    {
+        session.log(
+            LogLevel::Warn,
+            format!(
+                "spike.between_ticks: the spike ended {} µs after the next tick was due; \
+                 raise the arm's sampling period",
+                (freed - deadline) / 1000
+            ),
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// These tests measure the test process itself; run them one at a time.
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    #[test]
+    fn touched_block_is_resident_and_reservation_is_not() {
+        let _lock = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let before = sampler::snapshot_self().unwrap();
+        let block = TouchedBlock::new(64 * MIB).unwrap();
+        let reserve = Reservation::new(512 * MIB).unwrap();
+        let after = sampler::snapshot_self().unwrap();
+        let rss_growth = after.resident_bytes as i64 - before.resident_bytes as i64;
+        assert!(
+            (rss_growth - (64 * MIB) as i64).abs() < (4 * MIB) as i64,
+            "{rss_growth}"
+        );
+        assert!(after.virtual_bytes - before.virtual_bytes >= 576 * MIB);
+        drop((block, reserve));
+    }
+
+    #[test]
+    fn mapped_file_is_file_backed() {
+        let _lock = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = tempfile::tempdir().unwrap();
+        let before = sampler::snapshot_self().unwrap();
+        let f = MappedFile::new(dir.path(), 32 * MIB).unwrap();
+        let after = sampler::snapshot_self().unwrap();
+        assert_eq!(f.len(), 32 * MIB);
+        let file_growth = after.rss_file_bytes.unwrap() - before.rss_file_bytes.unwrap();
+        assert!(file_growth >= 30 * MIB, "{file_growth}");
+        let path = dir.path().join("calibration-file-map.bin");
+        assert!(path.exists());
+        drop(f);
+        assert!(!path.exists(), "scratch file removed at teardown");
+    }
+
+    #[test]
+    fn leak_rounds_up_to_pages() {
+        let spec = CalibrationSpec {
+            leak: Some(worker_contract::Leak {
+                mib_per_request: 0.0625,
+            }),
+            ..CalibrationSpec::default()
+        };
+        assert_eq!(leak_bytes_per_request(&spec), 64 * 1024);
+        let spec = CalibrationSpec {
+            leak: Some(worker_contract::Leak {
+                mib_per_request: 1e-6,
+            }),
+            ..CalibrationSpec::default()
+        };
+        assert_eq!(leak_bytes_per_request(&spec), sampler::page_size_bytes());
+    }
+}

@@ -1,0 +1,15 @@
+//! memqual's workers: child processes that run one arm each and speak the
+//! worker contract (`worker-contract`).
+//!
+//! - [`session::WorkerSession`]: the worker side of a run — hello, phase
+//!   markers (through `sampler::MarkerRecorder`), results, errors, bye —
+//!   shared by every worker binary.
+//! - [`calibrate`]: the calibration worker (`memqual-calibrate`), which
+//!   allocates known patterns (plateau, leak, spike, reserve, file map) and
+//!   touches every page it claims, so the harness can prove its numbers.
+//!
+//! Workers measure and report; they never judge. Judging is the harness's
+//! and the reports crate's job.
+
+pub mod calibrate;
+pub mod session;

@@ -1,0 +1,69 @@
+//! The worker side of one arm: every message goes through here.
+
+use sampler::{MarkerRecorder, Phase};
+use worker_contract::{
+    Bye, CONTRACT_VERSION, Channel, Hello, LogLevel, LogMessage, RequestResult, WorkerError,
+    WorkerMessage,
+};
+
+/// A worker's open session with the harness.
+pub struct WorkerSession {
+    channel: Channel,
+    markers: MarkerRecorder,
+}
+
+impl WorkerSession {
+    /// Open fd 3 and introduce the worker.
+    pub fn open(worker: &str, capabilities: &[&str]) -> anyhow::Result<Self> {
+        let mut channel = Channel::open()?;
+        channel.send(&WorkerMessage::Hello(Hello {
+            contract_version: CONTRACT_VERSION,
+            worker: worker.to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            pid: std::process::id(),
+            platform: sampler::PLATFORM.to_string(),
+            capabilities: capabilities.iter().map(|c| c.to_string()).collect(),
+        }))?;
+        Ok(WorkerSession {
+            channel,
+            markers: MarkerRecorder::new(),
+        })
+    }
+
+    /// Snapshot this process and send the marker.
+    pub fn mark(&mut self, phase: Phase, request_id: Option<u64>) -> anyhow::Result<()> {
+        let marker = self.markers.mark(phase, request_id)?;
+        self.channel.send(&WorkerMessage::Marker(marker))?;
+        Ok(())
+    }
+
+    pub fn log(&mut self, level: LogLevel, message: impl Into<String>) -> anyhow::Result<()> {
+        self.channel.send(&WorkerMessage::Log(LogMessage {
+            level,
+            message: message.into(),
+        }))?;
+        Ok(())
+    }
+
+    pub fn result(&mut self, result: RequestResult) -> anyhow::Result<()> {
+        self.channel.send(&WorkerMessage::Result(result))?;
+        Ok(())
+    }
+
+    pub fn error(&mut self, message: impl Into<String>) -> anyhow::Result<()> {
+        self.channel.send(&WorkerMessage::Error(WorkerError {
+            message: message.into(),
+        }))?;
+        Ok(())
+    }
+
+    pub fn bye(mut self, requests: u64) -> anyhow::Result<()> {
+        self.channel.send(&WorkerMessage::Bye(Bye { requests }))?;
+        Ok(())
+    }
+
+    /// The raw channel, for deliberate contract violations in calibration.
+    pub fn channel_mut(&mut self) -> &mut Channel {
+        &mut self.channel
+    }
+}

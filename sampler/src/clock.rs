@@ -1,0 +1,28 @@
+//! The one clock shared by the worker's markers and the harness's sampler.
+//!
+//! `CLOCK_MONOTONIC` is system-wide on Linux and macOS, so timestamps taken in
+//! two processes on one host are directly comparable.
+
+use nix::time::{ClockId, clock_gettime};
+
+/// Nanoseconds on the host's monotonic clock.
+pub fn monotonic_ns() -> u64 {
+    // CLOCK_MONOTONIC cannot fail for a valid clock id on Linux or macOS;
+    // fall back to 0 rather than panic so a sampler never aborts a run.
+    clock_gettime(ClockId::CLOCK_MONOTONIC)
+        .map(|ts| ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clock_never_goes_backwards() {
+        let a = monotonic_ns();
+        let b = monotonic_ns();
+        assert!(a > 0);
+        assert!(b >= a);
+    }
+}

@@ -1,0 +1,483 @@
+//! The pure part of the macOS sampler: structure revisions, decoders and the
+//! rules for which kernel fields may be trusted.
+//!
+//! This module has no platform calls. It builds on every platform so its
+//! rules are unit-tested on Linux; the macOS module copies the kernel's
+//! structs into the plain types here and lets them fill the records.
+//! Facts follow XNU `xnu-11417.101.15` (see the memqual API reference notes).
+
+use crate::{SamplerError, SeriesRow, TaskMemory};
+
+// `task_info(TASK_VM_INFO)` counts, in `natural_t` (4-byte) units
+// (XNU osfmk/mach/task_info.h). The kernel fills the highest revision the
+// caller's count allows and returns that revision's count.
+
+/// rev0: up to `compressed_lifetime`.
+pub const TASK_VM_INFO_REV0_COUNT: u32 = 36;
+/// rev1 adds `phys_footprint`.
+pub const TASK_VM_INFO_REV1_COUNT: u32 = 38;
+/// rev2 adds `min_address`, `max_address`.
+pub const TASK_VM_INFO_REV2_COUNT: u32 = 42;
+/// rev3 adds `ledger_phys_footprint_peak` and the other ledgers.
+pub const TASK_VM_INFO_REV3_COUNT: u32 = 84;
+/// rev4 adds `limit_bytes_remaining`.
+pub const TASK_VM_INFO_REV4_COUNT: u32 = 86;
+/// rev5 adds `decompressions`.
+pub const TASK_VM_INFO_REV5_COUNT: u32 = 87;
+/// rev6 adds `ledger_swapins`.
+pub const TASK_VM_INFO_REV6_COUNT: u32 = 89;
+/// rev7 adds the neural no-footprint total and peak; `sizeof(task_vm_info) / 4`.
+pub const TASK_VM_INFO_REV7_COUNT: u32 = 93;
+
+// `host_statistics64(HOST_VM_INFO64)` counts (osfmk/mach/host_info.h).
+
+/// rev0: up to `speculative_count`.
+pub const HOST_VM_INFO64_REV0_COUNT: u32 = 24;
+/// rev1 adds (de)compressions, swapins/outs, `compressor_page_count`, ...
+pub const HOST_VM_INFO64_REV1_COUNT: u32 = 38;
+/// rev2 adds `swapped_count` (kernels newer than xnu-11417).
+pub const HOST_VM_INFO64_REV2_COUNT: u32 = 40;
+
+/// `kern.memorystatus_vm_pressure_level` values (`NOTE_MEMORYSTATUS_PRESSURE_*`).
+pub const PRESSURE_NORMAL: i32 = 1;
+pub const PRESSURE_WARN: i32 = 2;
+pub const PRESSURE_CRITICAL: i32 = 4;
+
+/// The system memory pressure level the kernel dispatches to clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PressureLevel {
+    Normal,
+    /// Internally either "warning" or "urgent".
+    Warn,
+    Critical,
+}
+
+impl PressureLevel {
+    /// Decode the sysctl's integer; `None` for a value the kernel does not define.
+    pub fn from_sysctl(v: i32) -> Option<Self> {
+        match v {
+            PRESSURE_NORMAL => Some(Self::Normal),
+            PRESSURE_WARN => Some(Self::Warn),
+            PRESSURE_CRITICAL => Some(Self::Critical),
+            _ => None,
+        }
+    }
+
+    pub fn as_sysctl(self) -> i32 {
+        match self {
+            Self::Normal => PRESSURE_NORMAL,
+            Self::Warn => PRESSURE_WARN,
+            Self::Critical => PRESSURE_CRITICAL,
+        }
+    }
+}
+
+/// Size of `struct xsw_usage` (the `vm.swapusage` sysctl).
+pub const XSW_USAGE_SIZE: usize = 32;
+
+/// `struct xsw_usage` (XNU bsd/sys/sysctl.h): swap totals in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct XswUsage {
+    pub total: u64,
+    pub avail: u64,
+    /// The kernel computes this as `total - avail`.
+    pub used: u64,
+    pub pagesize: u32,
+    /// `boolean_t`, kept raw.
+    pub encrypted: i32,
+}
+
+impl XswUsage {
+    /// Decode the 32 bytes the sysctl returns (every Darwin target is
+    /// little-endian). Any other length is `None`.
+    pub fn from_bytes(b: &[u8]) -> Option<Self> {
+        let b: &[u8; XSW_USAGE_SIZE] = b.try_into().ok()?;
+        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+        let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+        Some(XswUsage {
+            total: u64_at(0),
+            avail: u64_at(8),
+            used: u64_at(16),
+            pagesize: u32_at(24),
+            encrypted: i32::from_le_bytes(b[28..32].try_into().unwrap()),
+        })
+    }
+
+    pub fn to_bytes(&self) -> [u8; XSW_USAGE_SIZE] {
+        let mut b = [0u8; XSW_USAGE_SIZE];
+        b[0..8].copy_from_slice(&self.total.to_le_bytes());
+        b[8..16].copy_from_slice(&self.avail.to_le_bytes());
+        b[16..24].copy_from_slice(&self.used.to_le_bytes());
+        b[24..28].copy_from_slice(&self.pagesize.to_le_bytes());
+        b[28..32].copy_from_slice(&self.encrypted.to_le_bytes());
+        b
+    }
+}
+
+/// The lifetime footprint peak from `task_vm_info`: only when the kernel
+/// filled rev3 (`count >= 84`) and the ledger value is positive. Never a
+/// substitute such as the current footprint.
+pub fn footprint_peak(count: u32, ledger_peak: i64) -> Option<u64> {
+    if count >= TASK_VM_INFO_REV3_COUNT && ledger_peak > 0 {
+        u64::try_from(ledger_peak).ok()
+    } else {
+        None
+    }
+}
+
+/// `Pages free` as `vm_stat` prints it: `free_count` includes speculative pages.
+pub fn vm_free_bytes(free: u32, speculative: u32, page: u64) -> u64 {
+    pages_to_bytes(free.saturating_sub(speculative), page)
+}
+
+pub fn pages_to_bytes(pages: u32, page: u64) -> u64 {
+    u64::from(pages).saturating_mul(page)
+}
+
+/// A counter where 0 means "not recorded" (e.g. `ri_lifetime_max_phys_footprint`).
+pub fn nonzero(v: u64) -> Option<u64> {
+    (v != 0).then_some(v)
+}
+
+/// The `task_vm_info` fields memqual reads, plus the count the kernel returned.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TaskVm {
+    pub count: u32,
+    pub virtual_size: u64,
+    pub resident_size: u64,
+    pub resident_size_peak: u64,
+    pub compressed: u64,
+    pub phys_footprint: u64,
+    pub ledger_phys_footprint_peak: i64,
+}
+
+impl TaskVm {
+    /// The normalized snapshot. Fails when the kernel filled less than rev1,
+    /// because then `phys_footprint` is not there.
+    pub fn task_memory(&self) -> Result<TaskMemory, SamplerError> {
+        if self.count < TASK_VM_INFO_REV1_COUNT {
+            return Err(SamplerError::Os {
+                call: "task_info(TASK_VM_INFO)",
+                reason: format!(
+                    "kernel returned count {}, below rev1 ({TASK_VM_INFO_REV1_COUNT}): no phys_footprint",
+                    self.count
+                ),
+            });
+        }
+        Ok(TaskMemory {
+            resident_bytes: self.resident_size,
+            resident_peak_bytes: Some(self.resident_size_peak),
+            footprint_bytes: Some(self.phys_footprint),
+            footprint_peak_bytes: footprint_peak(self.count, self.ledger_phys_footprint_peak),
+            compressed_bytes: Some(self.compressed),
+            swap_bytes: None,
+            virtual_bytes: self.virtual_size,
+            rss_anon_bytes: None,
+            rss_file_bytes: None,
+            rss_shmem_bytes: None,
+            peak_reset: None,
+        })
+    }
+}
+
+/// The `rusage_info_v4` memory fields (bytes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RusageMemory {
+    pub phys_footprint: u64,
+    pub resident_size: u64,
+    pub wired_size: u64,
+    pub lifetime_max_phys_footprint: u64,
+}
+
+impl RusageMemory {
+    /// A process that has exited (a zombie) reports `ri_phys_footprint = 0`;
+    /// a live process always has some footprint.
+    pub fn exited(&self) -> bool {
+        self.phys_footprint == 0
+    }
+
+    /// Fill the process fields `proc_pid_rusage` provides; the others stay
+    /// untouched. An exited process fills nothing and is `ProcessGone`.
+    pub fn fill(&self, pid: i32, row: &mut SeriesRow) -> Result<(), SamplerError> {
+        if self.exited() {
+            return Err(SamplerError::ProcessGone { pid });
+        }
+        row.footprint_bytes = Some(self.phys_footprint);
+        row.resident_bytes = Some(self.resident_size);
+        row.footprint_peak_bytes = nonzero(self.lifetime_max_phys_footprint);
+        row.wired_bytes = Some(self.wired_size);
+        Ok(())
+    }
+}
+
+/// The `vm_statistics64` fields memqual reads, plus the count the kernel returned.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VmStats {
+    pub count: u32,
+    pub free_count: u32,
+    pub speculative_count: u32,
+    pub wire_count: u32,
+    pub pageins: u64,
+    pub pageouts: u64,
+    /// rev1 and later.
+    pub compressor_page_count: u32,
+    pub swapins: u64,
+    pub swapouts: u64,
+}
+
+impl VmStats {
+    /// Fill the system page fields; rev1 fields only when the kernel filled rev1.
+    pub fn fill(&self, page: u64, row: &mut SeriesRow) -> Result<(), SamplerError> {
+        if self.count < HOST_VM_INFO64_REV0_COUNT {
+            return Err(SamplerError::Os {
+                call: "host_statistics64(HOST_VM_INFO64)",
+                reason: format!(
+                    "kernel returned count {}, below rev0 ({HOST_VM_INFO64_REV0_COUNT})",
+                    self.count
+                ),
+            });
+        }
+        row.sys_free_bytes = Some(vm_free_bytes(self.free_count, self.speculative_count, page));
+        row.sys_wired_bytes = Some(pages_to_bytes(self.wire_count, page));
+        row.sys_pageins = Some(self.pageins);
+        row.sys_pageouts = Some(self.pageouts);
+        if self.count >= HOST_VM_INFO64_REV1_COUNT {
+            row.sys_compressor_bytes = Some(pages_to_bytes(self.compressor_page_count, page));
+            row.sys_swapins = Some(self.swapins);
+            row.sys_swapouts = Some(self.swapouts);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn footprint_peak_needs_rev3_and_a_positive_value() {
+        assert_eq!(footprint_peak(83, 5), None);
+        assert_eq!(footprint_peak(TASK_VM_INFO_REV2_COUNT, 5), None);
+        assert_eq!(footprint_peak(84, 0), None);
+        assert_eq!(footprint_peak(84, 5), Some(5));
+        assert_eq!(footprint_peak(93, 5), Some(5));
+        assert_eq!(footprint_peak(84, -1), None);
+        assert_eq!(footprint_peak(93, i64::MIN), None);
+        assert_eq!(footprint_peak(93, i64::MAX), Some(i64::MAX as u64));
+    }
+
+    #[test]
+    fn revision_counts_match_the_header_arithmetic() {
+        // task_info.h: each rev is the next one minus the words it added.
+        assert_eq!(TASK_VM_INFO_REV6_COUNT, TASK_VM_INFO_REV7_COUNT - 4);
+        assert_eq!(TASK_VM_INFO_REV5_COUNT, TASK_VM_INFO_REV6_COUNT - 2);
+        assert_eq!(TASK_VM_INFO_REV4_COUNT, TASK_VM_INFO_REV5_COUNT - 1);
+        assert_eq!(TASK_VM_INFO_REV3_COUNT, TASK_VM_INFO_REV4_COUNT - 2);
+        assert_eq!(TASK_VM_INFO_REV2_COUNT, TASK_VM_INFO_REV3_COUNT - 42);
+        assert_eq!(TASK_VM_INFO_REV1_COUNT, TASK_VM_INFO_REV2_COUNT - 4);
+        assert_eq!(TASK_VM_INFO_REV0_COUNT, TASK_VM_INFO_REV1_COUNT - 2);
+        // sizeof(task_vm_info) = 372 bytes.
+        assert_eq!(TASK_VM_INFO_REV7_COUNT * 4, 372);
+        // sizeof(vm_statistics64) at rev1 = 152 bytes.
+        assert_eq!(HOST_VM_INFO64_REV1_COUNT * 4, 152);
+    }
+
+    #[test]
+    fn pressure_levels_round_trip_and_reject_unknown_values() {
+        for (v, l) in [
+            (1, PressureLevel::Normal),
+            (2, PressureLevel::Warn),
+            (4, PressureLevel::Critical),
+        ] {
+            assert_eq!(PressureLevel::from_sysctl(v), Some(l));
+            assert_eq!(l.as_sysctl(), v);
+        }
+        for v in [0, 3, 5, -1] {
+            assert_eq!(PressureLevel::from_sysctl(v), None);
+        }
+    }
+
+    #[test]
+    fn xsw_usage_round_trips_and_rejects_other_lengths() {
+        let x = XswUsage {
+            total: 12288 << 20,
+            avail: 1 << 30,
+            used: (12288 << 20) - (1 << 30),
+            pagesize: 16384,
+            encrypted: 1,
+        };
+        let b = x.to_bytes();
+        assert_eq!(XswUsage::from_bytes(&b), Some(x));
+        assert_eq!(XswUsage::from_bytes(&b[..31]), None);
+        assert_eq!(XswUsage::from_bytes(&[]), None);
+        let mut long = b.to_vec();
+        long.push(0);
+        assert_eq!(XswUsage::from_bytes(&long), None);
+    }
+
+    #[test]
+    fn xsw_usage_decodes_the_documented_offsets() {
+        let mut b = [0u8; 32];
+        b[0] = 1; // total
+        b[8] = 2; // avail
+        b[16] = 3; // used
+        b[25] = 0x40; // pagesize 0x4000
+        b[28..32].copy_from_slice(&(-1i32).to_le_bytes());
+        let x = XswUsage::from_bytes(&b).unwrap();
+        assert_eq!(
+            (x.total, x.avail, x.used, x.pagesize, x.encrypted),
+            (1, 2, 3, 16384, -1)
+        );
+    }
+
+    #[test]
+    fn free_bytes_exclude_speculative_pages() {
+        assert_eq!(vm_free_bytes(100, 30, 16384), 70 * 16384);
+        assert_eq!(vm_free_bytes(10, 30, 4096), 0, "never underflows");
+        assert_eq!(pages_to_bytes(u32::MAX, u64::MAX), u64::MAX, "saturates");
+        assert_eq!(nonzero(0), None);
+        assert_eq!(nonzero(7), Some(7));
+    }
+
+    fn task_vm(count: u32) -> TaskVm {
+        TaskVm {
+            count,
+            virtual_size: 400 << 30,
+            resident_size: 30 << 20,
+            resident_size_peak: 50 << 20,
+            compressed: 1 << 20,
+            phys_footprint: 20 << 20,
+            ledger_phys_footprint_peak: 40 << 20,
+        }
+    }
+
+    #[test]
+    fn task_vm_below_rev1_is_refused() {
+        for count in [0, TASK_VM_INFO_REV0_COUNT, TASK_VM_INFO_REV1_COUNT - 1] {
+            assert!(matches!(
+                task_vm(count).task_memory(),
+                Err(SamplerError::Os { .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn task_vm_maps_fields_and_gates_the_peak_on_rev3() {
+        let m = task_vm(TASK_VM_INFO_REV2_COUNT).task_memory().unwrap();
+        assert_eq!(m.resident_bytes, 30 << 20);
+        assert_eq!(m.resident_peak_bytes, Some(50 << 20));
+        assert_eq!(m.footprint_bytes, Some(20 << 20));
+        assert_eq!(m.footprint_peak_bytes, None, "rev2 has no ledger peak");
+        assert_eq!(m.compressed_bytes, Some(1 << 20));
+        assert_eq!(m.virtual_bytes, 400 << 30);
+        assert_eq!(
+            (
+                m.swap_bytes,
+                m.rss_anon_bytes,
+                m.rss_file_bytes,
+                m.rss_shmem_bytes
+            ),
+            (None, None, None, None)
+        );
+        assert_eq!(m.peak_reset, None);
+
+        let m = task_vm(TASK_VM_INFO_REV3_COUNT).task_memory().unwrap();
+        assert_eq!(m.footprint_peak_bytes, Some(40 << 20));
+        let zero_peak = TaskVm {
+            ledger_phys_footprint_peak: 0,
+            ..task_vm(TASK_VM_INFO_REV7_COUNT)
+        };
+        assert_eq!(
+            zero_peak.task_memory().unwrap().footprint_peak_bytes,
+            None,
+            "not the current value"
+        );
+    }
+
+    #[test]
+    fn rusage_fills_its_fields_and_a_zero_footprint_is_gone() {
+        let r = RusageMemory {
+            phys_footprint: 20 << 20,
+            resident_size: 30 << 20,
+            wired_size: 4096,
+            lifetime_max_phys_footprint: 40 << 20,
+        };
+        let mut row = SeriesRow::default();
+        r.fill(9, &mut row).unwrap();
+        assert_eq!(row.footprint_bytes, Some(20 << 20));
+        assert_eq!(row.resident_bytes, Some(30 << 20));
+        assert_eq!(row.footprint_peak_bytes, Some(40 << 20));
+        assert_eq!(row.wired_bytes, Some(4096));
+        assert_eq!(
+            (
+                row.resident_peak_bytes,
+                row.virtual_bytes,
+                row.compressed_bytes
+            ),
+            (None, None, None)
+        );
+
+        let mut row = SeriesRow::default();
+        RusageMemory {
+            lifetime_max_phys_footprint: 0,
+            ..r
+        }
+        .fill(9, &mut row)
+        .unwrap();
+        assert_eq!(row.footprint_peak_bytes, None);
+
+        let zombie = RusageMemory {
+            phys_footprint: 0,
+            ..r
+        };
+        let mut row = SeriesRow::default();
+        let err = zombie.fill(9, &mut row).unwrap_err();
+        assert!(matches!(err, SamplerError::ProcessGone { pid: 9 }));
+        assert_eq!(row, SeriesRow::default(), "a gone process fills nothing");
+    }
+
+    fn vm_stats(count: u32) -> VmStats {
+        VmStats {
+            count,
+            free_count: 1000,
+            speculative_count: 200,
+            wire_count: 300,
+            pageins: 11,
+            pageouts: 12,
+            compressor_page_count: 50,
+            swapins: 13,
+            swapouts: 14,
+        }
+    }
+
+    #[test]
+    fn vm_stats_gate_rev1_fields_on_the_returned_count() {
+        let page = 16384;
+        let mut row = SeriesRow::default();
+        vm_stats(HOST_VM_INFO64_REV0_COUNT)
+            .fill(page, &mut row)
+            .unwrap();
+        assert_eq!(row.sys_free_bytes, Some(800 * page));
+        assert_eq!(row.sys_wired_bytes, Some(300 * page));
+        assert_eq!((row.sys_pageins, row.sys_pageouts), (Some(11), Some(12)));
+        assert_eq!(
+            (row.sys_compressor_bytes, row.sys_swapins, row.sys_swapouts),
+            (None, None, None)
+        );
+
+        let mut row = SeriesRow::default();
+        vm_stats(HOST_VM_INFO64_REV1_COUNT)
+            .fill(page, &mut row)
+            .unwrap();
+        assert_eq!(row.sys_compressor_bytes, Some(50 * page));
+        assert_eq!((row.sys_swapins, row.sys_swapouts), (Some(13), Some(14)));
+
+        let mut row = SeriesRow::default();
+        assert!(
+            vm_stats(HOST_VM_INFO64_REV0_COUNT - 1)
+                .fill(page, &mut row)
+                .is_err()
+        );
+        assert_eq!(row, SeriesRow::default());
+    }
+}

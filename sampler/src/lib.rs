@@ -1,0 +1,66 @@
+//! Memory sampling for memqual.
+//!
+//! This crate measures; it never decides. It provides:
+//! - [`TaskMemory`]: a snapshot of the *calling* process's memory, read in
+//!   process (Linux `/proc/self/status`, macOS `task_info(TASK_VM_INFO)`).
+//!   A peak the kernel does not report is `None`, never a copy of a current value.
+//! - [`Phase`], [`Marker`] and [`MarkerRecorder`]: phase-tagged snapshots with a
+//!   sequence number and a timestamp on the shared monotonic clock ([`clock`]).
+//!   On Linux the recorder resets the resident high-water mark after each
+//!   snapshot so every phase carries its own kernel peak.
+//! - [`PhaseTracker`]: the one definition of the legal phase order.
+//! - [`ExternalSampler`]: a fixed-cadence thread that samples another process
+//!   and the system against deadlines, recording its own lateness and skipped
+//!   ticks, and hands each [`SeriesRow`] to a sink as it is taken.
+//!
+//! It does not spawn workers, write run directories or judge results; those
+//! belong to the harness and the reports crate.
+//!
+//! Platform code lives in one small module per platform (`linux`, `macos`);
+//! everything else is platform independent.
+
+pub mod clock;
+/// Pure macOS decoding and field rules, built everywhere so they are tested on Linux.
+pub mod darwin;
+mod error;
+mod external;
+mod marker;
+mod memory;
+mod phase;
+mod procfile;
+mod series;
+
+#[cfg(target_os = "linux")]
+#[path = "linux.rs"]
+mod platform;
+#[cfg(target_os = "macos")]
+#[path = "macos.rs"]
+mod platform;
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+#[path = "unsupported.rs"]
+mod platform;
+
+pub use error::SamplerError;
+pub use external::{ExternalSampler, SamplerConfig, SamplerStats};
+pub use marker::{Marker, MarkerRecorder};
+pub use memory::{TaskMemory, snapshot_self};
+pub use phase::{Phase, PhaseError, PhaseTracker};
+pub use platform::{ProcessProbe, SystemProbe};
+pub use series::SeriesRow;
+
+/// Serializes unit tests that measure this test process's own memory: the
+/// test harness runs tests on parallel threads of one process.
+#[cfg(test)]
+pub(crate) static OWN_MEMORY_TEST_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Name of the platform this build samples, as written into records.
+pub const PLATFORM: &str = platform::NAME;
+
+/// The page size of this host in bytes (used to judge "more than one page").
+pub fn page_size_bytes() -> u64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+        .ok()
+        .flatten()
+        .and_then(|v| u64::try_from(v).ok())
+        .unwrap_or(4096)
+}

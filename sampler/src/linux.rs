@@ -1,0 +1,307 @@
+//! Linux readers: `/proc/self|<pid>/status|statm`, `/proc/meminfo`,
+//! `/proc/vmstat`, `/proc/pressure/memory` (all through `procfs`), and the
+//! `clear_refs` high-water-mark reset (proc.rst: writing 5 resets VmHWM).
+
+use crate::procfile::{self, ProcFile};
+use crate::{SamplerError, SeriesRow, TaskMemory};
+use procfs::process::{Process, Status};
+use std::path::PathBuf;
+
+pub const NAME: &str = "linux";
+
+const KIB: u64 = 1024;
+
+/// memqual's Linux footprint analogue: anonymous + shmem resident + swapped.
+fn footprint(anon: Option<u64>, shmem: Option<u64>, swap: Option<u64>) -> Option<u64> {
+    Some(anon? + shmem? + swap.unwrap_or(0))
+}
+
+fn proc_err(path: impl Into<PathBuf>, e: procfs::ProcError) -> SamplerError {
+    let path = path.into();
+    match e {
+        procfs::ProcError::NotFound(_) => SamplerError::Read {
+            path,
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        },
+        other => SamplerError::Parse {
+            path,
+            reason: other.to_string(),
+        },
+    }
+}
+
+/// Status fields in bytes; `None` when a field is absent (a zombie has no mm).
+struct StatusBytes {
+    rss: Option<u64>,
+    hwm: Option<u64>,
+    anon: Option<u64>,
+    file: Option<u64>,
+    shmem: Option<u64>,
+    swap: Option<u64>,
+    size: Option<u64>,
+}
+
+impl StatusBytes {
+    fn from(s: &Status) -> Self {
+        let b = |v: Option<u64>| v.map(|kib| kib * KIB);
+        StatusBytes {
+            rss: b(s.vmrss),
+            hwm: b(s.vmhwm),
+            anon: b(s.rssanon),
+            file: b(s.rssfile),
+            shmem: b(s.rssshmem),
+            swap: b(s.vmswap),
+            size: b(s.vmsize),
+        }
+    }
+
+    fn footprint(&self) -> Option<u64> {
+        footprint(self.anon, self.shmem, self.swap)
+    }
+}
+
+pub fn snapshot_self() -> Result<TaskMemory, SamplerError> {
+    let path = "/proc/self/status";
+    let me = Process::myself().map_err(|e| proc_err(path, e))?;
+    let s = StatusBytes::from(&me.status().map_err(|e| proc_err(path, e))?);
+    let resident_bytes = s.rss.ok_or_else(|| SamplerError::Parse {
+        path: path.into(),
+        reason: "no VmRSS line".into(),
+    })?;
+    Ok(TaskMemory {
+        resident_bytes,
+        resident_peak_bytes: s.hwm,
+        footprint_bytes: s.footprint(),
+        footprint_peak_bytes: None,
+        compressed_bytes: None,
+        swap_bytes: s.swap,
+        virtual_bytes: s.size.unwrap_or(0),
+        rss_anon_bytes: s.anon,
+        rss_file_bytes: s.file,
+        rss_shmem_bytes: s.shmem,
+        peak_reset: None,
+    })
+}
+
+pub fn reset_peak_self() -> Option<bool> {
+    Some(std::fs::write("/proc/self/clear_refs", b"5").is_ok())
+}
+
+/// Reads one process's memory each tick from kept-open `status` and `statm`.
+pub struct ProcessProbe {
+    pid: i32,
+    status: ProcFile,
+    statm: ProcFile,
+}
+
+const STATUS_KEYS: [&[u8]; 7] = [
+    b"VmRSS",
+    b"VmHWM",
+    b"RssAnon",
+    b"RssFile",
+    b"RssShmem",
+    b"VmSwap",
+    b"VmSize",
+];
+
+impl ProcessProbe {
+    pub fn new(pid: i32) -> Result<Self, SamplerError> {
+        let gone = |_| SamplerError::ProcessGone { pid };
+        Ok(ProcessProbe {
+            pid,
+            status: ProcFile::open(format!("/proc/{pid}/status")).map_err(gone)?,
+            statm: ProcFile::open(format!("/proc/{pid}/statm")).map_err(gone)?,
+        })
+    }
+
+    /// Fill the process fields of `row`; leaves them `None` and returns an
+    /// error when the process is gone or has no memory any more (a zombie).
+    pub fn sample(&mut self, row: &mut SeriesRow) -> Result<(), SamplerError> {
+        let gone = SamplerError::ProcessGone { pid: self.pid };
+        let mut v = [None; STATUS_KEYS.len()];
+        procfile::scan_keys(
+            self.status
+                .read()
+                .map_err(|_| SamplerError::ProcessGone { pid: self.pid })?,
+            b':',
+            &STATUS_KEYS,
+            &mut v,
+        );
+        let [rss, hwm, anon, file, shmem, swap, size] = v.map(|kib| kib.map(|k| k * KIB));
+        let Some(rss) = rss else {
+            return Err(gone);
+        };
+        let statm = self
+            .statm
+            .read()
+            .map_err(|_| SamplerError::ProcessGone { pid: self.pid })?;
+        let mut fields = std::str::from_utf8(statm)
+            .unwrap_or("")
+            .split_ascii_whitespace()
+            .map(|f| f.parse::<u64>().ok());
+        let (_size, resident, shared) = (
+            fields.next().flatten(),
+            fields.next().flatten(),
+            fields.next().flatten(),
+        );
+        row.resident_bytes = Some(rss);
+        row.resident_peak_bytes = hwm;
+        row.footprint_bytes = footprint(anon, shmem, swap);
+        row.swap_bytes = swap;
+        row.virtual_bytes = size;
+        row.rss_anon_bytes = anon;
+        row.rss_file_bytes = file;
+        row.rss_shmem_bytes = shmem;
+        row.statm_resident_pages = resident;
+        row.statm_shared_pages = shared;
+        Ok(())
+    }
+}
+
+const MEMINFO_KEYS: [&[u8]; 7] = [
+    b"MemTotal",
+    b"MemAvailable",
+    b"MemFree",
+    b"Cached",
+    b"Shmem",
+    b"SwapTotal",
+    b"SwapFree",
+];
+const VMSTAT_KEYS: [&[u8]; 4] = [b"pgpgin", b"pgpgout", b"pswpin", b"pswpout"];
+
+/// Reads system-wide memory each tick from kept-open `/proc` files.
+pub struct SystemProbe {
+    meminfo: Option<ProcFile>,
+    vmstat: Option<ProcFile>,
+    pressure: Option<ProcFile>,
+}
+
+impl Default for SystemProbe {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SystemProbe {
+    pub fn new() -> Self {
+        SystemProbe {
+            meminfo: ProcFile::open("/proc/meminfo").ok(),
+            vmstat: ProcFile::open("/proc/vmstat").ok(),
+            // Absent on kernels built without PSI: its fields stay None.
+            pressure: ProcFile::open("/proc/pressure/memory").ok(),
+        }
+    }
+
+    /// Fill the system fields of `row`. A file that cannot be read leaves
+    /// its fields `None` and is reported in the error; the others are still read.
+    pub fn sample(&mut self, row: &mut SeriesRow) -> Result<(), SamplerError> {
+        let mut first_err = None;
+        let mut note = |path: &str, e: Option<std::io::Error>| {
+            if first_err.is_none() {
+                first_err = Some(SamplerError::Read {
+                    path: path.into(),
+                    source: e.unwrap_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound)),
+                });
+            }
+        };
+        match self.meminfo.as_mut().map(ProcFile::read) {
+            Some(Ok(text)) => {
+                let mut v = [None; MEMINFO_KEYS.len()];
+                procfile::scan_keys(text, b':', &MEMINFO_KEYS, &mut v);
+                let [total, available, free, cached, shmem, swap_total, swap_free] =
+                    v.map(|kib| kib.map(|k| k * KIB));
+                row.sys_total_bytes = total;
+                row.sys_available_bytes = available;
+                row.sys_free_bytes = free;
+                row.sys_cached_bytes = cached;
+                row.sys_shmem_bytes = shmem;
+                row.sys_swap_total_bytes = swap_total;
+                row.sys_swap_used_bytes =
+                    swap_total.zip(swap_free).map(|(t, f)| t.saturating_sub(f));
+            }
+            Some(Err(e)) => note("/proc/meminfo", Some(e)),
+            None => note("/proc/meminfo", None),
+        }
+        match self.vmstat.as_mut().map(ProcFile::read) {
+            Some(Ok(text)) => {
+                let mut v = [None; VMSTAT_KEYS.len()];
+                procfile::scan_keys(text, b' ', &VMSTAT_KEYS, &mut v);
+                [
+                    row.sys_pgpgin,
+                    row.sys_pgpgout,
+                    row.sys_pswpin,
+                    row.sys_pswpout,
+                ] = v;
+            }
+            Some(Err(e)) => note("/proc/vmstat", Some(e)),
+            None => note("/proc/vmstat", None),
+        }
+        if let Some(file) = self.pressure.as_mut() {
+            match file.read() {
+                Ok(text) => {
+                    let (some, full) = procfile::parse_psi(text);
+                    row.sys_psi_some_avg10 = some.map(|p| p.avg10);
+                    row.sys_psi_some_total_us = some.map(|p| p.total_us);
+                    row.sys_psi_full_avg10 = full.map(|p| p.avg10);
+                    row.sys_psi_full_total_us = full.map(|p| p.total_us);
+                }
+                Err(e) => note("/proc/pressure/memory", Some(e)),
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_reads_own_process_like_the_snapshot() {
+        let mut probe = ProcessProbe::new(std::process::id() as i32).unwrap();
+        let mut row = SeriesRow::default();
+        probe.sample(&mut row).unwrap();
+        let snap = snapshot_self().unwrap();
+        let rss = row.resident_bytes.unwrap();
+        // Same process, two reads microseconds apart: within 4 MiB.
+        assert!(
+            rss.abs_diff(snap.resident_bytes) < 4 << 20,
+            "{rss} vs {}",
+            snap.resident_bytes
+        );
+        // statm's resident is in pages and counts the same thing as VmRSS.
+        let page = crate::page_size_bytes();
+        let statm_rss = row.statm_resident_pages.unwrap() * page;
+        assert!(statm_rss.abs_diff(rss) < 4 << 20);
+    }
+
+    #[test]
+    fn system_probe_reads_meminfo_vmstat_and_psi() {
+        let mut row = SeriesRow::default();
+        let mut sys = SystemProbe::new();
+        let res = sys.sample(&mut row);
+        let total = row.sys_total_bytes.unwrap();
+        assert!(total > 256 << 20);
+        assert!(row.sys_available_bytes.unwrap() <= total);
+        assert!(row.sys_pgpgin.is_some() && row.sys_pswpout.is_some());
+        if std::path::Path::new("/proc/pressure/memory").exists() {
+            res.unwrap();
+            assert!(row.sys_psi_some_total_us.is_some());
+        }
+        // procfs, read independently, is the reference for the hand-written scan.
+        use procfs::Current;
+        let reference = procfs::Meminfo::current().unwrap();
+        assert_eq!(total, reference.mem_total);
+        assert_eq!(row.sys_swap_total_bytes, Some(reference.swap_total));
+        let vm = procfs::vmstat().unwrap();
+        let pgpgin = u64::try_from(vm["pgpgin"]).unwrap();
+        assert!(pgpgin >= row.sys_pgpgin.unwrap(), "counters only grow");
+    }
+
+    #[test]
+    fn probe_of_a_missing_pid_says_gone() {
+        // PID_MAX_LIMIT is 2^22 on 64-bit Linux, so this pid cannot exist.
+        let err = ProcessProbe::new(i32::MAX).err().unwrap();
+        assert!(matches!(err, SamplerError::ProcessGone { .. }));
+    }
+}

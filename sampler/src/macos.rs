@@ -1,0 +1,317 @@
+//! macOS readers: `task_info(TASK_VM_INFO)` for the calling process,
+//! `proc_pid_rusage(RUSAGE_INFO_V4)` for another process, and
+//! `host_statistics64(HOST_VM_INFO64)` plus sysctls for the system.
+//!
+//! Only the system calls live here; which fields are trusted at which
+//! structure revision is decided in [`crate::darwin`], which is tested on
+//! every platform.
+
+use crate::darwin::{self, RusageMemory, TaskVm, VmStats, XswUsage};
+use crate::{SamplerError, SeriesRow, TaskMemory};
+use mach2::kern_return::KERN_SUCCESS;
+use mach2::message::mach_msg_type_number_t;
+use mach2::port::mach_port_t;
+use mach2::task_info::{TASK_VM_INFO, task_vm_info};
+use mach2::vm_types::natural_t;
+use std::ffi::CStr;
+use std::mem;
+
+pub const NAME: &str = "macos";
+
+/// mach2 0.7 has no `TASK_VM_INFO_COUNT`; this is the header's definition.
+const TASK_VM_INFO_COUNT: mach_msg_type_number_t =
+    (size_of::<task_vm_info>() / size_of::<natural_t>()) as mach_msg_type_number_t;
+
+// The layouts this module relies on, checked when it is first built on macOS.
+const _: () = assert!(TASK_VM_INFO_COUNT == darwin::TASK_VM_INFO_REV7_COUNT);
+const _: () = assert!(size_of::<libc::rusage_info_v4>() == 296);
+const _: () = assert!(size_of::<libc::xsw_usage>() == darwin::XSW_USAGE_SIZE);
+const _: () = assert!(libc::HOST_VM_INFO64_COUNT >= darwin::HOST_VM_INFO64_REV1_COUNT);
+
+pub fn snapshot_self() -> Result<TaskMemory, SamplerError> {
+    let mut info = task_vm_info::default();
+    let mut count = TASK_VM_INFO_COUNT;
+    // SAFETY: `info` is a `task_vm_info` of `TASK_VM_INFO_COUNT` natural_t
+    // words and `count` says so; the kernel writes at most that many words and
+    // stores the count it filled. `mach_task_self()` only reads a global.
+    let kr = unsafe {
+        mach2::task::task_info(
+            mach2::traps::mach_task_self(),
+            TASK_VM_INFO,
+            (&raw mut info).cast(),
+            &mut count,
+        )
+    };
+    if kr != KERN_SUCCESS {
+        return Err(SamplerError::Os {
+            call: "task_info(TASK_VM_INFO)",
+            reason: format!("kern_return_t {kr}"),
+        });
+    }
+    // Packed struct: fields are copied out by value.
+    TaskVm {
+        count,
+        virtual_size: info.virtual_size,
+        resident_size: info.resident_size,
+        resident_size_peak: info.resident_size_peak,
+        compressed: info.compressed,
+        phys_footprint: info.phys_footprint,
+        ledger_phys_footprint_peak: info.ledger_phys_footprint_peak,
+    }
+    .task_memory()
+}
+
+/// macOS peaks are lifetime values; memqual does not reset them.
+pub fn reset_peak_self() -> Option<bool> {
+    None
+}
+
+/// Reads one process's memory each tick with `proc_pid_rusage`, which needs
+/// the same effective uid as the target (or root).
+pub struct ProcessProbe {
+    pid: i32,
+}
+
+impl ProcessProbe {
+    pub fn new(pid: i32) -> Result<Self, SamplerError> {
+        let probe = ProcessProbe { pid };
+        if probe.read()?.exited() {
+            return Err(SamplerError::ProcessGone { pid });
+        }
+        Ok(probe)
+    }
+
+    /// Fill footprint, resident, lifetime footprint peak and wired bytes.
+    /// A process that is gone, or has exited and is a zombie (footprint 0),
+    /// leaves the fields `None` and returns `ProcessGone`.
+    pub fn sample(&mut self, row: &mut SeriesRow) -> Result<(), SamplerError> {
+        self.read()?.fill(self.pid, row)
+    }
+
+    fn read(&self) -> Result<RusageMemory, SamplerError> {
+        // SAFETY: `rusage_info_v4` holds only integers and a byte array, so
+        // all-zero bytes are a valid value.
+        let mut ri: libc::rusage_info_v4 = unsafe { mem::zeroed() };
+        // SAFETY: for RUSAGE_INFO_V4 the kernel copies out exactly
+        // sizeof(rusage_info_v4) bytes into the buffer. libc declares the
+        // buffer as C's `rusage_info_t *`, hence the pointer cast.
+        let rc = unsafe {
+            libc::proc_pid_rusage(
+                self.pid,
+                libc::RUSAGE_INFO_V4,
+                (&raw mut ri).cast::<libc::rusage_info_t>(),
+            )
+        };
+        if rc != 0 {
+            let err = std::io::Error::last_os_error();
+            return Err(if err.raw_os_error() == Some(libc::ESRCH) {
+                SamplerError::ProcessGone { pid: self.pid }
+            } else {
+                SamplerError::Os {
+                    call: "proc_pid_rusage",
+                    reason: err.to_string(),
+                }
+            });
+        }
+        Ok(RusageMemory {
+            phys_footprint: ri.ri_phys_footprint,
+            resident_size: ri.ri_resident_size,
+            wired_size: ri.ri_wired_size,
+            lifetime_max_phys_footprint: ri.ri_lifetime_max_phys_footprint,
+        })
+    }
+}
+
+/// Reads system-wide memory each tick.
+///
+/// Staleness: XNU hands callers that are not platform binaries a cached
+/// `vm_statistics64` for most calls within each second, so polling faster
+/// than about 1 Hz repeats old numbers. The probe keeps the last raw
+/// snapshot; when a new one is byte-identical it still fills the row from
+/// it and counts the repeat in `cached_repeats` rather than failing the
+/// tick. The sysctl fields in the same row are always fresh.
+pub struct SystemProbe {
+    /// Send right from `mach_host_self()`, taken once (each call adds a user reference).
+    host: mach_port_t,
+    /// Kernel page size, the unit of the `vm_statistics64` page counts.
+    page: u64,
+    last_raw: Option<libc::vm_statistics64>,
+    /// Ticks whose `vm_statistics64` was byte-identical to the previous one
+    /// (the kernel's cache): those page fields are not fresh at this cadence.
+    pub cached_repeats: u64,
+}
+
+impl Default for SystemProbe {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for SystemProbe {
+    fn drop(&mut self) {
+        // SAFETY: `mach_host_self()` in `new` added one user reference to
+        // the host port name; this releases exactly that one, once.
+        unsafe {
+            mach2::mach_port::mach_port_deallocate(mach2::traps::mach_task_self(), self.host);
+        }
+    }
+}
+
+impl SystemProbe {
+    pub fn new() -> Self {
+        // SAFETY: `mach_host_self` has no preconditions; `vm_kernel_page_size`
+        // is a libSystem global set before `main` and never written after.
+        let (host, page) = unsafe {
+            (
+                mach2::mach_init::mach_host_self(),
+                mach2::vm_page_size::vm_kernel_page_size,
+            )
+        };
+        SystemProbe {
+            host,
+            page: page as u64,
+            last_raw: None,
+            cached_repeats: 0,
+        }
+    }
+
+    /// Fill the system fields of `row`. A read that fails leaves its fields
+    /// `None` and is reported in the error; the other reads still happen.
+    pub fn sample(&mut self, row: &mut SeriesRow) -> Result<(), SamplerError> {
+        let mut first_err = None;
+        let mut stale = false;
+        match self.vm_statistics() {
+            Ok((stats, count)) => {
+                let vm = VmStats {
+                    count,
+                    free_count: stats.free_count,
+                    speculative_count: stats.speculative_count,
+                    wire_count: stats.wire_count,
+                    pageins: stats.pageins,
+                    pageouts: stats.pageouts,
+                    compressor_page_count: stats.compressor_page_count,
+                    swapins: stats.swapins,
+                    swapouts: stats.swapouts,
+                };
+                if let Err(e) = vm.fill(self.page, row) {
+                    first_err = first_err.or(Some(e));
+                }
+                stale = self
+                    .last_raw
+                    .as_ref()
+                    .is_some_and(|last| raw_bytes(last) == raw_bytes(&stats));
+                self.last_raw = Some(stats);
+            }
+            Err(e) => first_err = first_err.or(Some(e)),
+        }
+        match sysctl::<8>(c"hw.memsize") {
+            Ok(b) => row.sys_total_bytes = Some(u64::from_ne_bytes(b)),
+            Err(e) => first_err = first_err.or(Some(e)),
+        }
+        match sysctl::<{ darwin::XSW_USAGE_SIZE }>(c"vm.swapusage") {
+            Ok(b) => {
+                if let Some(x) = XswUsage::from_bytes(&b) {
+                    row.sys_swap_total_bytes = Some(x.total);
+                    row.sys_swap_used_bytes = Some(x.used);
+                }
+            }
+            Err(e) => first_err = first_err.or(Some(e)),
+        }
+        match sysctl::<4>(c"kern.memorystatus_vm_pressure_level") {
+            Ok(b) => {
+                let level = i32::from_ne_bytes(b);
+                row.sys_pressure_level = Some(level);
+                if darwin::PressureLevel::from_sysctl(level).is_none() {
+                    first_err = first_err.or(Some(SamplerError::Os {
+                        call: "sysctlbyname",
+                        reason: format!(
+                            "kern.memorystatus_vm_pressure_level: unknown level {level}"
+                        ),
+                    }));
+                }
+            }
+            Err(e) => first_err = first_err.or(Some(e)),
+        }
+        if stale {
+            self.cached_repeats += 1;
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// The raw statistics and the count (revision) the kernel filled.
+    fn vm_statistics(&self) -> Result<(libc::vm_statistics64, u32), SamplerError> {
+        // SAFETY: `vm_statistics64` holds only integers, so all-zero bytes are
+        // a valid value; words the kernel does not fill stay zero.
+        let mut stats: libc::vm_statistics64 = unsafe { mem::zeroed() };
+        let mut count = libc::HOST_VM_INFO64_COUNT;
+        // SAFETY: `stats` is `HOST_VM_INFO64_COUNT` integer_t words and `count`
+        // says so; the kernel writes at most that many and stores the count
+        // it filled. `host` is a live host send right.
+        let kr = unsafe {
+            libc::host_statistics64(
+                self.host,
+                libc::HOST_VM_INFO64,
+                (&raw mut stats).cast(),
+                &mut count,
+            )
+        };
+        if kr != KERN_SUCCESS {
+            return Err(SamplerError::Os {
+                call: "host_statistics64(HOST_VM_INFO64)",
+                reason: format!("kern_return_t {kr}"),
+            });
+        }
+        Ok((stats, count))
+    }
+}
+
+/// The bytes of a statistics snapshot, for the cached-repeat comparison.
+fn raw_bytes(v: &libc::vm_statistics64) -> &[u8] {
+    // SAFETY: `vm_statistics64` is `repr(C, packed(8))` and made only of
+    // u32 pairs and u64s, so it has no padding; every byte was initialised
+    // (zeroed, then written by the kernel). The slice borrows `v`.
+    unsafe {
+        std::slice::from_raw_parts(
+            (v as *const libc::vm_statistics64).cast::<u8>(),
+            size_of::<libc::vm_statistics64>(),
+        )
+    }
+}
+
+/// Read a sysctl whose value is exactly `N` bytes.
+fn sysctl<const N: usize>(name: &CStr) -> Result<[u8; N], SamplerError> {
+    let mut buf = [0u8; N];
+    let mut len: libc::size_t = N;
+    // SAFETY: `name` is NUL-terminated; `buf` is writable for `len` bytes and
+    // the kernel writes at most that many, storing the length it wrote; no new
+    // value is set (null, 0).
+    let rc = unsafe {
+        libc::sysctlbyname(
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            &mut len,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    if rc != 0 {
+        return Err(SamplerError::Os {
+            call: "sysctlbyname",
+            reason: format!(
+                "{}: {}",
+                name.to_string_lossy(),
+                std::io::Error::last_os_error()
+            ),
+        });
+    }
+    if len != N {
+        return Err(SamplerError::Os {
+            call: "sysctlbyname",
+            reason: format!(
+                "{}: returned {len} bytes, expected {N}",
+                name.to_string_lossy()
+            ),
+        });
+    }
+    Ok(buf)
+}

@@ -1,0 +1,88 @@
+//! Phase markers: a phase-tagged, sequenced, timestamped snapshot.
+
+use crate::{Phase, SamplerError, TaskMemory, clock, memory};
+use serde::{Deserialize, Serialize};
+
+/// One phase marker as a worker emits it and the harness stores it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Marker {
+    pub phase: Phase,
+    /// 0, 1, 2, … in emission order.
+    pub seq: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<u64>,
+    /// [`clock::monotonic_ns`] when the snapshot was taken.
+    pub t_ns: u64,
+    pub memory: TaskMemory,
+}
+
+/// Emits markers for the calling process: snapshot first, then reset the
+/// kernel peak (where the platform allows it) so the next marker's peak
+/// belongs to the next phase alone.
+#[derive(Debug, Default)]
+pub struct MarkerRecorder {
+    next_seq: u64,
+}
+
+impl MarkerRecorder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Take a marker for `phase`.
+    pub fn mark(&mut self, phase: Phase, request_id: Option<u64>) -> Result<Marker, SamplerError> {
+        let t_ns = clock::monotonic_ns();
+        let mut snapshot = memory::snapshot_self()?;
+        snapshot.peak_reset = memory::reset_peak_self();
+        let marker = Marker {
+            phase,
+            seq: self.next_seq,
+            request_id,
+            t_ns,
+            memory: snapshot,
+        };
+        self.next_seq += 1;
+        Ok(marker)
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorder_resets_the_peak_between_markers() {
+        let _lock = crate::OWN_MEMORY_TEST_LOCK
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let mut rec = MarkerRecorder::new();
+        let first = rec.mark(Phase::ProcessStart, None).unwrap();
+        assert_eq!(first.seq, 0);
+        assert_eq!(first.memory.peak_reset, Some(true));
+
+        // Touch 64 MiB, free it (returned to the OS by munmap), then mark.
+        let len = 64 << 20;
+        {
+            let mut block = vec![0u8; len];
+            for i in (0..len).step_by(4096) {
+                block[i] = 1;
+            }
+            std::hint::black_box(&block);
+        }
+        let second = rec.mark(Phase::ModelLoaded, None).unwrap();
+        let peak = second.memory.resident_peak_bytes.unwrap();
+        assert!(
+            peak >= second.memory.resident_bytes + (60 << 20),
+            "peak {peak} should hold the freed 64 MiB above current {}",
+            second.memory.resident_bytes
+        );
+        // After the reset the next phase starts from the current value again.
+        let third = rec.mark(Phase::StateReady, None).unwrap();
+        assert!(third.memory.resident_peak_bytes.unwrap() < peak - (32 << 20));
+        assert_eq!(third.seq, 2);
+        assert!(third.t_ns >= second.t_ns);
+        let json = serde_json::to_string(&third).unwrap();
+        let back: Marker = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, third);
+    }
+}

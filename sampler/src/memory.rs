@@ -1,0 +1,71 @@
+//! In-process memory snapshot of the calling process.
+
+use crate::{SamplerError, platform};
+use serde::{Deserialize, Serialize};
+
+/// The calling process's memory at one instant.
+///
+/// The normalized core has one documented definition per platform:
+///
+/// | field | Linux | macOS |
+/// |---|---|---|
+/// | `resident_bytes` | `VmRSS` | `task_vm_info.resident_size` |
+/// | `resident_peak_bytes` | `VmHWM` (since the last reset, so per phase) | `resident_size_peak` (lifetime) |
+/// | `footprint_bytes` | `RssAnon + RssShmem + VmSwap` (dirty memory that cannot be dropped without writing it somewhere) | `phys_footprint` |
+/// | `footprint_peak_bytes` | `None`: Linux keeps no such peak | `ledger_phys_footprint_peak` when the kernel returns REV3 and the value is > 0, else `None` |
+/// | `compressed_bytes` | `None` | `compressed` |
+/// | `swap_bytes` | `VmSwap` | `None` |
+///
+/// Native Linux fields (`rss_*`) stay under their own names; they are `None` on macOS.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskMemory {
+    pub resident_bytes: u64,
+    pub resident_peak_bytes: Option<u64>,
+    pub footprint_bytes: Option<u64>,
+    pub footprint_peak_bytes: Option<u64>,
+    pub compressed_bytes: Option<u64>,
+    pub swap_bytes: Option<u64>,
+    pub virtual_bytes: u64,
+    pub rss_anon_bytes: Option<u64>,
+    pub rss_file_bytes: Option<u64>,
+    pub rss_shmem_bytes: Option<u64>,
+    /// Linux: whether the high-water mark was reset right after this snapshot,
+    /// so the next snapshot's peak covers only the next phase. `None` where
+    /// no reset is attempted (macOS peaks are lifetime values).
+    pub peak_reset: Option<bool>,
+}
+
+/// Read the calling process's memory. Does not reset any peak.
+pub fn snapshot_self() -> Result<TaskMemory, SamplerError> {
+    platform::snapshot_self()
+}
+
+/// Reset the kernel's resident peak for the calling process, if the platform
+/// allows it. Returns `None` where no reset exists, `Some(false)` when the
+/// reset was attempted and failed.
+pub(crate) fn reset_peak_self() -> Option<bool> {
+    platform::reset_peak_self()
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linux_snapshot_has_consistent_fields() {
+        let _lock = crate::OWN_MEMORY_TEST_LOCK
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let m = snapshot_self().unwrap();
+        assert!(m.resident_bytes > 0);
+        assert!(m.virtual_bytes >= m.resident_bytes);
+        let parts =
+            m.rss_anon_bytes.unwrap() + m.rss_file_bytes.unwrap() + m.rss_shmem_bytes.unwrap();
+        // VmRSS is defined as the sum of the three (proc.rst); they are read in one pass.
+        assert_eq!(parts, m.resident_bytes);
+        assert!(m.resident_peak_bytes.unwrap() >= m.resident_bytes);
+        assert_eq!(m.footprint_peak_bytes, None, "Linux has no footprint peak");
+        assert_eq!(m.compressed_bytes, None);
+        assert_eq!(m.peak_reset, None, "a bare snapshot never resets");
+    }
+}

@@ -1,0 +1,330 @@
+//! The measurement phases and their one legal order (seed 000 §4.3).
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A point in a worker's life at which it records a marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Worker started, before anything is loaded.
+    ProcessStart,
+    /// Model weights loaded (the model-global context exists).
+    ModelLoaded,
+    /// Per-request state (and any sidecar such as Core ML) created.
+    StateReady,
+    /// Warmup requests done; first specialization paid.
+    WarmupDone,
+    /// Immediately before a measured request.
+    RequestBegin,
+    /// Immediately after a measured request's final result.
+    RequestEnd,
+    /// After the idle interval that follows the requests.
+    IdleEnd,
+    /// After explicit state and context teardown.
+    TeardownDone,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 8] = [
+        Phase::ProcessStart,
+        Phase::ModelLoaded,
+        Phase::StateReady,
+        Phase::WarmupDone,
+        Phase::RequestBegin,
+        Phase::RequestEnd,
+        Phase::IdleEnd,
+        Phase::TeardownDone,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::ProcessStart => "process_start",
+            Phase::ModelLoaded => "model_loaded",
+            Phase::StateReady => "state_ready",
+            Phase::WarmupDone => "warmup_done",
+            Phase::RequestBegin => "request_begin",
+            Phase::RequestEnd => "request_end",
+            Phase::IdleEnd => "idle_end",
+            Phase::TeardownDone => "teardown_done",
+        }
+    }
+
+    /// Whether markers of this phase carry a request id.
+    pub fn is_request(self) -> bool {
+        matches!(self, Phase::RequestBegin | Phase::RequestEnd)
+    }
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A marker that breaks the phase contract.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PhaseError {
+    #[error("marker seq {got} out of sequence: expected seq {expected}")]
+    Sequence { expected: u64, got: u64 },
+    #[error("phase `{got}` out of order: expected {expected}")]
+    Order { expected: String, got: Phase },
+    #[error("phase `{phase}` needs a request id")]
+    MissingRequestId { phase: Phase },
+    #[error("phase `{phase}` must not carry a request id (got {request_id})")]
+    UnexpectedRequestId { phase: Phase, request_id: u64 },
+    #[error("request_end for request {got} but request {open} is open")]
+    RequestMismatch { open: u64, got: u64 },
+    #[error("request id {got} does not increase (previous request was {previous})")]
+    RequestIdNotIncreasing { previous: u64, got: u64 },
+}
+
+/// Checks markers against the phase order:
+/// `process_start, model_loaded, state_ready, warmup_done,
+/// (request_begin, request_end)*, idle_end, teardown_done`,
+/// with sequence numbers 0, 1, 2, … and increasing request ids.
+#[derive(Debug, Clone, Default)]
+pub struct PhaseTracker {
+    next_seq: u64,
+    last: Option<Phase>,
+    open_request: Option<u64>,
+    last_request: Option<u64>,
+    requests_done: u64,
+}
+
+impl PhaseTracker {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The phases allowed after the last accepted one.
+    pub fn expected(&self) -> &'static [Phase] {
+        match self.last {
+            None => &[Phase::ProcessStart],
+            Some(Phase::ProcessStart) => &[Phase::ModelLoaded],
+            Some(Phase::ModelLoaded) => &[Phase::StateReady],
+            Some(Phase::StateReady) => &[Phase::WarmupDone],
+            Some(Phase::WarmupDone) | Some(Phase::RequestEnd) => {
+                &[Phase::RequestBegin, Phase::IdleEnd]
+            }
+            Some(Phase::RequestBegin) => &[Phase::RequestEnd],
+            Some(Phase::IdleEnd) => &[Phase::TeardownDone],
+            Some(Phase::TeardownDone) => &[],
+        }
+    }
+
+    /// Accept the next marker or say exactly what is wrong with it.
+    pub fn accept(
+        &mut self,
+        seq: u64,
+        phase: Phase,
+        request_id: Option<u64>,
+    ) -> Result<(), PhaseError> {
+        if seq != self.next_seq {
+            return Err(PhaseError::Sequence {
+                expected: self.next_seq,
+                got: seq,
+            });
+        }
+        let expected = self.expected();
+        if !expected.contains(&phase) {
+            let expected = if expected.is_empty() {
+                "nothing after teardown_done".to_string()
+            } else {
+                expected
+                    .iter()
+                    .map(|p| format!("`{p}`"))
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            };
+            return Err(PhaseError::Order {
+                expected,
+                got: phase,
+            });
+        }
+        match (phase.is_request(), request_id) {
+            (true, None) => return Err(PhaseError::MissingRequestId { phase }),
+            (false, Some(id)) => {
+                return Err(PhaseError::UnexpectedRequestId {
+                    phase,
+                    request_id: id,
+                });
+            }
+            _ => {}
+        }
+        if let Some(id) = request_id {
+            if phase == Phase::RequestBegin {
+                if let Some(previous) = self.last_request
+                    && id <= previous
+                {
+                    return Err(PhaseError::RequestIdNotIncreasing { previous, got: id });
+                }
+                self.open_request = Some(id);
+                self.last_request = Some(id);
+            } else {
+                let open = self.open_request.unwrap_or(id);
+                if open != id {
+                    return Err(PhaseError::RequestMismatch { open, got: id });
+                }
+                self.open_request = None;
+                self.requests_done += 1;
+            }
+        }
+        self.last = Some(phase);
+        self.next_seq += 1;
+        Ok(())
+    }
+
+    /// True once `teardown_done` has been accepted.
+    pub fn is_complete(&self) -> bool {
+        self.last == Some(Phase::TeardownDone)
+    }
+
+    pub fn last_phase(&self) -> Option<Phase> {
+        self.last
+    }
+
+    pub fn requests_done(&self) -> u64 {
+        self.requests_done
+    }
+
+    pub fn open_request(&self) -> Option<u64> {
+        self.open_request
+    }
+
+    /// The id of the most recent `request_begin`, if any.
+    pub fn last_request(&self) -> Option<u64> {
+        self.last_request
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(t: &mut PhaseTracker, seq: u64, p: Phase, r: Option<u64>) -> Result<(), PhaseError> {
+        t.accept(seq, p, r)
+    }
+
+    #[test]
+    fn full_sequence_with_two_requests_is_accepted() {
+        let mut t = PhaseTracker::new();
+        let seq = [
+            (Phase::ProcessStart, None),
+            (Phase::ModelLoaded, None),
+            (Phase::StateReady, None),
+            (Phase::WarmupDone, None),
+            (Phase::RequestBegin, Some(0)),
+            (Phase::RequestEnd, Some(0)),
+            (Phase::RequestBegin, Some(1)),
+            (Phase::RequestEnd, Some(1)),
+            (Phase::IdleEnd, None),
+            (Phase::TeardownDone, None),
+        ];
+        for (i, (p, r)) in seq.into_iter().enumerate() {
+            feed(&mut t, i as u64, p, r).unwrap();
+        }
+        assert!(t.is_complete());
+        assert_eq!(t.requests_done(), 2);
+        assert_eq!(t.expected(), &[] as &[Phase]);
+    }
+
+    #[test]
+    fn skipped_phase_is_rejected_with_the_expected_one_named() {
+        let mut t = PhaseTracker::new();
+        feed(&mut t, 0, Phase::ProcessStart, None).unwrap();
+        let err = feed(&mut t, 1, Phase::StateReady, None).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "phase `state_ready` out of order: expected `model_loaded`"
+        );
+        assert!(!t.is_complete());
+    }
+
+    #[test]
+    fn sequence_gap_is_rejected() {
+        let mut t = PhaseTracker::new();
+        feed(&mut t, 0, Phase::ProcessStart, None).unwrap();
+        assert_eq!(
+            feed(&mut t, 2, Phase::ModelLoaded, None).unwrap_err(),
+            PhaseError::Sequence {
+                expected: 1,
+                got: 2
+            }
+        );
+    }
+
+    #[test]
+    fn request_ids_must_pair_and_increase() {
+        let mut t = PhaseTracker::new();
+        for (i, p) in [
+            Phase::ProcessStart,
+            Phase::ModelLoaded,
+            Phase::StateReady,
+            Phase::WarmupDone,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            feed(&mut t, i as u64, p, None).unwrap();
+        }
+        assert_eq!(
+            feed(&mut t, 4, Phase::RequestBegin, None).unwrap_err(),
+            PhaseError::MissingRequestId {
+                phase: Phase::RequestBegin
+            }
+        );
+        feed(&mut t, 4, Phase::RequestBegin, Some(5)).unwrap();
+        assert_eq!(t.open_request(), Some(5));
+        assert_eq!(
+            feed(&mut t, 5, Phase::RequestEnd, Some(6)).unwrap_err(),
+            PhaseError::RequestMismatch { open: 5, got: 6 }
+        );
+        feed(&mut t, 5, Phase::RequestEnd, Some(5)).unwrap();
+        assert_eq!(
+            feed(&mut t, 6, Phase::RequestBegin, Some(5)).unwrap_err(),
+            PhaseError::RequestIdNotIncreasing {
+                previous: 5,
+                got: 5
+            }
+        );
+        assert_eq!(
+            feed(&mut t, 6, Phase::IdleEnd, Some(1)).unwrap_err(),
+            PhaseError::UnexpectedRequestId {
+                phase: Phase::IdleEnd,
+                request_id: 1
+            }
+        );
+    }
+
+    #[test]
+    fn nothing_is_accepted_after_teardown() {
+        let mut t = PhaseTracker::new();
+        let phases = [
+            Phase::ProcessStart,
+            Phase::ModelLoaded,
+            Phase::StateReady,
+            Phase::WarmupDone,
+            Phase::IdleEnd,
+            Phase::TeardownDone,
+        ];
+        for (i, p) in phases.into_iter().enumerate() {
+            feed(&mut t, i as u64, p, None).unwrap();
+        }
+        let err = feed(&mut t, 6, Phase::ProcessStart, None).unwrap_err();
+        assert!(
+            err.to_string().contains("nothing after teardown_done"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn phase_names_round_trip_through_serde() {
+        for p in Phase::ALL {
+            let json = serde_json::to_string(&p).unwrap();
+            assert_eq!(json, format!("\"{}\"", p.as_str()));
+            let back: Phase = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, p);
+        }
+    }
+}
