@@ -80,8 +80,11 @@ pub struct SeriesSummary {
     pub p99_lateness_ns: Option<f64>,
     pub max_lateness_ns: Option<u64>,
     pub skipped_ticks: u64,
+    /// Wall time per tick spent sampling.
     pub mean_cost_ns: Option<f64>,
     pub max_cost_ns: Option<u64>,
+    /// CPU time per tick the sampler thread spent: the sampler's own overhead.
+    pub mean_cost_cpu_ns: Option<f64>,
     /// Rows where the worker could not be read (it had exited or not started).
     pub rows_without_process: u64,
     pub max_resident_bytes: Option<u64>,
@@ -207,6 +210,7 @@ fn scan_series(
     let mut intervals_ns = Vec::new();
     let mut lateness = Vec::new();
     let mut cost_sum = 0f64;
+    let mut cpu_sum = 0f64;
     let (mut first, mut prev): (Option<SeriesRow>, Option<SeriesRow>) = (None, None);
     let mut next_marker = 0usize;
     for (i, row) in reader.deserialize::<SeriesRow>().enumerate() {
@@ -236,6 +240,7 @@ fn scan_series(
         summary.max_lateness_ns = max_opt(summary.max_lateness_ns, Some(row.lateness_ns));
         summary.max_cost_ns = max_opt(summary.max_cost_ns, Some(row.cost_ns));
         cost_sum += row.cost_ns as f64;
+        cpu_sum += row.cost_cpu_ns as f64;
         lateness.push(row.lateness_ns as f64);
         let sys = &mut summary.system;
         sys.min_available_bytes = match (sys.min_available_bytes, row.sys_available_bytes) {
@@ -270,6 +275,7 @@ fn scan_series(
     summary.p99_lateness_ns = stats::percentile(&lateness, 99.0);
     if summary.samples > 0 {
         summary.mean_cost_ns = Some(cost_sum / summary.samples as f64);
+        summary.mean_cost_cpu_ns = Some(cpu_sum / summary.samples as f64);
     }
     Ok((summary, intervals))
 }

@@ -14,6 +14,13 @@ pub fn monotonic_ns() -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time consumed by the calling thread, in nanoseconds (0 if unavailable).
+pub fn thread_cpu_ns() -> u64 {
+    clock_gettime(ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .map(|ts| ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64)
+        .unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -86,6 +86,7 @@ impl ExternalSampler {
                         break;
                     }
                     let t_ns = clock::monotonic_ns();
+                    let cpu_start = clock::thread_cpu_ns();
                     let behind = t_ns.saturating_sub(deadline) / period_ns;
                     if behind > 0 {
                         tick += behind;
@@ -109,6 +110,7 @@ impl ExternalSampler {
                         stats.note(e);
                     }
                     row.cost_ns = clock::monotonic_ns().saturating_sub(t_ns);
+                    row.cost_cpu_ns = clock::thread_cpu_ns().saturating_sub(cpu_start);
                     if let Err(e) = sink(&row) {
                         stats.sink_errors += 1;
                         stats.note(format!("writing a series row: {e}"));

@@ -22,6 +22,8 @@ pub struct SeriesRow {
     pub skipped_before: u64,
     /// Wall time spent taking this sample (process + system).
     pub cost_ns: u64,
+    /// CPU time the sampler thread spent taking this sample.
+    pub cost_cpu_ns: u64,
 
     // Target process.
     pub resident_bytes: Option<u64>,
