@@ -26,31 +26,27 @@ pub fn evaluate(run_dir: &str, receipt: &Receipt) -> CalibrationReport {
     }
 }
 
-fn num(v: Option<f64>) -> String {
-    v.map_or("-".into(), |v| format!("{v:.2}"))
-}
-
 pub fn human(report: &CalibrationReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<20} {:<9} {:<52} {:>10} {:>10}  {:<22} result",
-        "arm", "pattern", "quantity", "expected", "measured", "rule"
+        "{:<20} {:<9} {:<58} {:>10} {:>10} {:<12} {:<22} result",
+        "arm", "pattern", "quantity", "expected", "measured", "unit", "rule"
     );
     for c in &report.checks {
         let _ = writeln!(
             out,
-            "{:<20} {:<9} {:<52} {:>10} {:>10}  {:<22} {}",
+            "{:<20} {:<9} {:<58} {:>10} {:>10} {:<12} {:<22} {}",
             c.arm,
             c.pattern,
             c.quantity,
-            format!("{:.2}", c.expected_mib),
-            num(c.measured_mib),
+            c.format(Some(c.expected)),
+            c.format(c.measured),
+            c.unit,
             c.rule,
             if c.pass { "PASS" } else { "FAIL" }
         );
     }
-    let _ = writeln!(out, "(sizes in MiB; slope in MiB per request)");
     let _ = writeln!(
         out,
         "calibration {}: {} of {} checks passed",

@@ -224,3 +224,43 @@ fn a_missing_worker_is_a_harness_error_and_an_existing_run_dir_is_never_overwrit
         stderr(&out)
     );
 }
+
+#[test]
+fn calibrate_fails_when_a_pattern_is_not_reproduced() {
+    // A worker that dies before its leak is measured cannot reproduce the slope.
+    let tmp = tempfile::tempdir().unwrap();
+    let proto = write_protocol(
+        tmp.path(),
+        "\n[[arm]]\nid = \"leak-dies\"\n[arm.calibrate]\nrequests = 4\nrequest_ms = 1\ncrash_at = 1\nleak = { mib_per_request = 4.0 }\n",
+    );
+    let run = tmp.path().join("run");
+    let out = memqual(&[
+        "calibrate",
+        "--protocol",
+        proto.to_str().unwrap(),
+        "--out",
+        run.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["passed"], false);
+    let checks = report["checks"].as_array().unwrap();
+    let by_quantity = |q: &str| {
+        checks
+            .iter()
+            .find(|c| c["quantity"].as_str().unwrap().starts_with(q))
+            .unwrap()
+    };
+    assert_eq!(by_quantity("worker completed")["pass"], false);
+    // One request_end before the crash: no slope can be fitted.
+    assert_eq!(
+        by_quantity("slope of resident")["measured"],
+        serde_json::Value::Null
+    );
+    assert_eq!(by_quantity("slope of resident")["pass"], false);
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("calibration.json")).unwrap())
+            .unwrap();
+    assert_eq!(written, report);
+}

@@ -8,7 +8,7 @@
 use crate::receipt::ArmReceipt;
 use crate::record::ArmStatus;
 use crate::stats;
-use sampler::Phase;
+use sampler::{Phase, TaskMemory};
 use serde::{Deserialize, Serialize};
 use worker_contract::{CalibrationSpec, MIB, WorkerSpec};
 
@@ -26,9 +26,22 @@ pub struct CalibrationCheck {
     pub pattern: String,
     pub quantity: String,
     pub rule: String,
-    pub expected_mib: f64,
-    pub measured_mib: Option<f64>,
+    /// `MiB`, `MiB/request`, or `yes/no` (1 = yes) for conditions.
+    pub unit: String,
+    pub expected: f64,
+    pub measured: Option<f64>,
     pub pass: bool,
+}
+
+impl CalibrationCheck {
+    /// A value as a person reads it in this check's unit.
+    pub fn format(&self, value: Option<f64>) -> String {
+        match (value, self.unit.as_str()) {
+            (None, _) => "-".into(),
+            (Some(v), "yes/no") => if v == 1.0 { "yes" } else { "no" }.into(),
+            (Some(v), _) => format!("{v:.2}"),
+        }
+    }
 }
 
 fn mib(bytes: u64) -> f64 {
@@ -39,7 +52,7 @@ fn growth(
     arm: &ArmReceipt,
     from: Phase,
     to: Phase,
-    field: fn(&sampler::TaskMemory) -> Option<u64>,
+    field: fn(&TaskMemory) -> Option<u64>,
 ) -> Option<f64> {
     let a = field(&arm.phase(from, None)?.memory)?;
     let b = field(&arm.phase(to, None)?.memory)?;
@@ -51,13 +64,33 @@ struct Checks<'a> {
     out: Vec<CalibrationCheck>,
 }
 
+/// What a check expects, in which unit, by which rule.
+struct Rule {
+    text: String,
+    unit: &'static str,
+    expected: f64,
+}
+
+impl Rule {
+    fn mib(text: impl Into<String>, expected: f64) -> Self {
+        Rule {
+            text: text.into(),
+            unit: "MiB",
+            expected,
+        }
+    }
+}
+
+fn within_text() -> String {
+    format!("within ±{:.0} %", SIZE_TOLERANCE * 100.0)
+}
+
 impl Checks<'_> {
     fn push(
         &mut self,
         pattern: &str,
         quantity: &str,
-        rule: String,
-        expected: f64,
+        rule: Rule,
         measured: Option<f64>,
         pass: impl Fn(f64) -> bool,
     ) {
@@ -65,22 +98,35 @@ impl Checks<'_> {
             arm: self.arm.to_string(),
             pattern: pattern.into(),
             quantity: quantity.into(),
-            rule,
-            expected_mib: expected,
-            measured_mib: measured,
+            rule: rule.text,
+            unit: rule.unit.into(),
+            expected: rule.expected,
+            measured,
             pass: measured.is_some_and(pass),
         });
     }
 
-    fn within(&mut self, pattern: &str, quantity: &str, expected: f64, measured: Option<f64>) {
-        let tol = expected.abs() * SIZE_TOLERANCE;
+    /// `measured` within ±5 % of `rule.expected`.
+    fn within(&mut self, pattern: &str, quantity: &str, rule: Rule, measured: Option<f64>) {
+        let (expected, tol) = (rule.expected, rule.expected.abs() * SIZE_TOLERANCE);
+        self.push(pattern, quantity, rule, measured, |m| {
+            (m - expected).abs() <= tol
+        });
+    }
+
+    /// A yes/no condition that must hold.
+    fn condition(&mut self, pattern: &str, quantity: &str, holds: Option<bool>) {
+        let rule = Rule {
+            text: "yes".into(),
+            unit: "yes/no",
+            expected: 1.0,
+        };
         self.push(
             pattern,
             quantity,
-            format!("within ±{:.0} %", SIZE_TOLERANCE * 100.0),
-            expected,
-            measured,
-            |m| (m - expected).abs() <= tol,
+            rule,
+            holds.map(|h| if h { 1.0 } else { 0.0 }),
+            |m| m == 1.0,
         );
     }
 }
@@ -95,13 +141,10 @@ pub fn check_arm(arm: &ArmReceipt) -> Vec<CalibrationCheck> {
         arm: &arm.id,
         out: Vec::new(),
     };
-    c.push(
+    c.condition(
         "arm",
-        "worker ran every phase",
-        "status completed".into(),
-        0.0,
-        Some(0.0),
-        |_| arm.status == ArmStatus::Completed,
+        "worker completed every phase",
+        Some(arm.status == ArmStatus::Completed),
     );
     check_load(&mut c, arm, cal);
     check_leak(&mut c, arm, cal);
@@ -109,69 +152,53 @@ pub fn check_arm(arm: &ArmReceipt) -> Vec<CalibrationCheck> {
     c.out
 }
 
+fn load_growth(arm: &ArmReceipt, field: fn(&TaskMemory) -> Option<u64>) -> Option<f64> {
+    growth(arm, Phase::ProcessStart, Phase::StateReady, field)
+}
+
 fn check_load(c: &mut Checks, arm: &ArmReceipt, cal: &CalibrationSpec) {
-    let resident = |m: &sampler::TaskMemory| Some(m.resident_bytes);
-    let held = cal.plateau.map_or(0, |p| p.mib) + cal.file_map.map_or(0, |f| f.mib);
-    let res_growth = growth(arm, Phase::ProcessStart, Phase::StateReady, resident);
-    if held > 0 {
+    let plateau = cal.plateau.map_or(0, |p| p.mib) as f64;
+    let held = plateau + cal.file_map.map_or(0, |f| f.mib) as f64;
+    let resident = load_growth(arm, |m| Some(m.resident_bytes));
+    if held > 0.0 {
         let pattern = if cal.plateau.is_some() {
             "plateau"
         } else {
             "file_map"
         };
-        c.within(
-            pattern,
-            "resident growth process_start→state_ready",
-            held as f64,
-            res_growth,
-        );
+        let quantity = "resident growth process_start→state_ready";
+        c.within(pattern, quantity, Rule::mib(within_text(), held), resident);
     }
     if let Some(f) = cal.file_map {
         let expected = f.mib as f64;
-        let file = growth(arm, Phase::ProcessStart, Phase::StateReady, |m| {
-            m.rss_file_bytes
+        let file = load_growth(arm, |m| m.rss_file_bytes);
+        let rule = Rule::mib(format!("≥ expected − {FILE_MAP_SLACK_MIB} MiB"), expected);
+        c.push("file_map", "file-backed resident growth", rule, file, |m| {
+            m >= expected - FILE_MAP_SLACK_MIB
         });
-        c.push(
-            "file_map",
-            "file-backed resident growth",
-            format!("≥ expected − {FILE_MAP_SLACK_MIB} MiB"),
-            expected,
-            file,
-            |m| m >= expected - FILE_MAP_SLACK_MIB,
-        );
-        let plateau = cal.plateau.map_or(0, |p| p.mib) as f64;
-        let anon = growth(arm, Phase::ProcessStart, Phase::StateReady, |m| {
-            m.rss_anon_bytes
-        })
-        .map(|g| g - plateau);
+        let anon = load_growth(arm, |m| m.rss_anon_bytes).map(|g| g - plateau);
+        let rule = Rule::mib(format!("< {FILE_MAP_SLACK_MIB} MiB"), 0.0);
         c.push(
             "file_map",
             "anonymous growth beyond the plateau",
-            format!("< {FILE_MAP_SLACK_MIB} MiB"),
-            0.0,
+            rule,
             anon,
             |m| m < FILE_MAP_SLACK_MIB,
         );
     }
     if let Some(r) = cal.reserve {
         let expected = r.mib as f64;
-        let virt = growth(arm, Phase::ProcessStart, Phase::StateReady, |m| {
-            Some(m.virtual_bytes)
+        let virt = load_growth(arm, |m| Some(m.virtual_bytes));
+        let rule = Rule::mib("≥ expected", expected);
+        c.push("reserve", "virtual size growth", rule, virt, |m| {
+            m >= expected
         });
-        c.push(
-            "reserve",
-            "virtual size growth",
-            "≥ expected".into(),
-            expected,
-            virt,
-            |m| m >= expected,
-        );
-        let untouched = res_growth.map(|g| g - held as f64);
+        let untouched = resident.map(|g| g - held);
+        let rule = Rule::mib(format!("< {RESERVE_RESIDENT_CEILING_MIB} MiB"), 0.0);
         c.push(
             "reserve",
             "resident growth beyond touched patterns",
-            format!("< {RESERVE_RESIDENT_CEILING_MIB} MiB"),
-            0.0,
+            rule,
             untouched,
             |m| m < RESERVE_RESIDENT_CEILING_MIB,
         );
@@ -186,12 +213,13 @@ fn check_leak(c: &mut Checks, arm: &ArmReceipt, cal: &CalibrationSpec) {
         .filter(|p| p.phase == Phase::RequestEnd)
         .filter_map(|p| Some((p.request_id? as f64, mib(p.memory.resident_bytes))))
         .collect();
-    c.within(
-        "leak",
-        "slope of resident at request_end per request",
-        leak.mib_per_request,
-        stats::ols_slope(&points),
-    );
+    let rule = Rule {
+        text: within_text(),
+        unit: "MiB/request",
+        expected: leak.mib_per_request,
+    };
+    let quantity = "slope of resident at request_end per request";
+    c.within("leak", quantity, rule, stats::ols_slope(&points));
 }
 
 fn check_spike(c: &mut Checks, arm: &ArmReceipt, cal: &CalibrationSpec) {
@@ -202,35 +230,25 @@ fn check_spike(c: &mut Checks, arm: &ArmReceipt, cal: &CalibrationSpec) {
     let base = begin.map(|b| b.memory.resident_bytes);
     let kernel = end.and_then(|e| Some(mib(e.memory.resident_peak_bytes?) - mib(base?)));
     let series = end.and_then(|e| Some(mib(e.series_max_resident_bytes?) - mib(base?)));
+    let quantity = "kernel peak of the request phase above request_begin";
     c.within(
         "spike",
-        "kernel peak of the request phase above request_begin",
-        expected,
+        quantity,
+        Rule::mib(within_text(), expected),
         kernel,
     );
     if spike.between_ticks {
-        c.push(
-            "spike",
-            "series maximum above request_begin (must miss the spike)",
-            "< half the spike".into(),
-            expected,
-            series,
-            |m| m < expected / 2.0,
-        );
-        let flagged = end.and_then(|e| e.peak_between_samples);
-        c.push(
-            "spike",
-            "peak_between_samples flag",
-            "set".into(),
-            1.0,
-            flagged.map(|f| if f { 1.0 } else { 0.0 }),
-            |m| m == 1.0,
-        );
+        let quantity = "series maximum above request_begin (must miss the spike)";
+        let rule = Rule::mib("< half the spike", expected);
+        c.push("spike", quantity, rule, series, |m| m < expected / 2.0);
+        let flag = end.and_then(|e| e.peak_between_samples);
+        c.condition("spike", "peak_between_samples set", flag);
     } else {
+        let quantity = "series maximum above request_begin";
         c.within(
             "spike",
-            "series maximum above request_begin",
-            expected,
+            quantity,
+            Rule::mib(within_text(), expected),
             series,
         );
     }
@@ -246,11 +264,17 @@ mod tests {
             arm: "a",
             out: Vec::new(),
         };
-        c.within("plateau", "q", 100.0, Some(105.0));
-        c.within("plateau", "q", 100.0, Some(105.01));
-        c.within("plateau", "q", 100.0, Some(94.99));
-        c.within("plateau", "q", 100.0, None);
+        for measured in [Some(105.0), Some(105.01), Some(94.99), None] {
+            c.within("plateau", "q", Rule::mib(within_text(), 100.0), measured);
+        }
+        c.condition("spike", "flag", Some(true));
+        c.condition("spike", "flag", Some(false));
+        c.condition("spike", "flag", None);
         let pass: Vec<bool> = c.out.iter().map(|x| x.pass).collect();
-        assert_eq!(pass, [true, false, false, false]);
+        assert_eq!(pass, [true, false, false, false, true, false, false]);
+        assert_eq!(c.out[4].format(c.out[4].measured), "yes");
+        assert_eq!(c.out[5].format(c.out[5].measured), "no");
+        assert_eq!(c.out[0].format(c.out[0].measured), "105.00");
+        assert_eq!(c.out[3].format(c.out[3].measured), "-");
     }
 }
