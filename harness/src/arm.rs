@@ -6,7 +6,7 @@ use crate::reader::{ChannelReader, ReaderReport};
 use command_fds::{CommandFdExt, FdMapping};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use reports::record::{ArmOutcome, ArmStatus, ExitInfo, SamplerRecord, files};
+use reports::record::{ArmOutcome, ArmStatus, ExitInfo, files};
 use sampler::{ExternalSampler, SamplerConfig, clock};
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -175,19 +175,7 @@ pub fn execute(arm: &Arm, exe: &Path, dir: &Path) -> Result<ArmOutcome, ArmSetup
     // Never leave a straggler alive into the next arm.
     kill_group(pid);
     let ended_ns = clock::monotonic_ns();
-    let sampler_record = sampler.ok().map(|s| {
-        let st = s.stop();
-        SamplerRecord {
-            period_ns: st.period_ns,
-            epoch_ns: st.epoch_ns,
-            rows: st.rows,
-            skipped_ticks: st.skipped_ticks,
-            process_errors: st.process_errors,
-            system_errors: st.system_errors,
-            sink_errors: st.sink_errors,
-            first_error: st.first_error,
-        }
-    });
+    let sampler_record = sampler.ok().map(ExternalSampler::stop);
     if let Some(s) = &sampler_record
         && s.sink_errors > 0
     {

@@ -14,9 +14,13 @@ fn outcome(run: &std::path::Path, arm: &str) -> ArmOutcome {
 
 #[test]
 fn a_worker_that_dies_mid_request_fails_its_arm_keeps_its_data_and_the_next_arm_runs() {
-    let tmp = tempfile::tempdir().unwrap();
-    let proto = write_protocol(
-        tmp.path(),
+    let ProtocolRun {
+        dir: run,
+        out,
+        protocol: _,
+        tmp: _tmp,
+    } = run_protocol_body(
+        "run",
         r#"
 [[arm]]
 id = "crash"
@@ -31,15 +35,8 @@ id = "after"
 [arm.calibrate]
 requests = 1
 "#,
+        &["--json"],
     );
-    let run = tmp.path().join("run");
-    let out = memqual(&[
-        "run",
-        proto.to_str().unwrap(),
-        "--out",
-        run.to_str().unwrap(),
-        "--json",
-    ]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
 
     let crash = outcome(&run, "crash");
@@ -94,18 +91,16 @@ requests = 1
 
 #[test]
 fn a_typo_in_a_key_fails_before_any_worker_starts() {
-    let tmp = tempfile::tempdir().unwrap();
-    let proto = write_protocol(
-        tmp.path(),
-        "\n[[arm]]\nid = \"a\"\n[arm.calibrate]\nplatue = { mib = 8 }\n",
-    );
-    let run = tmp.path().join("run");
-    let out = memqual(&[
+    let ProtocolRun {
+        dir: run,
+        out,
+        protocol: proto,
+        tmp: _tmp,
+    } = run_protocol_body(
         "run",
-        proto.to_str().unwrap(),
-        "--out",
-        run.to_str().unwrap(),
-    ]);
+        "\n[[arm]]\nid = \"a\"\n[arm.calibrate]\nplatue = { mib = 8 }\n",
+        &[],
+    );
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
     let location = format!("{}:7:1:", proto.display());
@@ -160,19 +155,17 @@ fn contract_violations_fail_the_arm_with_the_reason() {
 
 #[test]
 fn a_hung_worker_is_killed_at_its_timeout_and_recorded() {
-    let tmp = tempfile::tempdir().unwrap();
-    let proto = write_protocol(
-        tmp.path(),
-        "\n[[arm]]\nid = \"hang\"\ntimeout_s = 1\n[arm.calibrate]\nrequests = 1\nidle_ms = 60000\n",
-    );
-    let run = tmp.path().join("run");
     let started = Instant::now();
-    let out = memqual(&[
+    let ProtocolRun {
+        dir: run,
+        out,
+        protocol: _,
+        tmp: _tmp,
+    } = run_protocol_body(
         "run",
-        proto.to_str().unwrap(),
-        "--out",
-        run.to_str().unwrap(),
-    ]);
+        "\n[[arm]]\nid = \"hang\"\ntimeout_s = 1\n[arm.calibrate]\nrequests = 1\nidle_ms = 60000\n",
+        &[],
+    );
     // Generous: the point is that it did not wait the 60 s idle.
     assert!(started.elapsed().as_secs() < 30);
     assert_eq!(out.status.code(), Some(1));
@@ -228,20 +221,16 @@ fn a_missing_worker_is_a_harness_error_and_an_existing_run_dir_is_never_overwrit
 #[test]
 fn calibrate_fails_when_a_pattern_is_not_reproduced() {
     // A worker that dies before its leak is measured cannot reproduce the slope.
-    let tmp = tempfile::tempdir().unwrap();
-    let proto = write_protocol(
-        tmp.path(),
-        "\n[[arm]]\nid = \"leak-dies\"\n[arm.calibrate]\nrequests = 4\nrequest_ms = 1\ncrash_at = 1\nleak = { mib_per_request = 4.0 }\n",
-    );
-    let run = tmp.path().join("run");
-    let out = memqual(&[
+    let ProtocolRun {
+        dir: run,
+        out,
+        protocol: _,
+        tmp: _tmp,
+    } = run_protocol_body(
         "calibrate",
-        "--protocol",
-        proto.to_str().unwrap(),
-        "--out",
-        run.to_str().unwrap(),
-        "--json",
-    ]);
+        "\n[[arm]]\nid = \"leak-dies\"\n[arm.calibrate]\nrequests = 4\nrequest_ms = 1\ncrash_at = 1\nleak = { mib_per_request = 4.0 }\n",
+        &["--json"],
+    );
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["passed"], false);

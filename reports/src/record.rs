@@ -73,18 +73,5 @@ pub struct ArmOutcome {
     pub worker_errors: Vec<String>,
     pub started_ns: u64,
     pub ended_ns: u64,
-    pub sampler: Option<SamplerRecord>,
-}
-
-/// The external sampler's account of itself for one arm.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct SamplerRecord {
-    pub period_ns: u64,
-    pub epoch_ns: u64,
-    pub rows: u64,
-    pub skipped_ticks: u64,
-    pub process_errors: u64,
-    pub system_errors: u64,
-    pub sink_errors: u64,
-    pub first_error: Option<String>,
+    pub sampler: Option<sampler::SamplerStats>,
 }

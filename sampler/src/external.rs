@@ -17,8 +17,9 @@ pub struct SamplerConfig {
     pub period: Duration,
 }
 
-/// What the sampler observed about itself, returned by [`ExternalSampler::stop`].
-#[derive(Debug, Clone, Default, PartialEq)]
+/// What the sampler observed about itself, returned by [`ExternalSampler::stop`]
+/// and kept in each arm's record.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SamplerStats {
     pub epoch_ns: u64,
     pub period_ns: u64,

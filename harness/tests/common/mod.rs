@@ -63,3 +63,34 @@ pub fn series(arm_dir: &Path) -> Vec<SeriesRow> {
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
+
+/// A protocol run in a fresh temporary folder.
+pub struct ProtocolRun {
+    pub tmp: tempfile::TempDir,
+    pub protocol: PathBuf,
+    pub dir: PathBuf,
+    pub out: Output,
+}
+
+/// Write `body` as a protocol and run `memqual run` (or `calibrate --protocol`)
+/// on it into `<tmp>/run`, with `extra` arguments.
+pub fn run_protocol_body(command: &str, body: &str, extra: &[&str]) -> ProtocolRun {
+    let tmp = tempfile::tempdir().unwrap();
+    let protocol = write_protocol(tmp.path(), body);
+    let dir = tmp.path().join("run");
+    let (p, d) = (protocol.to_str().unwrap(), dir.to_str().unwrap());
+    let mut args = match command {
+        "run" => vec!["run", p],
+        "calibrate" => vec!["calibrate", "--protocol", p],
+        other => panic!("no such command {other}"),
+    };
+    args.extend(["--out", d]);
+    args.extend(extra);
+    let out = memqual(&args);
+    ProtocolRun {
+        tmp,
+        protocol,
+        dir,
+        out,
+    }
+}
