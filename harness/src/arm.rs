@@ -13,6 +13,7 @@ use std::io::{BufWriter, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use worker_contract::{ArmSpec, CONTRACT_VERSION, MESSAGE_FD, SamplerSchedule};
@@ -66,8 +67,18 @@ fn kill_group(pid: u32) {
     }
 }
 
+/// How often the watcher checks for an interrupt while the worker runs.
+const INTERRUPT_POLL: Duration = Duration::from_millis(100);
+
 /// Run `arm` with the worker at `exe`, writing into `dir` (created here).
-pub fn execute(arm: &Arm, exe: &Path, dir: &Path) -> Result<ArmOutcome, ArmSetupError> {
+/// When `interrupted` becomes true (Ctrl-C), the worker is killed and the arm
+/// ends as failed with everything observed so far.
+pub fn execute(
+    arm: &Arm,
+    exe: &Path,
+    dir: &Path,
+    interrupted: &AtomicBool,
+) -> Result<ArmOutcome, ArmSetupError> {
     let scratch = dir.join(files::SCRATCH);
     std::fs::create_dir_all(&scratch).map_err(|source| ArmSetupError::Create {
         path: scratch.clone(),
@@ -145,13 +156,21 @@ pub fn execute(arm: &Arm, exe: &Path, dir: &Path) -> Result<ArmOutcome, ArmSetup
     let deadline = Instant::now() + arm.timeout;
     let mut timed_out = false;
     let mut killed_for_violation = false;
+    let mut killed_for_interrupt = false;
     let status = loop {
-        let wait = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(if timed_out {
-            Duration::from_secs(3600)
+        if !killed_for_interrupt && interrupted.load(Ordering::SeqCst) {
+            killed_for_interrupt = true;
+            failure
+                .push("interrupted (SIGINT/SIGTERM); the worker's process group was killed".into());
+            kill_group(pid);
+        }
+        let to_deadline = deadline.saturating_duration_since(Instant::now());
+        let wait = if timed_out {
+            INTERRUPT_POLL
         } else {
-            wait
-        }) {
+            to_deadline.min(INTERRUPT_POLL)
+        };
+        match rx.recv_timeout(wait) {
             Ok(Event::Exited(status)) => break status,
             Ok(Event::Violation) => {
                 // The reader records the reason; a worker that broke the
@@ -161,7 +180,8 @@ pub fn execute(arm: &Arm, exe: &Path, dir: &Path) -> Result<ArmOutcome, ArmSetup
                     kill_group(pid);
                 }
             }
-            Err(mpsc::RecvTimeoutError::Timeout) if !timed_out => {
+            Err(mpsc::RecvTimeoutError::Timeout) if timed_out || Instant::now() < deadline => {}
+            Err(mpsc::RecvTimeoutError::Timeout) => {
                 timed_out = true;
                 failure.push(format!(
                     "timed out after {} s; the worker's process group was killed",
@@ -197,7 +217,7 @@ pub fn execute(arm: &Arm, exe: &Path, dir: &Path) -> Result<ArmOutcome, ArmSetup
         &mut failure,
         exit.as_ref(),
         &report,
-        timed_out || killed_for_violation,
+        timed_out || killed_for_violation || killed_for_interrupt,
     );
     let _ = std::fs::remove_dir_all(&scratch);
     Ok(ArmOutcome {

@@ -12,6 +12,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Measure what a memory-saving change really does: each arm of a protocol runs
 /// in its own worker process, sampled from inside (phase markers) and outside
@@ -92,6 +93,21 @@ fn print_json(value: &impl serde::Serialize) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Set on the first SIGINT/SIGTERM; a second one exits at once.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+fn install_interrupt_handler() -> Result<(), Failure> {
+    ctrlc::set_handler(|| {
+        if INTERRUPTED.swap(true, Ordering::SeqCst) {
+            // Second signal: the user insists. Workers die with us (parent-death signal).
+            std::process::exit(i32::from(exit::INTERRUPTED));
+        }
+        eprintln!("memqual: interrupted: stopping the worker and writing the receipt (again to quit at once)");
+    })
+    .context("cannot install the Ctrl-C handler")
+    .map_err(harness)
+}
+
 fn run_protocol(
     loaded: &protocol::LoadedProtocol,
     common: &CommonArgs,
@@ -101,7 +117,19 @@ fn run_protocol(
         .out
         .clone()
         .unwrap_or_else(|| run::default_run_dir(&loaded.name));
-    run::run(loaded, &dir, &workers).map_err(harness)
+    install_interrupt_handler()?;
+    run::run(loaded, &dir, &workers, &INTERRUPTED).map_err(harness)
+}
+
+/// The exit code of a run: interrupted beats everything else.
+fn run_exit(result: &run::RunResult, passed: bool) -> u8 {
+    if result.interrupted {
+        exit::INTERRUPTED
+    } else if passed {
+        exit::PASS
+    } else {
+        exit::ARM_FAILED
+    }
 }
 
 fn main_inner(cli: Cli) -> Result<u8, Failure> {
@@ -116,7 +144,7 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             } else {
                 print!("{}", summary::human(&summary));
             }
-            Ok(if all { exit::PASS } else { exit::ARM_FAILED })
+            Ok(run_exit(&result, all))
         }
         Command::Calibrate { protocol, common } => {
             let loaded = match &protocol {
@@ -141,11 +169,7 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             } else {
                 print!("{}", calibrate::human(&report));
             }
-            Ok(if report.passed {
-                exit::PASS
-            } else {
-                exit::ARM_FAILED
-            })
+            Ok(run_exit(&result, report.passed))
         }
     }
 }

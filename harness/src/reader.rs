@@ -70,6 +70,7 @@ fn append_log(out: &mut BufWriter<File>, level: &str, message: &str) -> std::io:
 }
 
 struct State {
+    dir: std::path::PathBuf,
     report: ReaderReport,
     tracker: PhaseTracker,
     events: Sender<Event>,
@@ -115,6 +116,7 @@ impl State {
                         ),
                     );
                 } else {
+                    std::fs::write(self.dir.join(files::HELLO), serde_json::to_vec_pretty(&h)?)?;
                     self.report.hello = serde_json::to_value(&h).ok();
                 }
             }
@@ -168,6 +170,7 @@ impl ChannelReader {
         let dir = dir.to_path_buf();
         let handle = std::thread::spawn(move || {
             let mut state = State {
+                dir: dir.clone(),
                 report: ReaderReport::default(),
                 tracker: PhaseTracker::new(),
                 events,

@@ -7,6 +7,7 @@ use anyhow::{Context, bail};
 use reports::record::{ArmOutcome, ArmStatus, RunInfo, files};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Where worker executables are found.
 #[derive(Debug, Clone)]
@@ -108,6 +109,7 @@ fn run_info(protocol: &LoadedProtocol) -> RunInfo {
 pub struct RunResult {
     pub dir: PathBuf,
     pub receipt: reports::Receipt,
+    pub interrupted: bool,
 }
 
 impl RunResult {
@@ -126,6 +128,7 @@ pub fn run(
     protocol: &LoadedProtocol,
     dir: &Path,
     workers: &WorkerDir,
+    interrupted: &AtomicBool,
 ) -> anyhow::Result<RunResult> {
     // Resolve every worker before anything runs: a missing binary is a setup error.
     let executables = protocol
@@ -146,6 +149,10 @@ pub fn run(
 
     let total = protocol.arms.len();
     for (i, (arm, exe)) in protocol.arms.iter().zip(&executables).enumerate() {
+        if interrupted.load(Ordering::SeqCst) {
+            eprintln!("memqual: interrupted: {} arm(s) not run", total - i);
+            break;
+        }
         let arm_dir = dir.join(files::ARMS).join(&arm.id);
         std::fs::create_dir_all(&arm_dir)
             .with_context(|| format!("cannot create {}", arm_dir.display()))?;
@@ -155,7 +162,7 @@ pub fn run(
             arm.id,
             arm.description
         );
-        let outcome: ArmOutcome = arm::execute(arm, exe, &arm_dir)
+        let outcome: ArmOutcome = arm::execute(arm, exe, &arm_dir, interrupted)
             .with_context(|| format!("arm {} could not be started", arm.id))?;
         write_json(&arm_dir.join(files::ARM), &outcome)?;
         let secs = (outcome.ended_ns.saturating_sub(outcome.started_ns)) as f64 / 1e9;
@@ -179,5 +186,6 @@ pub fn run(
     Ok(RunResult {
         dir: dir.to_path_buf(),
         receipt,
+        interrupted: interrupted.load(Ordering::SeqCst),
     })
 }

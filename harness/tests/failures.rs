@@ -253,3 +253,110 @@ fn calibrate_fails_when_a_pattern_is_not_reproduced() {
             .unwrap();
     assert_eq!(written, report);
 }
+
+/// Wait until `path` has at least `lines` lines (the arm got that far).
+fn wait_for_lines(path: &std::path::Path, lines: usize) {
+    let start = Instant::now();
+    while std::fs::read_to_string(path).map_or(0, |t| t.lines().count()) < lines {
+        assert!(
+            start.elapsed().as_secs() < 60,
+            "{} never reached {lines} lines",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Dead means gone from /proc or a zombie waiting to be reaped.
+fn process_is_dead(pid: u64) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/status")) {
+        Err(_) => true,
+        Ok(s) => s
+            .lines()
+            .any(|l| l.starts_with("State:") && l.contains('Z')),
+    }
+}
+
+fn wait_dead(pid: u64) -> bool {
+    let start = Instant::now();
+    while start.elapsed().as_secs() < 10 {
+        if process_is_dead(pid) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    false
+}
+
+const LONG_IDLE: &str = "\n[[arm]]\nid = \"long\"\n[arm.calibrate]\nrequests = 1\nidle_ms = 60000\nplateau = { mib = 16 }\n\n[[arm]]\nid = \"never\"\n[arm.calibrate]\n";
+
+fn spawn_long_run(tmp: &std::path::Path) -> (std::process::Child, std::path::PathBuf) {
+    let proto = write_protocol(tmp, LONG_IDLE);
+    let run = tmp.join("run");
+    let child = std::process::Command::new(MEMQUAL)
+        .args([
+            "run",
+            proto.to_str().unwrap(),
+            "--out",
+            run.to_str().unwrap(),
+            "--json",
+        ])
+        .env("MEMQUAL_WORKER_DIR", worker_dir())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // process_start … request_end: the worker is now in its 60 s idle.
+    wait_for_lines(&run.join("arms/long/markers.jsonl"), 6);
+    (child, run)
+}
+
+fn worker_pid(run: &std::path::Path) -> u64 {
+    let hello: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("arms/long/hello.json")).unwrap())
+            .unwrap();
+    hello["pid"].as_u64().unwrap()
+}
+
+#[test]
+fn ctrl_c_kills_the_worker_stops_the_run_and_still_writes_the_receipt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (child, run) = spawn_long_run(tmp.path());
+    let worker = worker_pid(&run);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(wait_dead(worker), "worker {worker} survived the interrupt");
+    let o = outcome(&run, "long");
+    assert_eq!(o.status, ArmStatus::Failed);
+    assert!(o.failure[0].starts_with("interrupted"), "{:?}", o.failure);
+    assert!(
+        !run.join("arms/never").exists(),
+        "no arm starts after an interrupt"
+    );
+    let r = receipt(&run);
+    assert_eq!(r.arms.len(), 1);
+    assert_eq!(r.arms[0].phases.len(), 6);
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["all_completed"], false);
+}
+
+#[test]
+fn a_killed_harness_takes_its_worker_with_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut child, run) = spawn_long_run(tmp.path());
+    let worker = worker_pid(&run);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        wait_dead(worker),
+        "worker {worker} outlived a SIGKILLed harness"
+    );
+    // What was observed before the harness died is still on disk.
+    assert_eq!(markers(&run.join("arms/long")).len(), 6);
+    assert!(!series(&run.join("arms/long")).is_empty());
+}

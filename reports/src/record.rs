@@ -10,6 +10,8 @@ pub mod files {
     pub const ARMS: &str = "arms";
     /// Per arm, under `arms/<id>/`.
     pub const SPEC: &str = "spec.json";
+    /// The worker's `hello`, written the moment it arrives.
+    pub const HELLO: &str = "hello.json";
     pub const ARM: &str = "arm.json";
     pub const MARKERS: &str = "markers.jsonl";
     pub const RESULTS: &str = "results.jsonl";

@@ -6,6 +6,17 @@ use worker_contract::{
     WorkerMessage,
 };
 
+/// Never outlive the harness: a worker leads its own process group (so the
+/// harness can kill it whole), which also hides it from the terminal's Ctrl-C.
+#[cfg(target_os = "linux")]
+fn die_with_parent() {
+    // Best effort: if it fails, a write to the closed fd 3 still ends the worker.
+    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent() {}
+
 /// A worker's open session with the harness.
 pub struct WorkerSession {
     channel: Channel,
@@ -15,6 +26,7 @@ pub struct WorkerSession {
 impl WorkerSession {
     /// Open fd 3 and introduce the worker.
     pub fn open(worker: &str, capabilities: &[&str]) -> anyhow::Result<Self> {
+        die_with_parent();
         let mut channel = Channel::open()?;
         channel.send(&WorkerMessage::Hello(Hello {
             contract_version: CONTRACT_VERSION,
