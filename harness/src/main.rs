@@ -50,6 +50,9 @@ enum Command {
         #[command(flatten)]
         common: CommonArgs,
     },
+    /// Print the JSON Schema of the protocol format (also committed as
+    /// protocols/protocol.schema.json), for editors that check TOML by schema.
+    Schema,
 }
 
 #[derive(clap::Args, Debug)]
@@ -134,6 +137,10 @@ fn run_exit(result: &run::RunResult, passed: bool) -> u8 {
 
 fn main_inner(cli: Cli) -> Result<u8, Failure> {
     match cli.command {
+        Command::Schema => {
+            print!("{}", protocol::json_schema());
+            Ok(exit::PASS)
+        }
         Command::Run { protocol, common } => {
             let loaded = protocol::load(&protocol).map_err(usage)?;
             let result = run_protocol(&loaded, &common)?;

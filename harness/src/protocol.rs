@@ -1,6 +1,7 @@
 //! Protocol files: TOML, strict (unknown keys are errors), validated before
 //! any worker starts. Errors name `file:line:col` and the key.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -10,10 +11,11 @@ use worker_contract::{CalibrationSpec, WorkerSpec};
 /// The protocol format version this memqual reads.
 pub const PROTOCOL_SCHEMA_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Protocol {
     pub schema_version: u32,
+    #[schemars(with = "String")]
     pub name: toml::Spanned<String>,
     #[serde(default)]
     pub description: String,
@@ -26,7 +28,7 @@ pub struct Protocol {
 }
 
 /// External sampler settings.
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Sampling {
     /// Tick period in milliseconds (default 50).
@@ -46,7 +48,7 @@ impl Default for Sampling {
     }
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Defaults {
     /// Seconds an arm may run before its worker's process group is killed (default 300).
@@ -67,9 +69,10 @@ impl Default for Defaults {
 }
 
 /// One arm as declared: exactly one worker table (`calibrate` for now).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ArmDecl {
+    #[schemars(with = "String")]
     pub id: toml::Spanned<String>,
     #[serde(default)]
     pub description: String,
@@ -241,6 +244,13 @@ pub fn parse(file: &str, text: &str) -> Result<LoadedProtocol, ProtocolError> {
     })
 }
 
+/// The JSON Schema of the protocol format (committed as
+/// `protocols/protocol.schema.json` for editors that complete TOML by schema).
+pub fn json_schema() -> String {
+    let schema = schemars::schema_for!(Protocol);
+    serde_json::to_string_pretty(&schema).expect("a schema always serializes") + "\n"
+}
+
 /// Read and validate a protocol file.
 pub fn load(path: &Path) -> Result<LoadedProtocol, LoadError> {
     let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
@@ -327,6 +337,53 @@ plateau = { mib = 8 }
         let v2 = GOOD.replace("schema_version = 1", "schema_version = 2");
         let err = parse("p.toml", &v2).unwrap_err();
         assert_eq!((err.line, err.col), (1, 1));
+    }
+
+    const COMMITTED_SCHEMA: &str = include_str!("../../protocols/protocol.schema.json");
+
+    #[test]
+    fn committed_schema_is_generated_from_the_types() {
+        // Regenerate with: MEMQUAL_BLESS=1 cargo test -p harness committed_schema
+        let generated = json_schema();
+        if std::env::var_os("MEMQUAL_BLESS").is_some() {
+            let path = concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../protocols/protocol.schema.json"
+            );
+            std::fs::write(path, &generated).unwrap();
+            return;
+        }
+        assert_eq!(
+            COMMITTED_SCHEMA, generated,
+            "protocols/protocol.schema.json is stale: run MEMQUAL_BLESS=1 cargo test -p harness committed_schema"
+        );
+    }
+
+    #[test]
+    fn every_committed_protocol_loads_and_matches_the_schema() {
+        let schema: serde_json::Value = serde_json::from_str(COMMITTED_SCHEMA).unwrap();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../protocols");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "toml") {
+                continue;
+            }
+            load(&path).unwrap_or_else(|e| panic!("{e}"));
+            let text = std::fs::read_to_string(&path).unwrap();
+            let value: serde_json::Value = toml::from_str(&text).unwrap();
+            let errors: Vec<String> = validator
+                .iter_errors(&value)
+                .map(|e| e.to_string())
+                .collect();
+            assert!(errors.is_empty(), "{}: {errors:?}", path.display());
+            seen += 1;
+        }
+        assert!(seen >= 1);
+        // The schema is strict like the loader: a typo fails it too.
+        let typo: serde_json::Value = toml::from_str(&GOOD.replace("plateau", "platue")).unwrap();
+        assert!(!validator.is_valid(&typo));
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! The calibration worker's arm options: known allocation patterns.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A calibration arm: the same phases as a real worker, with allocations
 /// whose sizes are known, so the harness can prove what it measures.
 /// Every page a pattern claims to hold is touched.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CalibrationSpec {
     /// Measured requests.
@@ -102,20 +103,20 @@ impl CalibrationSpec {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Plateau {
     pub mib: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Leak {
     /// Fractions are allowed (0.0625 = 64 KiB); rounded up to whole pages.
     pub mib_per_request: f64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Spike {
     pub mib: u64,
@@ -132,20 +133,20 @@ pub struct Spike {
     pub between_ticks: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Reserve {
     pub mib: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FileMap {
     pub mib: u64,
 }
 
 /// Ways the calibration worker can break the contract on purpose.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Misbehaviour {
     /// Write a line that is not JSON after `state_ready`.
