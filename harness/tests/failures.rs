@@ -14,12 +14,7 @@ fn outcome(run: &std::path::Path, arm: &str) -> ArmOutcome {
 
 #[test]
 fn a_worker_that_dies_mid_request_fails_its_arm_keeps_its_data_and_the_next_arm_runs() {
-    let ProtocolRun {
-        dir: run,
-        out,
-        protocol: _,
-        tmp: _tmp,
-    } = run_protocol_body(
+    let r = run_protocol_body(
         "run",
         r#"
 [[arm]]
@@ -37,6 +32,7 @@ requests = 1
 "#,
         &["--json"],
     );
+    let (run, out) = (&r.dir, &r.out);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
 
     let crash = outcome(&run, "crash");
@@ -91,19 +87,15 @@ requests = 1
 
 #[test]
 fn a_typo_in_a_key_fails_before_any_worker_starts() {
-    let ProtocolRun {
-        dir: run,
-        out,
-        protocol: proto,
-        tmp: _tmp,
-    } = run_protocol_body(
+    let r = run_protocol_body(
         "run",
         "\n[[arm]]\nid = \"a\"\n[arm.calibrate]\nplatue = { mib = 8 }\n",
         &[],
     );
+    let (run, out) = (&r.dir, &r.out);
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
-    let location = format!("{}:7:1:", proto.display());
+    let location = format!("{}:7:1:", r.protocol.display());
     assert!(err.contains(&location), "{err}");
     assert!(err.contains("unknown field `platue`"), "{err}");
     assert!(!run.exists(), "nothing may run on a bad protocol");
@@ -156,16 +148,12 @@ fn contract_violations_fail_the_arm_with_the_reason() {
 #[test]
 fn a_hung_worker_is_killed_at_its_timeout_and_recorded() {
     let started = Instant::now();
-    let ProtocolRun {
-        dir: run,
-        out,
-        protocol: _,
-        tmp: _tmp,
-    } = run_protocol_body(
+    let r = run_protocol_body(
         "run",
         "\n[[arm]]\nid = \"hang\"\ntimeout_s = 1\n[arm.calibrate]\nrequests = 1\nidle_ms = 60000\n",
         &[],
     );
+    let (run, out) = (&r.dir, &r.out);
     // Generous: the point is that it did not wait the 60 s idle.
     assert!(started.elapsed().as_secs() < 30);
     assert_eq!(out.status.code(), Some(1));
@@ -221,16 +209,12 @@ fn a_missing_worker_is_a_harness_error_and_an_existing_run_dir_is_never_overwrit
 #[test]
 fn calibrate_fails_when_a_pattern_is_not_reproduced() {
     // A worker that dies before its leak is measured cannot reproduce the slope.
-    let ProtocolRun {
-        dir: run,
-        out,
-        protocol: _,
-        tmp: _tmp,
-    } = run_protocol_body(
+    let r = run_protocol_body(
         "calibrate",
         "\n[[arm]]\nid = \"leak-dies\"\n[arm.calibrate]\nrequests = 4\nrequest_ms = 1\ncrash_at = 1\nleak = { mib_per_request = 4.0 }\n",
         &["--json"],
     );
+    let (run, out) = (&r.dir, &r.out);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["passed"], false);
