@@ -32,7 +32,7 @@ requests = 1
 "#,
         &["--json"],
     );
-    let (run, out) = (&r.dir, &r.out);
+    let (run, out) = (r.dir.clone(), r.out.clone());
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
 
     let crash = outcome(&run, "crash");
@@ -92,7 +92,7 @@ fn a_typo_in_a_key_fails_before_any_worker_starts() {
         "\n[[arm]]\nid = \"a\"\n[arm.calibrate]\nplatue = { mib = 8 }\n",
         &[],
     );
-    let (run, out) = (&r.dir, &r.out);
+    let (run, out) = (r.dir.clone(), r.out.clone());
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
     let location = format!("{}:7:1:", r.protocol.display());
@@ -153,7 +153,7 @@ fn a_hung_worker_is_killed_at_its_timeout_and_recorded() {
         "\n[[arm]]\nid = \"hang\"\ntimeout_s = 1\n[arm.calibrate]\nrequests = 1\nidle_ms = 60000\n",
         &[],
     );
-    let (run, out) = (&r.dir, &r.out);
+    let (run, out) = (r.dir.clone(), r.out.clone());
     // Generous: the point is that it did not wait the 60 s idle.
     assert!(started.elapsed().as_secs() < 30);
     assert_eq!(out.status.code(), Some(1));
@@ -214,7 +214,7 @@ fn calibrate_fails_when_a_pattern_is_not_reproduced() {
         "\n[[arm]]\nid = \"leak-dies\"\n[arm.calibrate]\nrequests = 4\nrequest_ms = 1\ncrash_at = 1\nleak = { mib_per_request = 4.0 }\n",
         &["--json"],
     );
-    let (run, out) = (&r.dir, &r.out);
+    let (run, out) = (r.dir.clone(), r.out.clone());
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["passed"], false);
