@@ -238,3 +238,157 @@ impl ChannelReader {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    /// Feed `lines` through a fresh reader state; return its report.
+    fn feed(lines: &[String]) -> (ReaderReport, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let (tx, _rx) = mpsc::channel();
+        let mut state = State {
+            dir: dir.path().to_path_buf(),
+            report: ReaderReport::default(),
+            tracker: PhaseTracker::new(),
+            events: tx,
+        };
+        let mut sinks = Sinks::open(dir.path()).unwrap();
+        for (i, l) in lines.iter().enumerate() {
+            state.handle(i as u64 + 1, l, &mut sinks).unwrap();
+        }
+        (state.report, dir)
+    }
+
+    fn hello(version: u32) -> String {
+        format!(
+            r#"{{"type":"hello","contract_version":{version},"worker":"w","version":"0","pid":1,"platform":"linux","capabilities":[]}}"#
+        )
+    }
+
+    fn marker(seq: u64, phase: &str, request: Option<u64>) -> String {
+        let req = request.map_or(String::new(), |r| format!(r#","request_id":{r}"#));
+        format!(
+            r#"{{"type":"marker","phase":"{phase}","seq":{seq}{req},"t_ns":1,"memory":{{"resident_bytes":1,"resident_peak_bytes":null,"footprint_bytes":null,"footprint_peak_bytes":null,"compressed_bytes":null,"swap_bytes":null,"virtual_bytes":1,"rss_anon_bytes":null,"rss_file_bytes":null,"rss_shmem_bytes":null,"peak_reset":null}}}}"#
+        )
+    }
+
+    fn result(request: u64) -> String {
+        format!(
+            r#"{{"type":"result","request_id":{request},"latency_ns":5,"body":{{"kind":"calibration","held_bytes":0,"leaked_bytes":0,"spike_bytes":0,"spike_resident_ns":null,"spike_freed_ns":null}}}}"#
+        )
+    }
+
+    fn full_run() -> Vec<String> {
+        let mut v = vec![hello(CONTRACT_VERSION)];
+        for (i, p) in [
+            "process_start",
+            "model_loaded",
+            "state_ready",
+            "warmup_done",
+        ]
+        .iter()
+        .enumerate()
+        {
+            v.push(marker(i as u64, p, None));
+        }
+        v.push(marker(4, "request_begin", Some(0)));
+        v.push(marker(5, "request_end", Some(0)));
+        v.push(result(0));
+        v.push(marker(6, "idle_end", None));
+        v.push(marker(7, "teardown_done", None));
+        v.push(r#"{"type":"bye","requests":1}"#.into());
+        v
+    }
+
+    #[test]
+    fn a_clean_run_is_recorded_without_violations() {
+        let (r, dir) = feed(&full_run());
+        assert!(r.violations.is_empty(), "{:?}", r.violations);
+        assert!(r.bye);
+        assert_eq!((r.markers, r.results), (8, 1));
+        assert!(dir.path().join(files::HELLO).exists());
+        let markers = std::fs::read_to_string(dir.path().join(files::MARKERS)).unwrap();
+        assert_eq!(markers.lines().count(), 8);
+    }
+
+    #[test]
+    fn hello_must_come_first_once_and_in_our_version() {
+        let mut lines = full_run();
+        lines.swap(0, 1);
+        let (r, _d) = feed(&lines);
+        assert_eq!(
+            r.violations[0],
+            "message line 1: first message is `marker`, expected `hello`"
+        );
+
+        let mut lines = full_run();
+        lines[0] = hello(CONTRACT_VERSION + 1);
+        let (r, _d) = feed(&lines);
+        assert!(
+            r.violations[0].contains("contract version 2, memqual speaks 1"),
+            "{:?}",
+            r.violations
+        );
+
+        let mut lines = full_run();
+        lines.insert(1, hello(CONTRACT_VERSION));
+        let (r, _d) = feed(&lines);
+        assert_eq!(r.violations, ["message line 2: a second `hello`"]);
+    }
+
+    #[test]
+    fn nothing_may_follow_bye_and_bye_needs_teardown() {
+        let mut lines = full_run();
+        lines.push(r#"{"type":"log","level":"info","message":"late"}"#.into());
+        let (r, _d) = feed(&lines);
+        assert_eq!(r.violations, ["message line 12: `log` after `bye`"]);
+
+        let mut lines = full_run();
+        lines.remove(9); // teardown_done
+        let (r, _d) = feed(&lines);
+        assert_eq!(
+            r.violations,
+            ["message line 10: `bye` before `teardown_done`"]
+        );
+    }
+
+    #[test]
+    fn a_result_for_a_request_that_never_began_is_refused() {
+        let mut lines = full_run();
+        lines[7] = result(3);
+        let (r, dir) = feed(&lines);
+        assert_eq!(
+            r.violations,
+            ["message line 8: result for request 3 that never began"]
+        );
+        assert_eq!(r.results, 0);
+        let results = std::fs::read_to_string(dir.path().join(files::RESULTS)).unwrap();
+        assert!(results.is_empty(), "a refused result is not recorded");
+    }
+
+    #[test]
+    fn logs_and_errors_reach_worker_log() {
+        let mut lines = full_run();
+        lines.insert(
+            1,
+            r#"{"type":"log","level":"warn","message":"careful"}"#.into(),
+        );
+        lines.insert(2, r#"{"type":"error","message":"model missing"}"#.into());
+        let (r, dir) = feed(&lines);
+        assert_eq!(r.worker_errors, ["model missing"]);
+        let log = std::fs::read_to_string(dir.path().join(files::WORKER_LOG)).unwrap();
+        assert!(
+            log.lines().next().unwrap().ends_with(" WARN careful"),
+            "{log}"
+        );
+        assert!(
+            log.lines()
+                .nth(1)
+                .unwrap()
+                .ends_with(" ERROR model missing"),
+            "{log}"
+        );
+    }
+}

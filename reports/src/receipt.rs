@@ -517,4 +517,183 @@ mod tests {
         let rows = phase_rows(&[m], &[interval(0, None)], 4096);
         assert_eq!(rows[0].peak_between_samples, None);
     }
+
+    fn write_run(dir: &Path, rows: &[SeriesRow], markers: &[Marker], with_outcome: bool) {
+        let run = RunInfo {
+            memqual_version: "0".into(),
+            protocol_name: "p".into(),
+            protocol_path: "p.toml".into(),
+            protocol_sha256: "00".into(),
+            started_utc: "now".into(),
+            platform: "linux".into(),
+            page_size_bytes: 4096,
+            hostname: None,
+            kernel: None,
+            arms: vec!["a".into(), "never-ran".into()],
+        };
+        std::fs::write(dir.join(files::RUN), serde_json::to_string(&run).unwrap()).unwrap();
+        let arm = dir.join(files::ARMS).join("a");
+        std::fs::create_dir_all(&arm).unwrap();
+        let mut w = csv::Writer::from_path(arm.join(files::SERIES)).unwrap();
+        for r in rows {
+            w.serialize(r).unwrap();
+        }
+        w.flush().unwrap();
+        let lines: Vec<String> = markers
+            .iter()
+            .map(|m| serde_json::to_string(m).unwrap())
+            .collect();
+        std::fs::write(arm.join(files::MARKERS), lines.join("\n") + "\n").unwrap();
+        let results = [10u64, 30, 20].map(|l| {
+            serde_json::json!({"request_id": 0, "latency_ns": l * 1_000_000,
+                "body": {"kind": "calibration", "held_bytes": 0, "leaked_bytes": 0, "spike_bytes": 0,
+                         "spike_resident_ns": null, "spike_freed_ns": null}})
+            .to_string()
+        });
+        std::fs::write(arm.join(files::RESULTS), results.join("\n")).unwrap();
+        if with_outcome {
+            let outcome = ArmOutcome {
+                id: "a".into(),
+                status: ArmStatus::Completed,
+                failure: vec![],
+                worker_executable: "w".into(),
+                worker_pid: Some(1),
+                hello: None,
+                exit: Some(ExitInfo {
+                    code: Some(0),
+                    signal: None,
+                    signal_name: None,
+                }),
+                timed_out: false,
+                timeout_s: 1,
+                bye: true,
+                markers: markers.len() as u64,
+                results: 3,
+                worker_errors: vec![],
+                started_ns: 0,
+                ended_ns: 1,
+                sampler: Some(sampler::SamplerStats {
+                    period_ns: 50,
+                    ..Default::default()
+                }),
+            };
+            std::fs::write(
+                arm.join(files::ARM),
+                serde_json::to_string(&outcome).unwrap(),
+            )
+            .unwrap();
+        }
+    }
+
+    fn row(
+        tick: u64,
+        t_ns: u64,
+        lateness_ns: u64,
+        resident: u64,
+        swap_used: u64,
+        pgpgout: u64,
+    ) -> SeriesRow {
+        SeriesRow {
+            tick,
+            t_ns,
+            deadline_ns: t_ns - lateness_ns,
+            lateness_ns,
+            cost_ns: 10,
+            cost_cpu_ns: 4,
+            resident_bytes: Some(resident),
+            sys_swap_used_bytes: Some(swap_used),
+            sys_pgpgout: Some(pgpgout),
+            sys_available_bytes: Some(1000 - resident),
+            ..SeriesRow::default()
+        }
+    }
+
+    #[test]
+    fn a_run_directory_assembles_into_summary_and_phase_windows() {
+        let tmp = tempfile::tempdir().unwrap();
+        // Ticks every 50 ns; tick 3 skipped one period.
+        let mut rows = vec![
+            row(0, 100, 0, 10, 0, 7),
+            row(1, 150, 2, 40, 0, 7),
+            row(3, 250, 4, 90, 8, 9),
+            row(4, 300, 6, 20, 16, 12),
+        ];
+        rows[2].skipped_before = 1;
+        let markers = vec![
+            marker(0, Phase::ProcessStart, 120, 10, 10),
+            marker(1, Phase::ModelLoaded, 260, 20, 95),
+        ];
+        write_run(tmp.path(), &rows, &markers, true);
+        let r = assemble(tmp.path()).unwrap();
+        assert_eq!(
+            r.arms.len(),
+            1,
+            "an arm that never started has no directory and no entry"
+        );
+        let a = &r.arms[0];
+        let s = &a.series;
+        assert_eq!(s.samples, 4);
+        assert_eq!(s.skipped_ticks, 1);
+        assert_eq!(s.median_interval_ns, Some(50.0));
+        assert_eq!(s.max_lateness_ns, Some(6));
+        assert_eq!(s.max_resident_bytes, Some(90));
+        assert_eq!(s.mean_cost_cpu_ns, Some(4.0));
+        assert_eq!(s.period_ns, Some(50));
+        assert_eq!(s.system.swap_used_delta_bytes, Some(16));
+        assert_eq!(s.system.pgpgout_delta, Some(5));
+        assert_eq!(s.system.min_available_bytes, Some(910));
+        // Window of model_loaded: rows with 120 < t <= 260 (40 and 90).
+        let loaded = a.phase(Phase::ModelLoaded, None).unwrap();
+        assert_eq!(loaded.samples, 2);
+        assert_eq!(loaded.series_max_resident_bytes, Some(90));
+        assert_eq!(
+            loaded.peak_between_samples,
+            Some(false),
+            "95 is within a page of 90"
+        );
+        // process_start's window: the one row before it.
+        assert_eq!(a.phases[0].samples, 1);
+        let lat = a.latency.as_ref().unwrap();
+        assert_eq!(
+            (lat.count, lat.first_ns, lat.max_ns),
+            (3, 10_000_000, 30_000_000)
+        );
+        assert_eq!(lat.p50_ns, 20_000_000.0);
+    }
+
+    #[test]
+    fn an_arm_without_its_record_is_failed_with_the_reason() {
+        let tmp = tempfile::tempdir().unwrap();
+        write_run(
+            tmp.path(),
+            &[row(0, 100, 0, 1, 0, 0)],
+            &[marker(0, Phase::ProcessStart, 120, 1, 1)],
+            false,
+        );
+        let r = assemble(tmp.path()).unwrap();
+        assert_eq!(r.arms[0].status, ArmStatus::Failed);
+        assert!(r.arms[0].failure[0].contains("harness stopped before the arm ended"));
+        assert_eq!(
+            r.arms[0].phases.len(),
+            1,
+            "the markers that arrived are kept"
+        );
+    }
+
+    #[test]
+    fn a_corrupt_marker_line_is_named_by_file_and_line() {
+        let tmp = tempfile::tempdir().unwrap();
+        write_run(
+            tmp.path(),
+            &[],
+            &[marker(0, Phase::ProcessStart, 1, 1, 1)],
+            true,
+        );
+        let path = tmp.path().join("arms/a").join(files::MARKERS);
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str("{oops\n");
+        std::fs::write(&path, text).unwrap();
+        let err = assemble(tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("markers.jsonl:2:"), "{err}");
+    }
 }
