@@ -101,6 +101,9 @@ pub fn execute(
         exe: exe.to_path_buf(),
         source: std::io::Error::other(e.to_string()),
     })?;
+    // Everything that can fail before the worker exists fails here, so no
+    // error path below can leave a spawned worker behind.
+    let series = csv::Writer::from_writer(BufWriter::new(create(&dir.join(files::SERIES))?));
     let started_ns = clock::monotonic_ns();
     let spawned = cmd.spawn();
     // The command holds the parent's copy of the pipe's write end: drop it so
@@ -115,7 +118,6 @@ pub fn execute(
 
     // Start the sampler before the worker has its spec: the worker is blocked
     // on stdin until then, so no phase can be missed.
-    let series = csv::Writer::from_writer(BufWriter::new(create(&dir.join(files::SERIES))?));
     let sampler = start_sampler(pid, arm.period, series);
     let schedule = match &sampler {
         Ok(s) => Some(SamplerSchedule {
@@ -136,10 +138,9 @@ pub fn execute(
         worker: arm.worker.clone(),
     };
     let spec_json = serde_json::to_vec_pretty(&spec).expect("ArmSpec always serializes");
-    std::fs::write(dir.join(files::SPEC), &spec_json).map_err(|source| ArmSetupError::Create {
-        path: dir.join(files::SPEC),
-        source,
-    })?;
+    if let Err(e) = std::fs::write(dir.join(files::SPEC), &spec_json) {
+        failure.push(format!("cannot write {}: {e}", files::SPEC));
+    }
     if let Some(mut stdin) = child.stdin.take()
         && let Err(e) = stdin.write_all(&spec_json)
     {
