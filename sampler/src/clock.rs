@@ -5,20 +5,22 @@
 
 use nix::time::{ClockId, clock_gettime};
 
-/// Nanoseconds on the host's monotonic clock.
-pub fn monotonic_ns() -> u64 {
-    // CLOCK_MONOTONIC cannot fail for a valid clock id on Linux or macOS;
-    // fall back to 0 rather than panic so a sampler never aborts a run.
-    clock_gettime(ClockId::CLOCK_MONOTONIC)
+/// Nanoseconds on `clock`. These clocks cannot fail for a valid id on Linux
+/// or macOS; fall back to 0 rather than panic so a sampler never aborts a run.
+fn read_ns(clock: ClockId) -> u64 {
+    clock_gettime(clock)
         .map(|ts| ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64)
         .unwrap_or(0)
 }
 
+/// Nanoseconds on the host's monotonic clock.
+pub fn monotonic_ns() -> u64 {
+    read_ns(ClockId::CLOCK_MONOTONIC)
+}
+
 /// CPU time consumed by the calling thread, in nanoseconds (0 if unavailable).
 pub fn thread_cpu_ns() -> u64 {
-    clock_gettime(ClockId::CLOCK_THREAD_CPUTIME_ID)
-        .map(|ts| ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64)
-        .unwrap_or(0)
+    read_ns(ClockId::CLOCK_THREAD_CPUTIME_ID)
 }
 
 #[cfg(test)]

@@ -117,24 +117,19 @@ impl ProcessProbe {
     /// Fill the process fields of `row`; leaves them `None` and returns an
     /// error when the process is gone or has no memory any more (a zombie).
     pub fn sample(&mut self, row: &mut SeriesRow) -> Result<(), SamplerError> {
-        let gone = SamplerError::ProcessGone { pid: self.pid };
+        let pid = self.pid;
+        let gone = |_| SamplerError::ProcessGone { pid };
         let mut v = [None; STATUS_KEYS.len()];
         procfile::scan_keys(
-            self.status
-                .read()
-                .map_err(|_| SamplerError::ProcessGone { pid: self.pid })?,
+            self.status.read().map_err(gone)?,
             b':',
             &STATUS_KEYS,
             &mut v,
         );
         let [rss, hwm, anon, file, shmem, swap, size] = v.map(|kib| kib.map(|k| k * KIB));
-        let Some(rss) = rss else {
-            return Err(gone);
-        };
-        let statm = self
-            .statm
-            .read()
-            .map_err(|_| SamplerError::ProcessGone { pid: self.pid })?;
+        // A zombie still has a status file, but no memory lines.
+        let rss = rss.ok_or(SamplerError::ProcessGone { pid })?;
+        let statm = self.statm.read().map_err(gone)?;
         let mut fields = std::str::from_utf8(statm)
             .unwrap_or("")
             .split_ascii_whitespace()
@@ -169,6 +164,22 @@ const MEMINFO_KEYS: [&[u8]; 7] = [
 ];
 const VMSTAT_KEYS: [&[u8]; 4] = [b"pgpgin", b"pgpgout", b"pswpin", b"pswpout"];
 
+const MEMINFO: &str = "/proc/meminfo";
+const VMSTAT: &str = "/proc/vmstat";
+const PRESSURE: &str = "/proc/pressure/memory";
+
+/// The current text of a kept-open file; a file that could not be opened is an error.
+fn read<'a>(file: &'a mut Option<ProcFile>, path: &str) -> Result<&'a [u8], SamplerError> {
+    let err = |source| SamplerError::Read {
+        path: path.into(),
+        source,
+    };
+    match file {
+        Some(f) => f.read().map_err(err),
+        None => Err(err(std::io::Error::from(std::io::ErrorKind::NotFound))),
+    }
+}
+
 /// Reads system-wide memory each tick from kept-open `/proc` files.
 pub struct SystemProbe {
     meminfo: Option<ProcFile>,
@@ -185,10 +196,9 @@ impl Default for SystemProbe {
 impl SystemProbe {
     pub fn new() -> Self {
         SystemProbe {
-            meminfo: ProcFile::open("/proc/meminfo").ok(),
-            vmstat: ProcFile::open("/proc/vmstat").ok(),
-            // Absent on kernels built without PSI: its fields stay None.
-            pressure: ProcFile::open("/proc/pressure/memory").ok(),
+            meminfo: ProcFile::open(MEMINFO).ok(),
+            vmstat: ProcFile::open(VMSTAT).ok(),
+            pressure: ProcFile::open(PRESSURE).ok(),
         }
     }
 
@@ -196,16 +206,8 @@ impl SystemProbe {
     /// its fields `None` and is reported in the error; the others are still read.
     pub fn sample(&mut self, row: &mut SeriesRow) -> Result<(), SamplerError> {
         let mut first_err = None;
-        let mut note = |path: &str, e: Option<std::io::Error>| {
-            if first_err.is_none() {
-                first_err = Some(SamplerError::Read {
-                    path: path.into(),
-                    source: e.unwrap_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound)),
-                });
-            }
-        };
-        match self.meminfo.as_mut().map(ProcFile::read) {
-            Some(Ok(text)) => {
+        match read(&mut self.meminfo, MEMINFO) {
+            Ok(text) => {
                 let mut v = [None; MEMINFO_KEYS.len()];
                 procfile::scan_keys(text, b':', &MEMINFO_KEYS, &mut v);
                 let [total, available, free, cached, shmem, swap_total, swap_free] =
@@ -219,11 +221,10 @@ impl SystemProbe {
                 row.sys_swap_used_bytes =
                     swap_total.zip(swap_free).map(|(t, f)| t.saturating_sub(f));
             }
-            Some(Err(e)) => note("/proc/meminfo", Some(e)),
-            None => note("/proc/meminfo", None),
+            Err(e) => first_err = first_err.or(Some(e)),
         }
-        match self.vmstat.as_mut().map(ProcFile::read) {
-            Some(Ok(text)) => {
+        match read(&mut self.vmstat, VMSTAT) {
+            Ok(text) => {
                 let mut v = [None; VMSTAT_KEYS.len()];
                 procfile::scan_keys(text, b' ', &VMSTAT_KEYS, &mut v);
                 [
@@ -233,11 +234,11 @@ impl SystemProbe {
                     row.sys_pswpout,
                 ] = v;
             }
-            Some(Err(e)) => note("/proc/vmstat", Some(e)),
-            None => note("/proc/vmstat", None),
+            Err(e) => first_err = first_err.or(Some(e)),
         }
-        if let Some(file) = self.pressure.as_mut() {
-            match file.read() {
+        // Absent on kernels built without PSI: its fields stay None, no error.
+        if self.pressure.is_some() {
+            match read(&mut self.pressure, PRESSURE) {
                 Ok(text) => {
                     let (some, full) = procfile::parse_psi(text);
                     row.sys_psi_some_avg10 = some.map(|p| p.avg10);
@@ -245,7 +246,7 @@ impl SystemProbe {
                     row.sys_psi_full_avg10 = full.map(|p| p.avg10);
                     row.sys_psi_full_total_us = full.map(|p| p.total_us);
                 }
-                Err(e) => note("/proc/pressure/memory", Some(e)),
+                Err(e) => first_err = first_err.or(Some(e)),
             }
         }
         first_err.map_or(Ok(()), Err)
