@@ -16,7 +16,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use worker_contract::{ArmSpec, CONTRACT_VERSION, MESSAGE_FD, SamplerSchedule};
+use worker_contract::{ArmSpec, CONTRACT_VERSION, EXIT_NOT_RUNNABLE, MESSAGE_FD, SamplerSchedule};
 
 /// What the watcher hears while the worker runs.
 pub(crate) enum Event {
@@ -225,6 +225,13 @@ pub fn execute(
         id: arm.id.clone(),
         status: if failure.is_empty() {
             ArmStatus::Completed
+        } else if exit
+            .as_ref()
+            .is_some_and(|e| e.code == Some(EXIT_NOT_RUNNABLE))
+            && report.markers == 0
+        {
+            // The worker refused before doing anything: it lacks what the arm needs.
+            ArmStatus::NotRunnable
         } else {
             ArmStatus::Failed
         },

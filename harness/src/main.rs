@@ -2,11 +2,14 @@
 
 mod arm;
 mod calibrate;
+mod catalogs;
 mod exit;
+mod fixtures;
 mod protocol;
 mod reader;
 mod run;
 mod summary;
+mod whisper_arm;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -33,9 +36,17 @@ enum Command {
     /// worker.log, stdout.txt, stderr.txt, arm.json} as data arrives, and
     /// receipt.json at the end.
     #[command(after_help = exit::HELP)]
+    ///
+    /// Without a protocol it runs the embedded quickstart (protocols/quickstart.toml):
+    /// the real tiny.en model on CPU, one state against one extra state, with
+    /// memory by phase, latency, WER per category and exact parity. Named models
+    /// (`model = "tiny.en"`) are built into the cache first when missing.
     Run {
-        /// The protocol file (TOML; see protocols/ and the README).
-        protocol: PathBuf,
+        /// The protocol file (TOML; see protocols/ and the README). Default: the embedded quickstart.
+        protocol: Option<PathBuf>,
+        /// Set a protocol parameter (`${NAME}` in model paths), overriding [params]. Repeatable.
+        #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
+        params: Vec<(String, String)>,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -66,6 +77,54 @@ struct CommonArgs {
     /// Where the worker executables are (default: next to memqual; also MEMQUAL_WORKER_DIR).
     #[arg(long, value_name = "DIR")]
     worker_dir: Option<PathBuf>,
+}
+
+fn parse_param(text: &str) -> Result<(String, String), String> {
+    let (k, v) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}` is not NAME=VALUE"))?;
+    if k.is_empty() {
+        return Err(format!("`{text}` has an empty NAME"));
+    }
+    Ok((k.to_string(), v.to_string()))
+}
+
+/// The quickstart protocol, embedded so `memqual run` works from anywhere.
+const QUICKSTART: &str = include_str!("../../protocols/quickstart.toml");
+
+/// Parse a protocol file (or the embedded text) against the real catalogs.
+fn load_protocol(
+    path: Option<&PathBuf>,
+    embedded: (&str, &str),
+    params: &[(String, String)],
+) -> Result<protocol::LoadedProtocol, Failure> {
+    let fixtures = catalogs::fixture_catalog().map_err(harness)?;
+    let mut ctx = protocol::ParseContext {
+        overrides: params.iter().cloned().collect(),
+        base_dir: PathBuf::from("."),
+        fixtures: &fixtures,
+        models: &catalogs::ModelCache,
+    };
+    match path {
+        Some(p) => protocol::load(p, &mut ctx).map_err(usage),
+        None => protocol::parse(embedded.0, embedded.1, &ctx).map_err(usage),
+    }
+}
+
+/// Build every named model the protocol needs that is not cached yet.
+fn ensure_models(loaded: &protocol::LoadedProtocol) -> Result<(), Failure> {
+    let mut done: Vec<&str> = Vec::new();
+    for arm in &loaded.arms {
+        if let Some(whisper_arm::ModelRef::Named(name)) = &arm.model
+            && !done.contains(&name.as_str())
+        {
+            fixtures::ensure_model(name)
+                .with_context(|| format!("arm {} needs model {name}", arm.id))
+                .map_err(harness)?;
+            done.push(name);
+        }
+    }
+    Ok(())
 }
 
 /// A failure with the exit code it maps to.
@@ -141,8 +200,17 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             print!("{}", protocol::json_schema());
             Ok(exit::PASS)
         }
-        Command::Run { protocol, common } => {
-            let loaded = protocol::load(&protocol).map_err(usage)?;
+        Command::Run {
+            protocol,
+            params,
+            common,
+        } => {
+            let loaded = load_protocol(
+                protocol.as_ref(),
+                ("<embedded protocols/quickstart.toml>", QUICKSTART),
+                &params,
+            )?;
+            ensure_models(&loaded)?;
             let result = run_protocol(&loaded, &common)?;
             let all = result.all_completed();
             let summary = summary::run_summary(&result.dir, &result.receipt, all);
@@ -154,14 +222,14 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             Ok(run_exit(&result, all))
         }
         Command::Calibrate { protocol, common } => {
-            let loaded = match &protocol {
-                Some(path) => protocol::load(path).map_err(usage)?,
-                None => protocol::parse(
+            let loaded = load_protocol(
+                protocol.as_ref(),
+                (
                     "<embedded protocols/calibration.toml>",
                     calibrate::EMBEDDED_PROTOCOL,
-                )
-                .map_err(usage)?,
-            };
+                ),
+                &[],
+            )?;
             let result = run_protocol(&loaded, &common)?;
             let report = calibrate::evaluate(&result.dir.display().to_string(), &result.receipt);
             let path = result.dir.join("calibration.json");

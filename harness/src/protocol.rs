@@ -6,6 +6,8 @@ use serde::Deserialize;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use crate::whisper_arm::{FixtureCatalog, ModelCatalog, ModelRef, WhisperArmDecl};
+use std::collections::BTreeMap;
 use worker_contract::{CalibrationSpec, WorkerSpec};
 
 /// The protocol format version this memqual reads.
@@ -23,6 +25,9 @@ pub struct Protocol {
     pub sampling: Sampling,
     #[serde(default)]
     pub defaults: Defaults,
+    /// Named strings that `${name}` in model paths refers to; `--param name=value` overrides.
+    #[serde(default)]
+    pub params: BTreeMap<String, String>,
     #[serde(rename = "arm", default)]
     pub arms: Vec<ArmDecl>,
 }
@@ -68,7 +73,7 @@ impl Default for Defaults {
     }
 }
 
-/// One arm as declared: exactly one worker table (`calibrate` for now).
+/// One arm as declared: exactly one worker table (`calibrate` or `whisper`).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ArmDecl {
@@ -78,7 +83,11 @@ pub struct ArmDecl {
     pub description: String,
     pub timeout_s: Option<u64>,
     pub sampling: Option<Sampling>,
+    /// The arm this one is compared with (parity, and later gates).
+    #[schemars(with = "Option<String>")]
+    pub control: Option<toml::Spanned<String>>,
     pub calibrate: Option<CalibrationSpec>,
+    pub whisper: Option<WhisperArmDecl>,
 }
 
 /// A validated arm, ready to run.
@@ -89,6 +98,9 @@ pub struct Arm {
     pub timeout: Duration,
     pub period: Duration,
     pub worker: WorkerSpec,
+    pub control: Option<String>,
+    /// The model a whisper arm loads, as named (a named model may need building first).
+    pub model: Option<ModelRef>,
 }
 
 /// A protocol that parsed and validated, with its source text kept verbatim.
@@ -98,7 +110,18 @@ pub struct LoadedProtocol {
     pub name: String,
     pub description: String,
     pub text: String,
+    /// Parameters after `--param` overrides.
+    pub params: BTreeMap<String, String>,
     pub arms: Vec<Arm>,
+}
+
+/// What parsing needs from outside the file: parameter overrides, the
+/// directory relative paths start from, and the fixture and model catalogs.
+pub struct ParseContext<'a> {
+    pub overrides: BTreeMap<String, String>,
+    pub base_dir: PathBuf,
+    pub fixtures: &'a FixtureCatalog,
+    pub models: &'a dyn ModelCatalog,
 }
 
 /// A protocol that cannot be run, located in its file.
@@ -154,7 +177,11 @@ fn valid_id(id: &str) -> bool {
 }
 
 /// Parse and validate protocol text; `file` is used only in messages.
-pub fn parse(file: &str, text: &str) -> Result<LoadedProtocol, ProtocolError> {
+pub fn parse(
+    file: &str,
+    text: &str,
+    ctx: &ParseContext,
+) -> Result<LoadedProtocol, ProtocolError> {
     let raw: Protocol = toml::from_str(text)
         .map_err(|e| error_at(file, text, e.span(), e.message().trim().to_string()))?;
     let at = |span: Range<usize>, message: String| error_at(file, text, Some(span), message);
@@ -193,6 +220,11 @@ pub fn parse(file: &str, text: &str) -> Result<LoadedProtocol, ProtocolError> {
     check_period(&raw.sampling, 0..0)?;
     let mut seen = std::collections::HashSet::new();
     let mut arms = Vec::with_capacity(raw.arms.len());
+    let mut controls = Vec::with_capacity(raw.arms.len());
+    let mut params = raw.params.clone();
+    params.extend(ctx.overrides.clone());
+    let params = crate::whisper_arm::resolve_params(&params)
+        .map_err(|e| error_at(file, text, text.find("[params]").map(|s| s..s), e))?;
     for decl in raw.arms {
         let span = decl.id.span();
         let id = decl.id.into_inner();
@@ -205,18 +237,31 @@ pub fn parse(file: &str, text: &str) -> Result<LoadedProtocol, ProtocolError> {
         if !seen.insert(id.clone()) {
             return Err(at(span, format!("arm id `{id}` is declared twice")));
         }
+        let control_span = decl.control.as_ref().map(|c| c.span());
         let sampling = decl.sampling.unwrap_or(raw.sampling);
         check_period(&sampling, span.clone())?;
-        let worker = match decl.calibrate {
-            Some(cal) => {
+        let (worker, model) = match (decl.calibrate, decl.whisper) {
+            (Some(cal), None) => {
                 cal.validate()
                     .map_err(|e| at(span.clone(), format!("arm `{id}`: calibrate.{e}")))?;
-                WorkerSpec::Calibrate(cal)
+                (WorkerSpec::Calibrate(cal), None)
             }
-            None => {
+            (None, Some(w)) => {
+                let (spec, model) =
+                    crate::whisper_arm::resolve(&w, &params, &ctx.base_dir, ctx.fixtures, ctx.models)
+                        .map_err(|e| at(span.clone(), format!("arm `{id}`: whisper: {e}")))?;
+                (WorkerSpec::Whisper(Box::new(spec)), Some(model))
+            }
+            (Some(_), Some(_)) => {
                 return Err(at(
                     span,
-                    format!("arm `{id}` has no worker table: add [arm.calibrate]"),
+                    format!("arm `{id}` has both [arm.calibrate] and [arm.whisper]: keep one"),
+                ));
+            }
+            (None, None) => {
+                return Err(at(
+                    span,
+                    format!("arm `{id}` has no worker table: add [arm.whisper] or [arm.calibrate]"),
                 ));
             }
         };
@@ -233,13 +278,30 @@ pub fn parse(file: &str, text: &str) -> Result<LoadedProtocol, ProtocolError> {
             timeout: Duration::from_secs(timeout_s),
             period: Duration::from_millis(sampling.period_ms),
             worker,
+            control: decl.control.map(|c| c.into_inner()),
+            model,
         });
+        controls.push(control_span);
+    }
+    for (arm, span) in arms.iter().zip(controls) {
+        if let Some(control) = &arm.control
+            && (control == &arm.id || !arms.iter().any(|a| &a.id == control))
+        {
+            return Err(at(
+                span.unwrap_or(0..0),
+                format!(
+                    "arm `{}`: control `{control}` is not another arm of this protocol",
+                    arm.id
+                ),
+            ));
+        }
     }
     Ok(LoadedProtocol {
         path: PathBuf::from(file),
         name: raw.name.into_inner(),
         description: raw.description,
         text: text.to_string(),
+        params,
         arms,
     })
 }
@@ -251,18 +313,40 @@ pub fn json_schema() -> String {
     serde_json::to_string_pretty(&schema).expect("a schema always serializes") + "\n"
 }
 
-/// Read and validate a protocol file.
-pub fn load(path: &Path) -> Result<LoadedProtocol, LoadError> {
+/// Read and validate a protocol file; relative paths in it start from its directory.
+pub fn load(path: &Path, ctx: &mut ParseContext) -> Result<LoadedProtocol, LoadError> {
     let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
         path: path.to_path_buf(),
         source,
     })?;
-    Ok(parse(&path.display().to_string(), &text)?)
+    ctx.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    Ok(parse(&path.display().to_string(), &text, ctx)?)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct NoModels;
+    impl ModelCatalog for NoModels {
+        fn locate(&self, _: &str) -> Option<(PathBuf, String)> {
+            None
+        }
+        fn names(&self) -> Vec<String> {
+            Vec::new()
+        }
+    }
+
+    /// Parse with no fixtures and no named models: enough for calibration arms.
+    fn parse_t(text: &str) -> Result<LoadedProtocol, ProtocolError> {
+        let ctx = ParseContext {
+            overrides: BTreeMap::new(),
+            base_dir: PathBuf::from("."),
+            fixtures: &FixtureCatalog::default(),
+            models: &NoModels,
+        };
+        parse("p.toml", text, &ctx)
+    }
 
     const GOOD: &str = r#"schema_version = 1
 name = "t"
@@ -275,12 +359,14 @@ plateau = { mib = 8 }
 
     #[test]
     fn a_minimal_protocol_loads_with_defaults() {
-        let p = parse("p.toml", GOOD).unwrap();
+        let p = parse_t(GOOD).unwrap();
         assert_eq!(p.name, "t");
         assert_eq!(p.arms.len(), 1);
         assert_eq!(p.arms[0].period, Duration::from_millis(50));
         assert_eq!(p.arms[0].timeout, Duration::from_secs(300));
-        let WorkerSpec::Calibrate(c) = &p.arms[0].worker;
+        let WorkerSpec::Calibrate(c) = &p.arms[0].worker else {
+            panic!("a calibrate arm")
+        };
         assert_eq!(c.plateau.unwrap().mib, 8);
         assert_eq!(c.requests, 3);
     }
@@ -288,7 +374,7 @@ plateau = { mib = 8 }
     #[test]
     fn a_typo_names_file_line_col_and_key() {
         let text = GOOD.replace("plateau = { mib = 8 }", "platue = { mib = 8 }");
-        let err = parse("p.toml", &text).unwrap_err();
+        let err = parse_t(&text).unwrap_err();
         assert_eq!((err.line, err.col), (7, 1), "{err}");
         let msg = err.to_string();
         assert!(msg.starts_with("p.toml:7:1: "), "{msg}");
@@ -298,7 +384,7 @@ plateau = { mib = 8 }
     #[test]
     fn a_typo_inside_an_inline_table_is_located() {
         let text = GOOD.replace("{ mib = 8 }", "{ mb = 8 }");
-        let err = parse("p.toml", &text).unwrap_err();
+        let err = parse_t(&text).unwrap_err();
         assert_eq!(err.line, 7, "{err}");
         assert!(err.message.contains("unknown field `mb`"), "{err}");
     }
@@ -306,7 +392,7 @@ plateau = { mib = 8 }
     #[test]
     fn semantic_errors_point_at_the_arm() {
         let dup = format!("{GOOD}\n[[arm]]\nid = \"a\"\n[arm.calibrate]\n");
-        let err = parse("p.toml", &dup).unwrap_err();
+        let err = parse_t(&dup).unwrap_err();
         assert_eq!(err.line, 10);
         assert!(err.message.contains("declared twice"), "{err}");
 
@@ -314,13 +400,13 @@ plateau = { mib = 8 }
             "plateau = { mib = 8 }",
             "spike = { mib = 8, hold_ms = 1, request = 9 }",
         );
-        let err = parse("p.toml", &bad_spike).unwrap_err();
+        let err = parse_t(&bad_spike).unwrap_err();
         assert_eq!(err.line, 5);
         assert!(err.message.contains("calibrate.spike.request = 9"), "{err}");
 
         let no_worker = GOOD.replace("[arm.calibrate]\nplateau = { mib = 8 }\n", "");
         assert!(
-            parse("p.toml", &no_worker)
+            parse_t(&no_worker)
                 .unwrap_err()
                 .message
                 .contains("no worker table")
@@ -328,14 +414,14 @@ plateau = { mib = 8 }
 
         let bad_id = GOOD.replace("id = \"a\"", "id = \"../x\"");
         assert!(
-            parse("p.toml", &bad_id)
+            parse_t(&bad_id)
                 .unwrap_err()
                 .message
                 .contains("must use only")
         );
 
         let v2 = GOOD.replace("schema_version = 1", "schema_version = 2");
-        let err = parse("p.toml", &v2).unwrap_err();
+        let err = parse_t(&v2).unwrap_err();
         assert_eq!((err.line, err.col), (1, 1));
     }
 

@@ -16,6 +16,8 @@ use worker_contract::{CONTRACT_VERSION, WorkerMessage, decode_line};
 pub struct ReaderReport {
     pub hello: Option<serde_json::Value>,
     pub bye: bool,
+    /// The worker sent its `runtime` report (written to `runtime.json`).
+    pub runtime: bool,
     pub markers: u64,
     pub results: u64,
     pub worker_errors: Vec<String>,
@@ -148,6 +150,17 @@ impl State {
                     .and_then(|v| v.as_str().map(str::to_uppercase))
                     .unwrap_or_default();
                 append_log(&mut sinks.log, &level, &l.message)?;
+            }
+            WorkerMessage::Runtime(r) => {
+                if self.report.runtime {
+                    self.violation(line_no, "a second `runtime` report".into());
+                } else {
+                    std::fs::write(
+                        self.dir.join(files::RUNTIME),
+                        serde_json::to_vec_pretty(&r)?,
+                    )?;
+                    self.report.runtime = true;
+                }
             }
             WorkerMessage::Error(e) => {
                 append_log(&mut sinks.log, "ERROR", &e.message)?;

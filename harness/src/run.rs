@@ -102,6 +102,12 @@ fn run_info(protocol: &LoadedProtocol) -> RunInfo {
             )
         }),
         arms: protocol.arms.iter().map(|a| a.id.clone()).collect(),
+        controls: protocol
+            .arms
+            .iter()
+            .filter_map(|a| Some((a.id.clone(), a.control.clone()?)))
+            .collect(),
+        params: protocol.params.clone(),
     }
 }
 
@@ -171,6 +177,12 @@ pub fn run(
                 "memqual: [{}/{total}] arm {} completed in {secs:.1} s",
                 i + 1,
                 arm.id
+            ),
+            ArmStatus::NotRunnable => eprintln!(
+                "memqual: [{}/{total}] arm {} NOT_RUNNABLE: {}",
+                i + 1,
+                arm.id,
+                outcome.worker_errors.join("; ")
             ),
             ArmStatus::Failed => eprintln!(
                 "memqual: [{}/{total}] arm {} FAILED after {secs:.1} s: {}",

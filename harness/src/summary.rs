@@ -101,6 +101,7 @@ pub fn human(summary: &RunSummary) -> String {
         let status = match a.status {
             ArmStatus::Completed => "completed",
             ArmStatus::Failed => "FAILED",
+            ArmStatus::NotRunnable => "NOT_RUN",
         };
         let mut notes = Vec::new();
         if a.peak_between_samples {

@@ -136,7 +136,9 @@ pub fn check_arm(arm: &ArmReceipt) -> Vec<CalibrationCheck> {
     let Some(spec) = &arm.spec else {
         return Vec::new();
     };
-    let WorkerSpec::Calibrate(cal) = &spec.worker;
+    let WorkerSpec::Calibrate(cal) = &spec.worker else {
+        return Vec::new();
+    };
     let mut c = Checks {
         arm: &arm.id,
         out: Vec::new(),

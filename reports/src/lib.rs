@@ -12,6 +12,9 @@
 //!   `peak_between_samples` flag.
 //! - [`calibration`]: expected vs measured for the calibration worker's
 //!   known patterns.
+//! - [`speech`]: whisper arms — runtime identity and topology, cold load
+//!   and first request apart from steady latency, exact transcripts, quality
+//!   against the references, and parity with a control arm.
 //! - [`stats`]: small pure statistics (median, percentile, least squares).
 //!
 //! Not here yet: gates, sealing, HTML (a later issue).
@@ -20,10 +23,11 @@ pub mod calibration;
 mod error;
 pub mod receipt;
 pub mod record;
+pub mod speech;
 pub mod stats;
 
 pub use error::ReportError;
 pub use receipt::{Receipt, assemble};
 
 /// Version of the receipt format.
-pub const RECEIPT_SCHEMA_VERSION: u32 = 1;
+pub const RECEIPT_SCHEMA_VERSION: u32 = 2;

@@ -6,7 +6,8 @@ use sampler::{Marker, Phase, SeriesRow, TaskMemory};
 use serde::{Deserialize, Serialize};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use worker_contract::{ArmSpec, RequestResult};
+use crate::speech::{self, ControlComparison, ControlResults, SpeechReceipt};
+use worker_contract::{ArmSpec, RequestResult, RuntimeReport, WorkerSpec};
 
 /// A run's receipt (`receipt.json`). Sealing and gates come later.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -14,6 +15,8 @@ pub struct Receipt {
     pub schema_version: u32,
     pub run: RunInfo,
     pub arms: Vec<ArmReceipt>,
+    /// Each arm that names a control, compared with it.
+    pub comparisons: Vec<ControlComparison>,
 }
 
 /// One arm's measurements.
@@ -33,6 +36,8 @@ pub struct ArmReceipt {
     pub latency: Option<LatencySummary>,
     /// True when any phase's kernel peak was missed by every observation.
     pub peak_between_samples: bool,
+    /// Whisper arms: runtime, latency apart, transcripts, quality.
+    pub speech: Option<SpeechReceipt>,
 }
 
 impl ArmReceipt {
@@ -378,6 +383,17 @@ pub fn assemble_arm(arm_dir: &Path, id: &str, page_bytes: u64) -> Result<ArmRece
         .map(|s| s.period_ns);
     let (series, intervals) = scan_series(&arm_dir.join(files::SERIES), &markers, period_ns)?;
     let phases = phase_rows(&markers, &intervals, page_bytes);
+    let runtime_path = arm_dir.join(files::RUNTIME);
+    let runtime: Option<RuntimeReport> = if runtime_path.exists() {
+        Some(read_json(&runtime_path)?)
+    } else {
+        None
+    };
+    let fixtures = match spec.as_ref().map(|s| &s.worker) {
+        Some(WorkerSpec::Whisper(w)) => w.fixtures.clone(),
+        _ => Vec::new(),
+    };
+    let speech = speech::assemble(&results, runtime, &fixtures, &phases);
     let peak_between_samples = phases.iter().any(|p| p.peak_between_samples == Some(true));
     let (status, failure, exit, timed_out, worker) = match outcome {
         Some(o) => (o.status, o.failure, o.exit, o.timed_out, o.hello),
@@ -405,6 +421,7 @@ pub fn assemble_arm(arm_dir: &Path, id: &str, page_bytes: u64) -> Result<ArmRece
         phases,
         series,
         peak_between_samples,
+        speech,
     })
 }
 
@@ -419,10 +436,33 @@ pub fn assemble(run_dir: &Path) -> Result<Receipt, ReportError> {
         }
         arms.push(assemble_arm(&dir, id, run.page_size_bytes)?);
     }
+    let mut comparisons = Vec::new();
+    for (id, control) in &run.controls {
+        let (Some(a), Some(c)) = (
+            arms.iter().find(|a| &a.id == id),
+            arms.iter().find(|a| &a.id == control),
+        ) else {
+            continue; // one of them never ran
+        };
+        let outputs = |arm: &str| -> Result<Vec<_>, ReportError> {
+            let results: Vec<RequestResult> =
+                read_jsonl(&run_dir.join(files::ARMS).join(arm).join(files::RESULTS))?;
+            Ok(speech::transcriptions(&results)
+                .into_iter()
+                .map(|(_, t)| speech::to_quality(t))
+                .collect())
+        };
+        let results = ControlResults {
+            arm: outputs(id)?,
+            control: outputs(control)?,
+        };
+        comparisons.push(speech::compare(a, c, &results));
+    }
     Ok(Receipt {
         schema_version: RECEIPT_SCHEMA_VERSION,
         run,
         arms,
+        comparisons,
     })
 }
 
@@ -530,6 +570,8 @@ mod tests {
             hostname: None,
             kernel: None,
             arms: vec!["a".into(), "never-ran".into()],
+            controls: Default::default(),
+            params: Default::default(),
         };
         std::fs::write(dir.join(files::RUN), serde_json::to_string(&run).unwrap()).unwrap();
         let arm = dir.join(files::ARMS).join("a");

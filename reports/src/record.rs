@@ -12,6 +12,8 @@ pub mod files {
     pub const SPEC: &str = "spec.json";
     /// The worker's `hello`, written the moment it arrives.
     pub const HELLO: &str = "hello.json";
+    /// The whisper worker's runtime identity and topology.
+    pub const RUNTIME: &str = "runtime.json";
     pub const ARM: &str = "arm.json";
     pub const MARKERS: &str = "markers.jsonl";
     pub const RESULTS: &str = "results.jsonl";
@@ -37,6 +39,12 @@ pub struct RunInfo {
     pub kernel: Option<String>,
     /// Arm ids in the order they run.
     pub arms: Vec<String>,
+    /// Arm id → the control arm it is compared with.
+    #[serde(default)]
+    pub controls: std::collections::BTreeMap<String, String>,
+    /// Protocol parameters after overrides.
+    #[serde(default)]
+    pub params: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,6 +54,9 @@ pub enum ArmStatus {
     Completed,
     /// Anything else; `failure` says what.
     Failed,
+    /// The worker refused the arm before doing anything because it lacks a
+    /// capability the arm requires; nothing was run in its place.
+    NotRunnable,
 }
 
 /// How the worker process ended.

@@ -7,9 +7,12 @@
 //! - [`calibrate`]: the calibration worker (`memqual-calibrate`), which
 //!   allocates known patterns (plateau, leak, spike, reserve, file map) and
 //!   touches every page it claims, so the harness can prove its numbers.
+//! - [`whisper`]: the whisper.cpp worker (`memqual-whisper`), real inference
+//!   through whisper-rs, with whisper.cpp's log parsed into a topology.
 //!
 //! Workers measure and report; they never judge. Judging is the harness's
 //! and the reports crate's job.
 
 pub mod calibrate;
 pub mod session;
+pub mod whisper;

@@ -2,7 +2,8 @@
 
 use sampler::{MarkerRecorder, Phase};
 use worker_contract::{
-    Bye, CONTRACT_VERSION, Channel, Hello, LogLevel, LogMessage, RequestResult, WorkerError,
+    Bye, CONTRACT_VERSION, Channel, Hello, LogLevel, LogMessage, RequestResult, RuntimeReport,
+    WorkerError,
     WorkerMessage,
 };
 
@@ -59,6 +60,12 @@ impl WorkerSession {
 
     pub fn result(&mut self, result: RequestResult) -> anyhow::Result<()> {
         self.channel.send(&WorkerMessage::Result(result))?;
+        Ok(())
+    }
+
+    pub fn runtime(&mut self, report: RuntimeReport) -> anyhow::Result<()> {
+        self.channel
+            .send(&WorkerMessage::Runtime(Box::new(report)))?;
         Ok(())
     }
 

@@ -3,7 +3,7 @@
 //! A worker is a child process. The harness writes one [`ArmSpec`] as JSON to
 //! the worker's stdin and closes it; the worker writes [`WorkerMessage`]s as
 //! JSON lines to file descriptor 3 ([`Channel`]) — `hello` first, then
-//! `marker`, `log`, `result` and `error` messages, and `bye` last. Worker
+//! `marker`, `log`, `result`, `error` and (whisper worker) `runtime` messages, and `bye` last. Worker
 //! stdout and stderr are free-form and only captured.
 //!
 //! [`decode_line`] is the harness's strict reader: bad JSON and unknown message
@@ -17,7 +17,9 @@
 mod calibrate;
 mod channel;
 mod message;
+mod runtime;
 mod spec;
+mod whisper;
 
 pub use calibrate::{CalibrationSpec, FileMap, Leak, Misbehaviour, Plateau, Reserve, Spike};
 pub use channel::{Channel, read_spec};
@@ -25,13 +27,24 @@ pub use message::{
     Bye, CalibrationResult, DecodeError, Hello, LogLevel, LogMessage, RequestResult, ResultBody,
     WorkerError, WorkerMessage, decode_line,
 };
+pub use runtime::{
+    CoremlIdentity, LoggedSize, ModelIdentity, RuntimeReport, StateBuffers, Topology,
+};
 pub use spec::{ArmSpec, SamplerSchedule, WorkerSpec};
+pub use whisper::{
+    Decoding, Encoder, FixtureInput, Initializer, ModelInput, StopReason, TranscriptionResult,
+    WhisperSpec, is_sha256_hex,
+};
 
 /// Version of the spec and message formats. Bump on any incompatible change.
-pub const CONTRACT_VERSION: u32 = 1;
+pub const CONTRACT_VERSION: u32 = 2;
 
 /// The file descriptor workers write their messages to.
 pub const MESSAGE_FD: i32 = 3;
+
+/// A worker's exit code for an arm it refuses to run because it lacks a
+/// capability the arm requires (reported as NOT_RUNNABLE, never run as something else).
+pub const EXIT_NOT_RUNNABLE: i32 = 4;
 
 /// One mebibyte, the unit of the calibration sizes.
 pub const MIB: u64 = 1 << 20;

@@ -1,5 +1,6 @@
 //! Messages a worker writes to fd 3, one JSON object per line.
 
+use crate::{RuntimeReport, TranscriptionResult};
 use sampler::Marker;
 use serde::{Deserialize, Serialize};
 
@@ -12,12 +13,16 @@ pub enum WorkerMessage {
     Log(LogMessage),
     Result(RequestResult),
     Error(WorkerError),
+    /// The whisper worker's runtime identity and topology, once, after `state_ready`.
+    Runtime(Box<RuntimeReport>),
     Bye(Bye),
 }
 
 impl WorkerMessage {
     /// The `type` tags the contract knows.
-    pub const TYPES: [&'static str; 6] = ["hello", "marker", "log", "result", "error", "bye"];
+    pub const TYPES: [&'static str; 7] = [
+        "hello", "marker", "log", "result", "error", "runtime", "bye",
+    ];
 
     pub fn type_name(&self) -> &'static str {
         match self {
@@ -26,6 +31,7 @@ impl WorkerMessage {
             WorkerMessage::Log(_) => "log",
             WorkerMessage::Result(_) => "result",
             WorkerMessage::Error(_) => "error",
+            WorkerMessage::Runtime(_) => "runtime",
             WorkerMessage::Bye(_) => "bye",
         }
     }
@@ -72,6 +78,7 @@ pub struct RequestResult {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ResultBody {
     Calibration(CalibrationResult),
+    Transcription(TranscriptionResult),
 }
 
 /// What the calibration worker held and did during one request.
@@ -107,7 +114,7 @@ pub enum DecodeError {
     BadJson { reason: String, excerpt: String },
     #[error("no string `type` field: {excerpt}")]
     MissingType { excerpt: String },
-    #[error("unknown message type `{type_name}` (known: hello, marker, log, result, error, bye)")]
+    #[error("unknown message type `{type_name}` (known: hello, marker, log, result, error, runtime, bye)")]
     UnknownType { type_name: String },
     #[error("malformed `{type_name}` message ({reason}): {excerpt}")]
     Malformed {

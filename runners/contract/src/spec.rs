@@ -1,4 +1,4 @@
-use crate::CalibrationSpec;
+use crate::{CalibrationSpec, WhisperSpec};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -40,6 +40,7 @@ impl SamplerSchedule {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WorkerSpec {
     Calibrate(CalibrationSpec),
+    Whisper(Box<WhisperSpec>),
 }
 
 impl WorkerSpec {
@@ -47,6 +48,7 @@ impl WorkerSpec {
     pub fn executable_name(&self) -> &'static str {
         match self {
             WorkerSpec::Calibrate(_) => "memqual-calibrate",
+            WorkerSpec::Whisper(_) => "memqual-whisper",
         }
     }
 }

@@ -21,7 +21,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let WorkerSpec::Calibrate(cal) = &spec.worker;
+    let WorkerSpec::Calibrate(cal) = &spec.worker else {
+        let message = format!(
+            "this worker runs calibration arms; {} runs this one",
+            spec.worker.executable_name()
+        );
+        eprintln!("{WORKER_NAME}: {message}");
+        let _ = session.error(message);
+        return ExitCode::from(2);
+    };
     match calibrate::run(&spec, cal, &mut session) {
         Ok(requests) => {
             if cal.misbehave == Some(Misbehaviour::NoBye) {

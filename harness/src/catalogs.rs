@@ -1,0 +1,42 @@
+//! The catalogs protocols name things from: speech fixtures (the committed
+//! manifest) and named models (memqual's model cache).
+
+use crate::whisper_arm::{FixtureCatalog, ModelCatalog};
+use anyhow::Context;
+use std::path::PathBuf;
+use worker_contract::FixtureInput;
+
+/// Every slice of the fixtures manifest (`MEMQUAL_FIXTURES` or the committed folder).
+pub fn fixture_catalog() -> anyhow::Result<FixtureCatalog> {
+    let fixtures = speech_fixtures::Fixtures::open_default()
+        .context("cannot open the speech fixtures (set MEMQUAL_FIXTURES to the folder holding manifest.toml)")?;
+    let slices = fixtures
+        .slices()
+        .iter()
+        .map(|s| FixtureInput {
+            id: s.id.clone(),
+            category: s.category.to_string(),
+            path: fixtures.path_of(s),
+            sha256: s.sha256.clone(),
+            reference: s.reference.clone(),
+        })
+        .collect();
+    Ok(FixtureCatalog { slices })
+}
+
+/// Named models in memqual's cache.
+pub struct ModelCache;
+
+impl ModelCatalog for ModelCache {
+    fn locate(&self, name: &str) -> Option<(PathBuf, String)> {
+        let model = crate::fixtures::known_model(name)?;
+        Some((crate::fixtures::cached_model_path(model).ok()?, model.sha256.to_string()))
+    }
+
+    fn names(&self) -> Vec<String> {
+        crate::fixtures::KNOWN_MODELS
+            .iter()
+            .map(|m| m.name.to_string())
+            .collect()
+    }
+}

@@ -1,0 +1,394 @@
+//! `[arm.whisper]`: a whisper arm as a protocol declares it, and its
+//! resolution into the worker's `WhisperSpec` (model file, fixture files and
+//! digests, defaults filled in).
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use worker_contract::{
+    Decoding, Encoder, FixtureInput, Initializer, ModelInput, WhisperSpec, is_sha256_hex,
+};
+
+/// A whisper arm's options. Unknown keys are errors.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WhisperArmDecl {
+    /// A named model that memqual builds and caches (`tiny.en`, `base`; see
+    /// `memqual fixtures model`), or a path to a GGML file (relative paths are
+    /// relative to the protocol file). `${param}` is replaced by a protocol parameter.
+    pub model: String,
+    /// Expected SHA-256 of the model; named models default to their pinned digest.
+    pub model_sha256: Option<String>,
+    /// The compiled Core ML encoder (`…-encoder.mlmodelc`) to use with `encoder = "coreml"`;
+    /// default: whisper.cpp's own naming rule next to the model.
+    pub coreml_sidecar: Option<String>,
+    /// Threads per request (default: min(4, CPUs), whisper.cpp's own default).
+    pub threads: Option<u32>,
+    /// `{ strategy = "greedy", best_of = 1 }` (default) or `{ strategy = "beam", beam_size = 5 }`.
+    #[serde(default)]
+    pub decoding: Decoding,
+    #[serde(default = "default_language")]
+    pub language: String,
+    /// Default true: plain transcripts whose token stream ends in end-of-text.
+    #[serde(default = "yes")]
+    pub no_timestamps: bool,
+    #[serde(default)]
+    pub flash_attn: bool,
+    /// Default false (CPU); Metal arms set it on a Mac.
+    #[serde(default)]
+    pub use_gpu: bool,
+    /// Encoder context; 0 (default) keeps the model's 1500.
+    #[serde(default)]
+    pub audio_ctx: u32,
+    /// `no_state` (default: the no-state context plus exactly one state) or `default`.
+    #[serde(default = "default_initializer")]
+    pub initializer: Initializer,
+    #[serde(default)]
+    pub extra_states: u32,
+    /// Unmeasured requests on the first fixture before `warmup_done` (default 1).
+    #[serde(default = "one")]
+    pub warmup: u32,
+    /// Fixture ids from fixtures/audio/manifest.toml, `category:<name>`, or `all`.
+    pub fixtures: Vec<String>,
+    #[serde(default = "one")]
+    pub repetitions: u32,
+    /// Seconds of idle after the last request (default 1).
+    #[serde(default = "default_idle_s")]
+    pub idle_s: f64,
+    /// `native` (default) or `coreml`.
+    #[serde(default = "default_encoder")]
+    pub encoder: Encoder,
+    /// Worker capabilities the arm needs (see `memqual-whisper --capabilities`);
+    /// an arm whose worker lacks one is NOT_RUNNABLE and is never run as something else.
+    #[serde(default)]
+    pub requires: Vec<String>,
+}
+
+fn default_language() -> String {
+    "en".into()
+}
+fn yes() -> bool {
+    true
+}
+fn one() -> u32 {
+    1
+}
+fn default_idle_s() -> f64 {
+    1.0
+}
+fn default_initializer() -> Initializer {
+    Initializer::NoState
+}
+fn default_encoder() -> Encoder {
+    Encoder::Native
+}
+
+/// whisper.cpp's default thread count: min(4, CPUs).
+pub fn default_threads() -> u32 {
+    std::thread::available_parallelism()
+        .map(|n| n.get().min(4) as u32)
+        .unwrap_or(4)
+}
+
+/// The speech fixtures an arm can name.
+#[derive(Debug, Clone, Default)]
+pub struct FixtureCatalog {
+    pub slices: Vec<FixtureInput>,
+}
+
+impl FixtureCatalog {
+    /// Expand `all`, `category:<c>` and ids, in order, without duplicates.
+    pub fn select(&self, names: &[String]) -> Result<Vec<FixtureInput>, String> {
+        let mut out: Vec<FixtureInput> = Vec::new();
+        let mut push = |f: &FixtureInput| {
+            if !out.iter().any(|o| o.id == f.id) {
+                out.push(f.clone());
+            }
+        };
+        for name in names {
+            if name == "all" {
+                self.slices.iter().for_each(&mut push);
+            } else if let Some(cat) = name.strip_prefix("category:") {
+                let matched: Vec<&FixtureInput> =
+                    self.slices.iter().filter(|f| f.category == cat).collect();
+                if matched.is_empty() {
+                    let mut cats: Vec<&str> =
+                        self.slices.iter().map(|f| f.category.as_str()).collect();
+                    cats.sort();
+                    cats.dedup();
+                    return Err(format!(
+                        "no fixture has category `{cat}` (categories: {})",
+                        cats.join(", ")
+                    ));
+                }
+                matched.into_iter().for_each(&mut push);
+            } else {
+                match self.slices.iter().find(|f| &f.id == name) {
+                    Some(f) => push(f),
+                    None => {
+                        return Err(format!(
+                            "unknown fixture `{name}` (known: {}, or `category:<name>`, or `all`)",
+                            self.slices
+                                .iter()
+                                .map(|f| f.id.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Replace every `${name}` in `text` with its parameter value.
+pub fn substitute(text: &str, params: &BTreeMap<String, String>) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after
+            .find('}')
+            .ok_or_else(|| format!("unclosed `${{` in {text:?}"))?;
+        let name = &after[..end];
+        let value = params.get(name).ok_or_else(|| {
+            format!("parameter `{name}` is not set: declare it under [params] or pass --param {name}=…")
+        })?;
+        out.push_str(value);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Resolve parameters that refer to other parameters (`b = "${a}/x"`).
+pub fn resolve_params(
+    params: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, String> {
+    let mut out = params.clone();
+    // Each pass resolves one level of nesting; more levels than parameters means a cycle.
+    for _ in 0..=params.len() {
+        let mut changed = false;
+        for (name, value) in out.clone() {
+            if value.contains("${") {
+                let next = substitute(&value, &out).map_err(|e| format!("param `{name}`: {e}"))?;
+                changed |= next != value;
+                out.insert(name, next);
+            }
+        }
+        if !changed {
+            return Ok(out);
+        }
+    }
+    Err("parameters refer to each other in a cycle".into())
+}
+
+/// A model an arm names: one memqual builds, or a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelRef {
+    Named(String),
+    File(PathBuf),
+}
+
+/// Where named models come from; implemented by the model cache.
+pub trait ModelCatalog {
+    /// The cache path and pinned digest of a named model, without building it.
+    fn locate(&self, name: &str) -> Option<(PathBuf, String)>;
+    fn names(&self) -> Vec<String>;
+}
+
+/// Resolve one declaration into the worker's spec. `base` is the protocol's directory.
+pub fn resolve(
+    decl: &WhisperArmDecl,
+    params: &BTreeMap<String, String>,
+    base: &Path,
+    fixtures: &FixtureCatalog,
+    models: &dyn ModelCatalog,
+) -> Result<(WhisperSpec, ModelRef), String> {
+    let model_text = substitute(&decl.model, params).map_err(|e| format!("model: {e}"))?;
+    let looks_like_path = model_text.contains('/') || model_text.ends_with(".bin");
+    let (path, pinned, model_ref) = if looks_like_path {
+        let p = PathBuf::from(&model_text);
+        let p = if p.is_relative() { base.join(p) } else { p };
+        (p.clone(), None, ModelRef::File(p))
+    } else {
+        let (p, sha) = models.locate(&model_text).ok_or_else(|| {
+            format!(
+                "model `{model_text}` is neither a known model ({}) nor a path (a path contains `/` or ends in .bin)",
+                models.names().join(", ")
+            )
+        })?;
+        (p, Some(sha), ModelRef::Named(model_text.clone()))
+    };
+    let sha256 = decl.model_sha256.clone().or(pinned);
+    if let Some(s) = &sha256
+        && !is_sha256_hex(s)
+    {
+        return Err(format!("model_sha256 {s:?} is not 64 lowercase hex digits"));
+    }
+    let coreml_sidecar = match &decl.coreml_sidecar {
+        Some(s) => {
+            let p = PathBuf::from(substitute(s, params).map_err(|e| format!("coreml_sidecar: {e}"))?);
+            Some(if p.is_relative() { base.join(p) } else { p })
+        }
+        None => None,
+    };
+    if !decl.idle_s.is_finite() || decl.idle_s < 0.0 || decl.idle_s > 3600.0 {
+        return Err(format!("idle_s = {}: must be 0..=3600", decl.idle_s));
+    }
+    let spec = WhisperSpec {
+        model: ModelInput {
+            path,
+            sha256,
+            coreml_sidecar,
+        },
+        threads: decl.threads.unwrap_or_else(default_threads),
+        decoding: decl.decoding,
+        language: decl.language.clone(),
+        no_timestamps: decl.no_timestamps,
+        flash_attn: decl.flash_attn,
+        use_gpu: decl.use_gpu,
+        audio_ctx: decl.audio_ctx,
+        initializer: decl.initializer,
+        extra_states: decl.extra_states,
+        warmup: decl.warmup,
+        fixtures: fixtures.select(&decl.fixtures)?,
+        repetitions: decl.repetitions,
+        idle_ms: (decl.idle_s * 1000.0).round() as u64,
+        encoder: decl.encoder,
+        requires: decl.requires.clone(),
+    };
+    spec.validate()?;
+    Ok((spec, model_ref))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Models;
+    impl ModelCatalog for Models {
+        fn locate(&self, name: &str) -> Option<(PathBuf, String)> {
+            (name == "tiny.en").then(|| ("/cache/ggml-tiny.en-f16.bin".into(), "a".repeat(64)))
+        }
+        fn names(&self) -> Vec<String> {
+            vec!["tiny.en".into()]
+        }
+    }
+
+    fn catalog() -> FixtureCatalog {
+        let f = |id: &str, cat: &str| FixtureInput {
+            id: id.into(),
+            category: cat.into(),
+            path: format!("/fx/{id}.wav").into(),
+            sha256: "b".repeat(64),
+            reference: String::new(),
+        };
+        FixtureCatalog {
+            slices: vec![f("s1", "names"), f("s2", "numbers"), f("sil", "silence")],
+        }
+    }
+
+    fn decl(model: &str, fixtures: &[&str]) -> WhisperArmDecl {
+        toml::from_str(&format!(
+            "model = {model:?}\nfixtures = {:?}",
+            fixtures.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn named_models_take_the_cache_path_and_pinned_digest() {
+        let (spec, r) = resolve(
+            &decl("tiny.en", &["s1"]),
+            &BTreeMap::new(),
+            Path::new("/p"),
+            &catalog(),
+            &Models,
+        )
+        .unwrap();
+        assert_eq!(r, ModelRef::Named("tiny.en".into()));
+        assert_eq!(spec.model.path, PathBuf::from("/cache/ggml-tiny.en-f16.bin"));
+        assert_eq!(spec.model.sha256, Some("a".repeat(64)));
+        assert!(spec.no_timestamps);
+        assert_eq!(spec.initializer, Initializer::NoState);
+        assert_eq!(spec.idle_ms, 1000);
+    }
+
+    #[test]
+    fn paths_are_relative_to_the_protocol_and_params_substitute() {
+        let params = BTreeMap::from([("dir".to_string(), "models".to_string())]);
+        let (spec, r) = resolve(
+            &decl("${dir}/m.bin", &["all"]),
+            &params,
+            Path::new("/p"),
+            &catalog(),
+            &Models,
+        )
+        .unwrap();
+        assert_eq!(r, ModelRef::File("/p/models/m.bin".into()));
+        assert_eq!(spec.fixtures.len(), 3);
+        let err = resolve(
+            &decl("${nope}/m.bin", &["all"]),
+            &params,
+            Path::new("/p"),
+            &catalog(),
+            &Models,
+        )
+        .unwrap_err();
+        assert!(err.contains("parameter `nope` is not set"), "{err}");
+    }
+
+    #[test]
+    fn nested_parameters_resolve_and_cycles_are_refused() {
+        let p = BTreeMap::from([
+            ("root".to_string(), "/m".to_string()),
+            ("f16".to_string(), "${root}/f16.bin".to_string()),
+            ("alias".to_string(), "${f16}".to_string()),
+        ]);
+        let r = resolve_params(&p).unwrap();
+        assert_eq!(r["alias"], "/m/f16.bin");
+        let cyc = BTreeMap::from([
+            ("a".to_string(), "${b}".to_string()),
+            ("b".to_string(), "${a}x".to_string()),
+        ]);
+        assert!(resolve_params(&cyc).unwrap_err().contains("cycle"));
+    }
+
+    #[test]
+    fn fixture_selection_expands_and_rejects_unknowns() {
+        let c = catalog();
+        let ids = |names: &[&str]| {
+            c.select(&names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                .map(|v| v.into_iter().map(|f| f.id).collect::<Vec<_>>())
+        };
+        assert_eq!(ids(&["category:silence", "s1", "sil"]).unwrap(), ["sil", "s1"]);
+        assert!(ids(&["s9"]).unwrap_err().contains("unknown fixture `s9`"));
+        assert!(
+            ids(&["category:music"])
+                .unwrap_err()
+                .contains("categories: names, numbers, silence")
+        );
+    }
+
+    #[test]
+    fn unknown_models_and_bad_options_are_refused() {
+        let err = resolve(
+            &decl("large", &["s1"]),
+            &BTreeMap::new(),
+            Path::new("/p"),
+            &catalog(),
+            &Models,
+        )
+        .unwrap_err();
+        assert!(err.contains("neither a known model (tiny.en)"), "{err}");
+        let mut d = decl("tiny.en", &["s1"]);
+        d.decoding = Decoding::Beam { beam_size: 1 };
+        let err = resolve(&d, &BTreeMap::new(), Path::new("/p"), &catalog(), &Models).unwrap_err();
+        assert!(err.contains("beam_size = 1"), "{err}");
+        assert!(toml::from_str::<WhisperArmDecl>("model = \"x\"\nfixtures = []\nthreds = 2").is_err());
+    }
+}

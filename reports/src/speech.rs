@@ -1,0 +1,237 @@
+//! The speech side of a whisper arm's receipt: runtime identity and topology,
+//! cold load and first request apart from steady latency, exact transcripts
+//! per request, quality against the references, and the comparison with the
+//! arm's control (exact parity, memory by phase against logged buffers).
+
+use crate::quality::{self, Transcription};
+use crate::receipt::{ArmReceipt, PhaseRow};
+use crate::stats;
+use sampler::Phase;
+use serde::{Deserialize, Serialize};
+use worker_contract::{
+    FixtureInput, RequestResult, ResultBody, RuntimeReport, StopReason, TranscriptionResult,
+};
+
+/// One measured request's exact output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TranscriptRow {
+    pub request_id: u64,
+    pub fixture_id: String,
+    pub repetition: u32,
+    pub latency_ns: u64,
+    pub tokens: Vec<i32>,
+    pub eot: bool,
+    pub stop_reason: StopReason,
+    pub text: String,
+    pub text_bytes_hex: Option<String>,
+    pub segments: u32,
+}
+
+/// Latency with the cold parts apart from the steady requests.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpeechLatency {
+    /// Context load (`whisper_init_*`), from the runtime report.
+    pub cold_load_ns: Option<u64>,
+    /// Creating every state (working + extras).
+    pub state_init_ns: Option<u64>,
+    /// From `state_ready` to `warmup_done`: all warmup requests.
+    pub warmup_ns: Option<u64>,
+    /// The first measured request (`whisper_full`, stop to final text).
+    pub first_request_ns: Option<u64>,
+    /// Every measured request after the first.
+    pub steady_count: u64,
+    pub steady_p50_ns: Option<f64>,
+    pub steady_p95_ns: Option<f64>,
+    pub steady_max_ns: Option<u64>,
+    /// Real-time factor of the steady requests: processing time / audio time.
+    pub steady_rtf: Option<f64>,
+}
+
+/// Everything speech-specific about one arm.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpeechReceipt {
+    pub runtime: Option<RuntimeReport>,
+    pub latency: SpeechLatency,
+    pub transcripts: Vec<TranscriptRow>,
+    pub quality: quality::QualityReport,
+}
+
+/// An arm against its control.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ControlComparison {
+    pub arm: String,
+    pub control: String,
+    pub parity: quality::ParityReport,
+    /// Per phase (first marker of each non-request phase): arm minus control.
+    pub phase_deltas: Vec<PhaseDelta>,
+    /// Sum of every state's logged kv + compute buffers: arm minus control.
+    pub logged_state_bytes_delta: Option<i64>,
+    /// Logged model buffers: arm minus control.
+    pub logged_model_bytes_delta: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseDelta {
+    pub phase: Phase,
+    pub resident_delta_bytes: i64,
+    pub resident_peak_delta_bytes: Option<i64>,
+    pub footprint_delta_bytes: Option<i64>,
+}
+
+/// The transcription results of an arm, in request order.
+pub fn transcriptions(results: &[RequestResult]) -> Vec<(&RequestResult, &TranscriptionResult)> {
+    results
+        .iter()
+        .filter_map(|r| match &r.body {
+            ResultBody::Transcription(t) => Some((r, t)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn phase_t(phases: &[PhaseRow], phase: Phase) -> Option<u64> {
+    phases.iter().find(|p| p.phase == phase).map(|p| p.t_ns)
+}
+
+/// Assemble the speech part of an arm; `None` for arms that are not whisper arms.
+pub fn assemble(
+    results: &[RequestResult],
+    runtime: Option<RuntimeReport>,
+    fixtures: &[FixtureInput],
+    phases: &[PhaseRow],
+) -> Option<SpeechReceipt> {
+    let done = transcriptions(results);
+    if done.is_empty() && runtime.is_none() {
+        return None;
+    }
+    let steady: Vec<&(&RequestResult, &TranscriptionResult)> = done.iter().skip(1).collect();
+    let steady_ns: Vec<f64> = steady.iter().map(|(r, _)| r.latency_ns as f64).collect();
+    let steady_audio_ns: u64 = steady.iter().map(|(_, t)| t.audio_ms * 1_000_000).sum();
+    let steady_proc_ns: u64 = steady.iter().map(|(r, _)| r.latency_ns).sum();
+    let latency = SpeechLatency {
+        cold_load_ns: runtime.as_ref().map(|r| r.load_ns),
+        state_init_ns: runtime.as_ref().map(|r| r.state_ns),
+        warmup_ns: match (
+            phase_t(phases, Phase::StateReady),
+            phase_t(phases, Phase::WarmupDone),
+        ) {
+            (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+            _ => None,
+        },
+        first_request_ns: done.first().map(|(r, _)| r.latency_ns),
+        steady_count: steady.len() as u64,
+        steady_p50_ns: stats::percentile(&steady_ns, 50.0),
+        steady_p95_ns: stats::percentile(&steady_ns, 95.0),
+        steady_max_ns: steady.iter().map(|(r, _)| r.latency_ns).max(),
+        steady_rtf: (steady_audio_ns > 0).then(|| steady_proc_ns as f64 / steady_audio_ns as f64),
+    };
+    let transcripts = done
+        .iter()
+        .map(|(r, t)| TranscriptRow {
+            request_id: r.request_id,
+            fixture_id: t.fixture_id.clone(),
+            repetition: t.repetition,
+            latency_ns: r.latency_ns,
+            tokens: t.tokens.clone(),
+            eot: t.eot,
+            stop_reason: t.stop_reason,
+            text: t.text.clone(),
+            text_bytes_hex: t.text_bytes_hex.clone(),
+            segments: t.segments,
+        })
+        .collect();
+    let outputs: Vec<Transcription> = done.iter().map(|(_, t)| to_quality(t)).collect();
+    let quality = quality::QualityReport::build(&outputs, &slices(fixtures));
+    Some(SpeechReceipt {
+        runtime,
+        latency,
+        transcripts,
+        quality,
+    })
+}
+
+/// The quality module's view of one result.
+pub fn to_quality(t: &TranscriptionResult) -> Transcription {
+    Transcription {
+        fixture_id: t.fixture_id.clone(),
+        repetition: t.repetition,
+        tokens: t.tokens.clone(),
+        eot: t.eot,
+        stop_reason: serde_json::to_value(t.stop_reason)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        text: String::from_utf8_lossy(&t.text_bytes()).into_owned(),
+    }
+}
+
+fn slices(fixtures: &[FixtureInput]) -> Vec<quality::ReferenceSlice> {
+    fixtures
+        .iter()
+        .map(|f| quality::ReferenceSlice {
+            id: f.id.clone(),
+            category: f.category.clone(),
+            reference: f.reference.clone(),
+        })
+        .collect()
+}
+
+fn first_of(arm: &ArmReceipt, phase: Phase) -> Option<&PhaseRow> {
+    arm.phases.iter().find(|p| p.phase == phase)
+}
+
+fn diff_opt(a: Option<u64>, b: Option<u64>) -> Option<i64> {
+    Some(a? as i64 - b? as i64)
+}
+
+fn logged_state_bytes(arm: &ArmReceipt) -> Option<u64> {
+    let rt = arm.speech.as_ref()?.runtime.as_ref()?;
+    Some(rt.topology.states.iter().map(|s| s.total_bytes()).sum())
+}
+
+fn logged_model_bytes(arm: &ArmReceipt) -> Option<u64> {
+    let rt = arm.speech.as_ref()?.runtime.as_ref()?;
+    Some(rt.topology.model_buffers.iter().map(|(_, s)| s.bytes).sum())
+}
+
+/// Compare `arm` with `control`: exact parity of outputs and memory by phase.
+pub fn compare(arm: &ArmReceipt, control: &ArmReceipt, results: &ControlResults) -> ControlComparison {
+    let phases = [
+        Phase::ProcessStart,
+        Phase::ModelLoaded,
+        Phase::StateReady,
+        Phase::WarmupDone,
+        Phase::IdleEnd,
+        Phase::TeardownDone,
+    ];
+    let phase_deltas = phases
+        .iter()
+        .filter_map(|&phase| {
+            let (a, c) = (first_of(arm, phase)?, first_of(control, phase)?);
+            Some(PhaseDelta {
+                phase,
+                resident_delta_bytes: a.memory.resident_bytes as i64
+                    - c.memory.resident_bytes as i64,
+                resident_peak_delta_bytes: diff_opt(
+                    a.memory.resident_peak_bytes,
+                    c.memory.resident_peak_bytes,
+                ),
+                footprint_delta_bytes: diff_opt(a.memory.footprint_bytes, c.memory.footprint_bytes),
+            })
+        })
+        .collect();
+    ControlComparison {
+        arm: arm.id.clone(),
+        control: control.id.clone(),
+        parity: quality::parity(&results.control, &results.arm),
+        phase_deltas,
+        logged_state_bytes_delta: diff_opt(logged_state_bytes(arm), logged_state_bytes(control)),
+        logged_model_bytes_delta: diff_opt(logged_model_bytes(arm), logged_model_bytes(control)),
+    }
+}
+
+/// Both arms' outputs in the quality module's form.
+pub struct ControlResults {
+    pub arm: Vec<Transcription>,
+    pub control: Vec<Transcription>,
+}

@@ -1,0 +1,349 @@
+//! What the whisper worker reports about its runtime once the state is ready:
+//! identity (whisper.cpp version, system info, model digest) and the topology
+//! whisper.cpp logged while loading (buffers per backend, kv caches, compute
+//! buffers per graph, Core ML engagement).
+//!
+//! [`Topology::from_log`] is the one parser of whisper.cpp 1.8.3's allocation
+//! lines; the worker uses it for the Core ML fail-closed check and the
+//! receipt carries its output. Sizes are the logged MB values (10^6 bytes,
+//! two decimals) kept as logged, plus their byte equivalents.
+
+use serde::{Deserialize, Serialize};
+
+/// A buffer size as whisper.cpp logs it (`%7.2f MB`, MB = 10^6 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LoggedSize {
+    pub mb: f64,
+    /// `mb × 10^6`, rounded: accurate to ±5 kB because the log rounds.
+    pub bytes: u64,
+}
+
+impl LoggedSize {
+    fn from_mb(mb: f64) -> Self {
+        LoggedSize {
+            mb,
+            bytes: (mb * 1e6).round() as u64,
+        }
+    }
+}
+
+/// The kv caches and compute buffers of one `whisper_init_state`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StateBuffers {
+    pub kv_self: Option<LoggedSize>,
+    pub kv_cross: Option<LoggedSize>,
+    pub kv_pad: Option<LoggedSize>,
+    /// `compute buffer (<graph>)` in log order: conv, encode, cross, decode.
+    pub compute: Vec<(String, LoggedSize)>,
+    /// The Core ML path whisper.cpp tried for this state, if it tried.
+    pub coreml_path: Option<String>,
+    pub coreml_loaded: bool,
+    pub coreml_failed: bool,
+}
+
+impl StateBuffers {
+    pub fn compute_size(&self, graph: &str) -> Option<LoggedSize> {
+        self.compute
+            .iter()
+            .find(|(g, _)| g == graph)
+            .map(|(_, s)| *s)
+    }
+
+    /// kv self + cross + pad + every compute buffer, in bytes.
+    pub fn total_bytes(&self) -> u64 {
+        [self.kv_self, self.kv_cross, self.kv_pad]
+            .into_iter()
+            .flatten()
+            .chain(self.compute.iter().map(|(_, s)| *s))
+            .map(|s| s.bytes)
+            .sum()
+    }
+}
+
+/// Everything whisper.cpp said about where memory went.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Topology {
+    /// `<backend> total size = … MB` lines of the model load, per buffer type.
+    pub model_buffers: Vec<(String, LoggedSize)>,
+    pub model_size: Option<LoggedSize>,
+    /// Backends whisper.cpp reported using (`using <name> backend`).
+    pub backends: Vec<String>,
+    /// `no GPU found` was logged.
+    pub no_gpu: bool,
+    /// One entry per state whisper.cpp initialised, in order.
+    pub states: Vec<StateBuffers>,
+    /// The raw allocation lines this was parsed from, in order.
+    pub lines: Vec<String>,
+}
+
+/// The value after the last `=` of a `… = 12.34 MB` line.
+fn mb_after_equals(line: &str) -> Option<f64> {
+    let value = line.rsplit_once('=')?.1.trim();
+    value.strip_suffix("MB")?.trim().parse().ok()
+}
+
+/// Text between the first pair of single quotes.
+fn quoted(line: &str) -> Option<String> {
+    let start = line.find('\'')? + 1;
+    let end = start + line[start..].find('\'')?;
+    Some(line[start..end].to_string())
+}
+
+impl Topology {
+    /// Parse whisper.cpp log lines (any order of other lines is ignored).
+    pub fn from_log<'a>(lines: impl IntoIterator<Item = &'a str>) -> Topology {
+        let mut t = Topology::default();
+        for raw in lines {
+            let line = raw.trim();
+            let Some((func, rest)) = line.split_once(": ") else {
+                continue;
+            };
+            let rest = rest.trim();
+            let keep = match func {
+                "whisper_model_load" if rest.contains("total size") => {
+                    let name = rest.split("total size").next().unwrap_or("").trim();
+                    if let Some(mb) = mb_after_equals(rest) {
+                        t.model_buffers
+                            .push((name.to_string(), LoggedSize::from_mb(mb)));
+                    }
+                    true
+                }
+                "whisper_model_load" if rest.starts_with("model size") => {
+                    t.model_size = mb_after_equals(rest).map(LoggedSize::from_mb);
+                    true
+                }
+                "whisper_backend_init_gpu" | "whisper_backend_init" => {
+                    if let Some(name) = rest
+                        .strip_prefix("using ")
+                        .and_then(|r| r.strip_suffix(" backend"))
+                    {
+                        if !t.backends.iter().any(|b| b == name) {
+                            t.backends.push(name.to_string());
+                        }
+                    } else if rest.starts_with("no GPU found") {
+                        t.no_gpu = true;
+                    }
+                    true
+                }
+                "whisper_init_state" => {
+                    t.state_line(rest);
+                    true
+                }
+                _ => false,
+            };
+            if keep {
+                t.lines.push(line.to_string());
+            }
+        }
+        t
+    }
+
+    fn state_line(&mut self, rest: &str) {
+        // Every state starts with its kv self cache, so that line opens a new entry.
+        if rest.starts_with("kv self size") || self.states.is_empty() {
+            self.states.push(StateBuffers::default());
+        }
+        let Some(state) = self.states.last_mut() else {
+            return;
+        };
+        let size = mb_after_equals(rest).map(LoggedSize::from_mb);
+        if rest.starts_with("kv self size") {
+            state.kv_self = size;
+        } else if rest.starts_with("kv cross size") {
+            state.kv_cross = size;
+        } else if rest.starts_with("kv pad") {
+            state.kv_pad = size;
+        } else if let Some(after) = rest.strip_prefix("compute buffer (") {
+            if let (Some(graph), Some(size)) = (after.split(')').next(), size) {
+                state.compute.push((graph.trim().to_string(), size));
+            }
+        } else if rest.starts_with("loading Core ML model from") {
+            state.coreml_path = quoted(rest);
+        } else if rest.starts_with("Core ML model loaded") {
+            state.coreml_loaded = true;
+        } else if rest.starts_with("failed to load Core ML model") {
+            state.coreml_failed = true;
+            state.coreml_path = state.coreml_path.take().or_else(|| quoted(rest));
+        }
+    }
+
+    /// Whether the Core ML encoder really replaced the native one in every
+    /// state: loaded, never failed, and no native `encode` compute buffer.
+    pub fn coreml_engaged(&self) -> Result<(), String> {
+        if self.states.is_empty() {
+            return Err("whisper.cpp logged no state initialisation".into());
+        }
+        for (i, s) in self.states.iter().enumerate() {
+            if s.coreml_path.is_none() {
+                return Err(format!(
+                    "state {i}: whisper.cpp never tried a Core ML model (worker built without the `coreml` feature?)"
+                ));
+            }
+            if s.coreml_failed || !s.coreml_loaded {
+                return Err(format!(
+                    "state {i}: the Core ML model at {} did not load; whisper.cpp fell back to the native encoder",
+                    s.coreml_path.as_deref().unwrap_or("?")
+                ));
+            }
+            if let Some(size) = s.compute_size("encode") {
+                return Err(format!(
+                    "state {i}: a native encode compute buffer of {:.2} MB was allocated although Core ML loaded",
+                    size.mb
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Identity of the loaded model file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelIdentity {
+    pub path: String,
+    pub bytes: u64,
+    pub sha256: String,
+    /// The header's raw ftype field (quantization version × 1000 + type).
+    pub ftype: i32,
+    pub n_vocab: i32,
+    pub n_audio_layer: i32,
+    pub n_text_layer: i32,
+}
+
+/// The Core ML sidecar actually used.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoremlIdentity {
+    /// The `-encoder.mlmodelc` path whisper.cpp opened (from its log).
+    pub path: String,
+    /// SHA-256 over the sorted tree (see `runners::tree_digest`).
+    pub tree_sha256: String,
+    pub files: u64,
+    pub bytes: u64,
+}
+
+/// The worker's runtime report, sent once after `state_ready`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RuntimeReport {
+    pub runtime: String,
+    pub runtime_version: String,
+    /// `whisper_print_system_info()`.
+    pub system_info: String,
+    pub worker_executable: String,
+    pub worker_sha256: Option<String>,
+    pub model: ModelIdentity,
+    pub coreml: Option<CoremlIdentity>,
+    /// States alive at `state_ready`: the working one plus the extras.
+    pub state_count: u32,
+    pub initializer: crate::Initializer,
+    /// The effective settings (after defaults), as the runtime was called.
+    pub settings: serde_json::Value,
+    pub topology: Topology,
+    /// Wall time of the context load (`process_start` work excluded).
+    pub load_ns: u64,
+    /// Wall time to create all states.
+    pub state_ns: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The load log of tiny.en F16 on CPU, whisper.cpp 1.8.3, one state.
+    const TINY_LOG: &str = "\
+whisper_init_from_file_with_params_no_state: loading model from 'ggml-tiny.en-f16.bin'
+whisper_init_with_params_no_state: use gpu    = 0
+whisper_model_load: loading model
+whisper_model_load: n_vocab       = 51864
+whisper_model_load: adding 1608 extra tokens
+whisper_model_load: n_langs       = 99
+whisper_model_load:          CPU total size =    77.11 MB
+whisper_model_load: model size    =   77.11 MB
+whisper_backend_init_gpu: no GPU found
+whisper_init_state: kv self size  =    3.15 MB
+whisper_init_state: kv cross size =    9.44 MB
+whisper_init_state: kv pad  size  =    2.36 MB
+whisper_init_state: compute buffer (conv)   =   13.21 MB
+whisper_init_state: compute buffer (encode) =   64.81 MB
+whisper_init_state: compute buffer (cross)  =    3.89 MB
+whisper_init_state: compute buffer (decode) =   95.91 MB
+";
+
+    #[test]
+    fn parses_the_tiny_en_load_log() {
+        let t = Topology::from_log(TINY_LOG.lines());
+        assert_eq!(t.model_buffers.len(), 1);
+        assert_eq!(t.model_buffers[0].0, "CPU");
+        assert_eq!(t.model_buffers[0].1.bytes, 77_110_000);
+        assert_eq!(t.model_size.unwrap().mb, 77.11);
+        assert!(t.no_gpu);
+        assert_eq!(t.states.len(), 1);
+        let s = &t.states[0];
+        assert_eq!(s.kv_self.unwrap().bytes, 3_150_000);
+        assert_eq!(s.kv_cross.unwrap().bytes, 9_440_000);
+        assert_eq!(s.kv_pad.unwrap().bytes, 2_360_000);
+        let graphs: Vec<&str> = s.compute.iter().map(|(g, _)| g.as_str()).collect();
+        assert_eq!(graphs, ["conv", "encode", "cross", "decode"]);
+        assert_eq!(s.compute_size("decode").unwrap().bytes, 95_910_000);
+        // 3.15 + 9.44 + 2.36 + 13.21 + 64.81 + 3.89 + 95.91 MB
+        assert_eq!(s.total_bytes(), 192_770_000);
+        assert_eq!(t.lines.len(), 10);
+    }
+
+    #[test]
+    fn each_kv_self_line_opens_a_state() {
+        let two = format!(
+            "{TINY_LOG}{}",
+            TINY_LOG
+                .lines()
+                .filter(|l| l.starts_with("whisper_init_state"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        let t = Topology::from_log(two.lines());
+        assert_eq!(t.states.len(), 2);
+        assert_eq!(t.states[0], t.states[1]);
+    }
+
+    #[test]
+    fn coreml_must_load_and_replace_the_native_encoder() {
+        let native = Topology::from_log(TINY_LOG.lines());
+        assert!(native.coreml_engaged().unwrap_err().contains("never tried"));
+
+        let fallback = TINY_LOG.replace(
+            "whisper_init_state: compute buffer (conv)",
+            "whisper_init_state: loading Core ML model from 'm-encoder.mlmodelc'\n\
+             whisper_init_state: failed to load Core ML model from 'm-encoder.mlmodelc'\n\
+             whisper_init_state: compute buffer (conv)",
+        );
+        let t = Topology::from_log(fallback.lines());
+        assert_eq!(
+            t.states[0].coreml_path.as_deref(),
+            Some("m-encoder.mlmodelc")
+        );
+        assert!(t.coreml_engaged().unwrap_err().contains("fell back"));
+
+        let engaged: String = TINY_LOG
+            .replace(
+                "whisper_init_state: compute buffer (conv)",
+                "whisper_init_state: loading Core ML model from 'm-encoder.mlmodelc'\n\
+                 whisper_init_state: Core ML model loaded\n\
+                 whisper_init_state: compute buffer (conv)",
+            )
+            .lines()
+            .filter(|l| !l.contains("compute buffer (encode)"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let t = Topology::from_log(engaged.lines());
+        assert_eq!(t.coreml_engaged(), Ok(()));
+
+        let both = engaged.replace(
+            "compute buffer (cross)",
+            "compute buffer (encode) =   64.81 MB\nwhisper_init_state: compute buffer (cross)",
+        );
+        let t = Topology::from_log(both.lines());
+        assert!(
+            t.coreml_engaged()
+                .unwrap_err()
+                .contains("native encode compute buffer")
+        );
+    }
+}

@@ -1,0 +1,265 @@
+//! The whisper worker's arm spec and per-request result.
+//!
+//! The harness resolves everything before it starts the worker: the model
+//! file and its expected digest, and every fixture's WAV path and digest. The
+//! worker checks both digests itself, so a spec never runs on a file it did
+//! not name.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// How the worker builds its inference state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Initializer {
+    /// `whisper_init_from_file_with_params_no_state`, then exactly one explicit state.
+    NoState,
+    /// `whisper_init_from_file_with_params`: the context's built-in state does the work.
+    Default,
+}
+
+/// Which encoder runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Encoder {
+    Native,
+    /// The Core ML sidecar (`<model>-encoder.mlmodelc`); the arm fails unless it engaged.
+    Coreml,
+}
+
+/// Greedy or beam-search decoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "strategy", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Decoding {
+    Greedy {
+        #[serde(default = "one")]
+        best_of: u32,
+    },
+    Beam {
+        beam_size: u32,
+    },
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl Default for Decoding {
+    fn default() -> Self {
+        Decoding::Greedy { best_of: 1 }
+    }
+}
+
+/// The model file an arm loads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelInput {
+    pub path: PathBuf,
+    /// Expected SHA-256 (lowercase hex); the worker refuses any other file.
+    pub sha256: Option<String>,
+    /// The Core ML sidecar directory to use; when unset, whisper.cpp's own
+    /// rule (model name without `.bin` and `-qX_Y`, plus `-encoder.mlmodelc`).
+    #[serde(default)]
+    pub coreml_sidecar: Option<PathBuf>,
+}
+
+/// One speech fixture, resolved from the manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FixtureInput {
+    pub id: String,
+    pub category: String,
+    pub path: PathBuf,
+    pub sha256: String,
+    /// The reference transcript, carried so the run directory alone can score WER.
+    #[serde(default)]
+    pub reference: String,
+}
+
+/// Everything one whisper arm runs with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WhisperSpec {
+    pub model: ModelInput,
+    pub threads: u32,
+    pub decoding: Decoding,
+    pub language: String,
+    pub no_timestamps: bool,
+    pub flash_attn: bool,
+    pub use_gpu: bool,
+    /// Encoder context length; 0 keeps the model's.
+    pub audio_ctx: u32,
+    pub initializer: Initializer,
+    /// States created beyond the one that works (the duplicate-state anti-pattern).
+    pub extra_states: u32,
+    /// Unmeasured requests before `warmup_done` (on the first fixture).
+    pub warmup: u32,
+    pub fixtures: Vec<FixtureInput>,
+    /// Times each fixture is run; request ids count fixtures × repetitions.
+    pub repetitions: u32,
+    pub idle_ms: u64,
+    pub encoder: Encoder,
+    /// Capabilities the arm needs; a worker lacking one refuses the arm.
+    #[serde(default)]
+    pub requires: Vec<String>,
+}
+
+impl WhisperSpec {
+    /// Problems that make the spec unrunnable, before anything is loaded.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.threads == 0 {
+            return Err("threads must be at least 1".into());
+        }
+        match self.decoding {
+            Decoding::Greedy { best_of } if best_of == 0 || best_of > 8 => {
+                return Err(format!("best_of = {best_of}: must be 1..=8"));
+            }
+            Decoding::Beam { beam_size } if !(2..=8).contains(&beam_size) => {
+                return Err(format!(
+                    "beam_size = {beam_size}: must be 2..=8 (whisper.cpp's decoder limit)"
+                ));
+            }
+            _ => {}
+        }
+        if self.fixtures.is_empty() {
+            return Err("no fixtures: a whisper arm needs at least one".into());
+        }
+        if self.repetitions == 0 {
+            return Err("repetitions must be at least 1".into());
+        }
+        if self.language.is_empty() || self.language.len() > 8 {
+            return Err(format!("language {:?} is not a language code", self.language));
+        }
+        if let Some(sha) = &self.model.sha256
+            && !is_sha256_hex(sha)
+        {
+            return Err(format!("model sha256 {sha:?} is not 64 lowercase hex digits"));
+        }
+        if self.model.coreml_sidecar.is_some() && self.encoder != Encoder::Coreml {
+            return Err("coreml_sidecar is set but encoder is not \"coreml\"".into());
+        }
+        Ok(())
+    }
+}
+
+/// True for 64 lowercase hex digits.
+pub fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Why decoding stopped, as far as the token stream shows it: whisper.cpp does
+/// not report it, so it is derived (see the worker's `transcript` module).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The last token is end-of-text.
+    Eot,
+    /// Timestamp mode: whisper.cpp cuts the sequence at its last timestamp,
+    /// dropping the end-of-text token, so the stream ends on a timestamp.
+    TimestampEnd,
+    /// No segment at all (silence judged as no speech, or nothing decoded).
+    NoSegments,
+    /// The stream ends on an ordinary text token: a cut (token limit or context).
+    Truncated,
+}
+
+/// The transcription of one request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TranscriptionResult {
+    pub fixture_id: String,
+    /// 0-based repetition of this fixture.
+    pub repetition: u32,
+    /// Every token id of every segment, in order, specials included.
+    pub tokens: Vec<i32>,
+    pub eot: bool,
+    pub stop_reason: StopReason,
+    /// The concatenated segment text, when its bytes are valid UTF-8.
+    pub text: String,
+    /// The text bytes in hex, only when they are not valid UTF-8 (then `text` is lossy).
+    pub text_bytes_hex: Option<String>,
+    pub segments: u32,
+    /// Audio length in milliseconds.
+    pub audio_ms: u64,
+}
+
+impl TranscriptionResult {
+    /// The exact text bytes whisper.cpp produced.
+    pub fn text_bytes(&self) -> Vec<u8> {
+        match &self.text_bytes_hex {
+            Some(hex) => (0..hex.len() / 2)
+                .filter_map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok())
+                .collect(),
+            None => self.text.as_bytes().to_vec(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> WhisperSpec {
+        WhisperSpec {
+            model: ModelInput {
+                path: "m.bin".into(),
+                sha256: None,
+                coreml_sidecar: None,
+            },
+            threads: 2,
+            decoding: Decoding::default(),
+            language: "en".into(),
+            no_timestamps: true,
+            flash_attn: false,
+            use_gpu: false,
+            audio_ctx: 0,
+            initializer: Initializer::NoState,
+            extra_states: 0,
+            warmup: 1,
+            fixtures: vec![FixtureInput {
+                id: "a".into(),
+                category: "clean".into(),
+                path: "a.wav".into(),
+                sha256: "0".repeat(64),
+                reference: "a".into(),
+            }],
+            repetitions: 1,
+            idle_ms: 0,
+            encoder: Encoder::Native,
+            requires: vec![],
+        }
+    }
+
+    #[test]
+    fn validation_names_the_bad_option() {
+        assert_eq!(spec().validate(), Ok(()));
+        let mut s = spec();
+        s.decoding = Decoding::Beam { beam_size: 1 };
+        assert!(s.validate().unwrap_err().contains("beam_size = 1"));
+        let mut s = spec();
+        s.fixtures.clear();
+        assert!(s.validate().unwrap_err().contains("no fixtures"));
+        let mut s = spec();
+        s.model.sha256 = Some("ABC".into());
+        assert!(s.validate().unwrap_err().contains("not 64 lowercase hex"));
+        let mut s = spec();
+        s.model.coreml_sidecar = Some("x.mlmodelc".into());
+        assert!(s.validate().unwrap_err().contains("encoder is not"));
+    }
+
+    #[test]
+    fn text_bytes_round_trip_through_hex() {
+        let r = TranscriptionResult {
+            fixture_id: "a".into(),
+            repetition: 0,
+            tokens: vec![1, 2],
+            eot: true,
+            stop_reason: StopReason::Eot,
+            text: "\u{fffd}".into(),
+            text_bytes_hex: Some("ff41".into()),
+            segments: 1,
+            audio_ms: 10,
+        };
+        assert_eq!(r.text_bytes(), vec![0xff, 0x41]);
+    }
+}

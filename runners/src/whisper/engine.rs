@@ -1,0 +1,276 @@
+//! whisper.cpp through `whisper_rs::whisper_rs_sys`: the worker's only unsafe code.
+//!
+//! Why raw calls instead of whisper-rs's safe `WhisperContext`: the safe type
+//! always initialises without a state and keeps the parameter struct private,
+//! but the `default` initializer must use the context's built-in state
+//! (`whisper_init_from_file_with_params` + `whisper_full`), and both
+//! initializers must run with byte-identical parameters. One small wrapper
+//! serves both. Teardown is explicit ([`Engine::teardown`]) so the worker can
+//! mark `teardown_done` after everything is freed; `Drop` is the backstop.
+
+use std::ffi::{CStr, CString, c_int};
+use std::path::Path;
+use whisper_rs::whisper_rs_sys as sys;
+use worker_contract::{Decoding, Initializer};
+
+/// Settings for context creation and every `whisper_full` call.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunSettings {
+    pub threads: u32,
+    pub decoding: Decoding,
+    pub language: String,
+    pub no_timestamps: bool,
+    pub audio_ctx: u32,
+    pub use_gpu: bool,
+    pub flash_attn: bool,
+}
+
+/// What one `whisper_full` produced, read back before the next call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawTranscript {
+    /// Token ids per segment.
+    pub segments: Vec<Vec<i32>>,
+    pub text: Vec<u8>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("model path {0:?} contains a NUL byte or is not UTF-8")]
+    BadPath(std::path::PathBuf),
+    #[error("language {0:?} contains a NUL byte")]
+    BadLanguage(String),
+    #[error("whisper.cpp could not load the model {0} (see the whisper.cpp log lines above)")]
+    Load(String),
+    #[error("whisper.cpp could not create state {0} (see the whisper.cpp log lines above)")]
+    State(usize),
+    #[error("no audio samples")]
+    NoSamples,
+    #[error("too many samples for whisper.cpp ({0})")]
+    TooLong(usize),
+    #[error("whisper_full failed with code {0}")]
+    Full(c_int),
+}
+
+/// A loaded context and its states. Not `Send`: it stays on the worker thread.
+pub struct Engine {
+    ctx: *mut sys::whisper_context,
+    /// The working state (`None` for the `default` initializer, which uses the
+    /// context's own) followed by the extras.
+    working: Option<*mut sys::whisper_state>,
+    extras: Vec<*mut sys::whisper_state>,
+    language: CString,
+    settings: RunSettings,
+}
+
+impl Engine {
+    /// Load the model with `initializer`'s entry point.
+    pub fn load(
+        model: &Path,
+        initializer: Initializer,
+        settings: RunSettings,
+    ) -> Result<Engine, EngineError> {
+        let path = model
+            .to_str()
+            .and_then(|s| CString::new(s).ok())
+            .ok_or_else(|| EngineError::BadPath(model.to_path_buf()))?;
+        let language = CString::new(settings.language.as_str())
+            .map_err(|_| EngineError::BadLanguage(settings.language.clone()))?;
+        // SAFETY: returns a plain struct by value; no pointers are involved.
+        let mut cparams = unsafe { sys::whisper_context_default_params() };
+        cparams.use_gpu = settings.use_gpu;
+        cparams.flash_attn = settings.flash_attn;
+        // SAFETY: `path` is a valid NUL-terminated string that outlives the call;
+        // the params struct is passed by value. A null return means failure.
+        let ctx = unsafe {
+            match initializer {
+                Initializer::NoState => {
+                    sys::whisper_init_from_file_with_params_no_state(path.as_ptr(), cparams)
+                }
+                Initializer::Default => {
+                    sys::whisper_init_from_file_with_params(path.as_ptr(), cparams)
+                }
+            }
+        };
+        if ctx.is_null() {
+            return Err(EngineError::Load(model.display().to_string()));
+        }
+        Ok(Engine {
+            ctx,
+            working: None,
+            extras: Vec::new(),
+            language,
+            settings,
+        })
+    }
+
+    fn new_state(&self, index: usize) -> Result<*mut sys::whisper_state, EngineError> {
+        // SAFETY: `self.ctx` is a live context (non-null since `load`).
+        let state = unsafe { sys::whisper_init_state(self.ctx) };
+        if state.is_null() {
+            Err(EngineError::State(index))
+        } else {
+            Ok(state)
+        }
+    }
+
+    /// Create the working state (for `no_state`) and `extra` more states.
+    pub fn create_states(
+        &mut self,
+        initializer: Initializer,
+        extra: u32,
+    ) -> Result<(), EngineError> {
+        if initializer == Initializer::NoState && self.working.is_none() {
+            self.working = Some(self.new_state(0)?);
+        }
+        for i in 0..extra as usize {
+            let state = self.new_state(i + 1)?;
+            self.extras.push(state);
+        }
+        Ok(())
+    }
+
+    /// States alive now, the context's built-in one included.
+    pub fn state_count(&self, initializer: Initializer) -> u32 {
+        let builtin = u32::from(initializer == Initializer::Default);
+        builtin + u32::from(self.working.is_some()) + self.extras.len() as u32
+    }
+
+    fn full_params(&self) -> sys::whisper_full_params {
+        let strategy = match self.settings.decoding {
+            Decoding::Greedy { .. } => sys::whisper_sampling_strategy_WHISPER_SAMPLING_GREEDY,
+            Decoding::Beam { .. } => sys::whisper_sampling_strategy_WHISPER_SAMPLING_BEAM_SEARCH,
+        };
+        // SAFETY: returns a plain struct by value.
+        let mut p = unsafe { sys::whisper_full_default_params(strategy) };
+        match self.settings.decoding {
+            Decoding::Greedy { best_of } => p.greedy.best_of = best_of as c_int,
+            Decoding::Beam { beam_size } => p.beam_search.beam_size = beam_size as c_int,
+        }
+        p.n_threads = self.settings.threads as c_int;
+        p.language = self.language.as_ptr();
+        p.no_timestamps = self.settings.no_timestamps;
+        p.audio_ctx = self.settings.audio_ctx as c_int;
+        // The worker reports through its channel; whisper.cpp must not print to stdout.
+        p.print_progress = false;
+        p.print_realtime = false;
+        p.print_timestamps = false;
+        p.print_special = false;
+        p
+    }
+
+    /// Run one request to its final text and read the result back.
+    pub fn transcribe(&mut self, samples: &[f32]) -> Result<RawTranscript, EngineError> {
+        if samples.is_empty() {
+            return Err(EngineError::NoSamples);
+        }
+        let n = c_int::try_from(samples.len()).map_err(|_| EngineError::TooLong(samples.len()))?;
+        let params = self.full_params();
+        // SAFETY: ctx (and state, when used) are live; `samples` is valid for `n`
+        // floats for the whole call; `params.language` points into `self.language`,
+        // which outlives the call.
+        let code = unsafe {
+            match self.working {
+                Some(state) => {
+                    sys::whisper_full_with_state(self.ctx, state, params, samples.as_ptr(), n)
+                }
+                None => sys::whisper_full(self.ctx, params, samples.as_ptr(), n),
+            }
+        };
+        if code != 0 {
+            return Err(EngineError::Full(code));
+        }
+        Ok(self.read_result())
+    }
+
+    fn read_result(&self) -> RawTranscript {
+        let mut out = RawTranscript {
+            segments: Vec::new(),
+            text: Vec::new(),
+        };
+        // SAFETY (whole block): ctx/state are live and hold the result of the
+        // last `whisper_full`; indices stay within the counts whisper.cpp reports;
+        // segment text pointers are NUL-terminated and valid until the next call,
+        // and are copied out immediately.
+        unsafe {
+            let n_segments = match self.working {
+                Some(s) => sys::whisper_full_n_segments_from_state(s),
+                None => sys::whisper_full_n_segments(self.ctx),
+            };
+            for seg in 0..n_segments {
+                let (n_tokens, text) = match self.working {
+                    Some(s) => (
+                        sys::whisper_full_n_tokens_from_state(s, seg),
+                        sys::whisper_full_get_segment_text_from_state(s, seg),
+                    ),
+                    None => (
+                        sys::whisper_full_n_tokens(self.ctx, seg),
+                        sys::whisper_full_get_segment_text(self.ctx, seg),
+                    ),
+                };
+                let tokens = (0..n_tokens)
+                    .map(|i| match self.working {
+                        Some(s) => sys::whisper_full_get_token_id_from_state(s, seg, i),
+                        None => sys::whisper_full_get_token_id(self.ctx, seg, i),
+                    })
+                    .collect();
+                out.segments.push(tokens);
+                if !text.is_null() {
+                    out.text.extend_from_slice(CStr::from_ptr(text).to_bytes());
+                }
+            }
+        }
+        out
+    }
+
+    pub fn token_eot(&self) -> i32 {
+        // SAFETY: ctx is live.
+        unsafe { sys::whisper_token_eot(self.ctx) }
+    }
+
+    pub fn token_beg(&self) -> i32 {
+        // SAFETY: ctx is live.
+        unsafe { sys::whisper_token_beg(self.ctx) }
+    }
+
+    /// Free every state, then the context.
+    pub fn teardown(mut self) {
+        self.free_all();
+    }
+
+    fn free_all(&mut self) {
+        for state in self.extras.drain(..).chain(self.working.take()) {
+            // SAFETY: each state came from `whisper_init_state` and is freed once
+            // (drained/taken out of `self` first).
+            unsafe { sys::whisper_free_state(state) };
+        }
+        if !self.ctx.is_null() {
+            // SAFETY: the context came from a `whisper_init_*` call and is freed
+            // once; freeing it also frees its built-in state, if any.
+            unsafe { sys::whisper_free(self.ctx) };
+            self.ctx = std::ptr::null_mut();
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.free_all();
+    }
+}
+
+/// whisper.cpp's version string.
+pub fn runtime_version() -> String {
+    // SAFETY: returns a pointer to a static NUL-terminated string.
+    unsafe { CStr::from_ptr(sys::whisper_version()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// `whisper_print_system_info()`: the compiled-in CPU features and backends.
+pub fn system_info() -> String {
+    // SAFETY: returns a pointer to a NUL-terminated string in a static buffer.
+    unsafe { CStr::from_ptr(sys::whisper_print_system_info()) }
+        .to_string_lossy()
+        .trim()
+        .to_string()
+}

@@ -1,0 +1,85 @@
+//! The worker's inputs, checked before whisper.cpp sees them: the model's
+//! digest and the fixtures' digests and audio format.
+
+use anyhow::{Context, bail};
+use sha2::{Digest, Sha256};
+use std::io::Read;
+use std::path::Path;
+use worker_contract::FixtureInput;
+
+/// SHA-256 of a file, streamed, with its length.
+pub fn sha256_file(path: &Path) -> anyhow::Result<(String, u64)> {
+    let mut file =
+        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut total = 0u64;
+    loop {
+        let n = file
+            .read(&mut buf)
+            .with_context(|| format!("reading {}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        total += n as u64;
+    }
+    let digest = hasher.finalize();
+    Ok((digest.iter().map(|b| format!("{b:02x}")).collect(), total))
+}
+
+/// One fixture's samples, ready for whisper.cpp (16 kHz mono f32 in [-1, 1)).
+pub struct Audio {
+    pub id: String,
+    pub samples: Vec<f32>,
+}
+
+impl Audio {
+    pub fn duration_ms(&self) -> u64 {
+        self.samples.len() as u64 * 1000 / 16_000
+    }
+}
+
+/// Verify a fixture's digest and format, then decode it.
+pub fn load_fixture(fixture: &FixtureInput) -> anyhow::Result<Audio> {
+    let path = &fixture.path;
+    let (sha, _) = sha256_file(path).with_context(|| format!("fixture {}", fixture.id))?;
+    if sha != fixture.sha256 {
+        bail!(
+            "fixture {} ({}) has SHA-256 {sha}, the manifest says {}: the file changed",
+            fixture.id,
+            path.display(),
+            fixture.sha256
+        );
+    }
+    let reader = hound::WavReader::open(path)
+        .with_context(|| format!("fixture {} ({}) is not a WAV file", fixture.id, path.display()))?;
+    let spec = reader.spec();
+    if spec.sample_rate != 16_000
+        || spec.channels != 1
+        || spec.bits_per_sample != 16
+        || spec.sample_format != hound::SampleFormat::Int
+    {
+        bail!(
+            "fixture {} ({}) is {} Hz, {} channel(s), {}-bit {:?}; whisper needs 16000 Hz mono 16-bit PCM",
+            fixture.id,
+            path.display(),
+            spec.sample_rate,
+            spec.channels,
+            spec.bits_per_sample,
+            spec.sample_format
+        );
+    }
+    let samples = reader
+        .into_samples::<i16>()
+        .map(|s| s.map(|v| f32::from(v) / 32768.0))
+        .collect::<Result<Vec<f32>, _>>()
+        .with_context(|| format!("decoding fixture {} ({})", fixture.id, path.display()))?;
+    if samples.is_empty() {
+        bail!("fixture {} ({}) has no samples", fixture.id, path.display());
+    }
+    Ok(Audio {
+        id: fixture.id.clone(),
+        samples,
+    })
+}

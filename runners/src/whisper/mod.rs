@@ -1,0 +1,267 @@
+//! The whisper.cpp worker (`memqual-whisper`): one arm of real inference.
+//!
+//! Phases, each closed by a marker: `process_start` → model load
+//! (`model_loaded`) → working state plus extras and the Core ML sidecar
+//! (`state_ready`, then one `runtime` message) → warmup requests on the first
+//! fixture (`warmup_done`) → measured requests (`request_begin` /
+//! `request_end` around the `whisper_full` call, then a `result`) → idle
+//! (`idle_end`) → explicit teardown of states and context (`teardown_done`).
+//!
+//! Every input is checked before whisper.cpp sees it: the spec, the required
+//! capabilities, the model digest and the fixtures' digests and format.
+
+pub mod engine;
+pub mod inputs;
+pub mod logcapture;
+pub mod transcript;
+
+use crate::session::WorkerSession;
+use anyhow::{Context, bail};
+use engine::{Engine, RunSettings};
+use sampler::{Phase, clock};
+use std::path::{Path, PathBuf};
+use worker_contract::{
+    ArmSpec, Encoder, LogLevel, ModelIdentity, RequestResult, ResultBody,
+    RuntimeReport, Topology, WhisperSpec,
+};
+
+pub const WORKER_NAME: &str = "memqual-whisper";
+
+/// What this build can do. An arm's `requires` must be a subset.
+pub fn capabilities() -> Vec<&'static str> {
+    let mut caps = vec![
+        "whisper.cpp",
+        "initializer:no_state",
+        "initializer:default",
+        "extra_states",
+        "decoding:greedy",
+        "decoding:beam",
+        "encoder:native",
+        "model_prevalidation:sha256",
+    ];
+    if cfg!(feature = "coreml") {
+        caps.push("encoder:coreml");
+    }
+    if cfg!(feature = "metal") {
+        caps.push("backend:metal");
+    }
+    if cfg!(feature = "cuda") {
+        caps.push("backend:cuda");
+    }
+    caps
+}
+
+/// An arm this worker must not run; the binary exits with
+/// [`worker_contract::EXIT_NOT_RUNNABLE`].
+#[derive(Debug, thiserror::Error)]
+#[error("not runnable: {0}")]
+pub struct NotRunnable(pub String);
+
+/// Refuse an arm that needs a capability this build lacks.
+pub fn check_runnable(spec: &WhisperSpec) -> Result<(), NotRunnable> {
+    let caps = capabilities();
+    let missing: Vec<&str> = spec
+        .requires
+        .iter()
+        .map(String::as_str)
+        .filter(|r| !caps.contains(r))
+        .collect();
+    if !missing.is_empty() {
+        return Err(NotRunnable(format!(
+            "this {WORKER_NAME} lacks {} (it has: {})",
+            missing.join(", "),
+            caps.join(", ")
+        )));
+    }
+    if spec.encoder == Encoder::Coreml && !caps.contains(&"encoder:coreml") {
+        return Err(NotRunnable(format!(
+            "encoder = \"coreml\" needs a {WORKER_NAME} built with the `coreml` feature (macOS)"
+        )));
+    }
+    Ok(())
+}
+
+/// Forward captured whisper.cpp lines to the harness and keep them for the topology.
+fn forward_log(session: &mut WorkerSession, kept: &mut Vec<String>) -> anyhow::Result<()> {
+    for (level, line) in logcapture::drain() {
+        session.log(level, format!("whisper.cpp: {line}"))?;
+        kept.push(line);
+    }
+    Ok(())
+}
+
+/// The model path whisper.cpp is given. With an explicit Core ML sidecar the
+/// model and the sidecar are linked side by side in scratch, named so that
+/// whisper.cpp's own naming rule finds that sidecar.
+fn model_path_for_runtime(spec: &WhisperSpec, scratch: &Path) -> anyhow::Result<PathBuf> {
+    let Some(sidecar) = &spec.model.coreml_sidecar else {
+        return Ok(spec.model.path.clone());
+    };
+    if !sidecar.is_dir() {
+        bail!(
+            "Core ML sidecar {} is not a directory (a compiled `.mlmodelc` is one)",
+            sidecar.display()
+        );
+    }
+    let dir = scratch.join("coreml");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let model = std::fs::canonicalize(&spec.model.path)
+        .with_context(|| format!("model {}", spec.model.path.display()))?;
+    let sidecar = std::fs::canonicalize(sidecar)?;
+    let linked_model = dir.join("model.bin");
+    let linked_sidecar = dir.join("model-encoder.mlmodelc");
+    std::os::unix::fs::symlink(&model, &linked_model)
+        .with_context(|| format!("linking {}", linked_model.display()))?;
+    std::os::unix::fs::symlink(&sidecar, &linked_sidecar)
+        .with_context(|| format!("linking {}", linked_sidecar.display()))?;
+    Ok(linked_model)
+}
+
+/// Read the header fields the receipt names (the strict parse happens before).
+fn model_identity(path: &Path, sha256: String, bytes: u64) -> anyhow::Result<ModelIdentity> {
+    use std::io::Read;
+    let mut head = [0u8; 48];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .with_context(|| format!("model {} is shorter than a GGML header", path.display()))?;
+    let field = |i: usize| i32::from_le_bytes([head[i], head[i + 1], head[i + 2], head[i + 3]]);
+    if u32::from_le_bytes([head[0], head[1], head[2], head[3]]) != 0x6767_6d6c {
+        bail!(
+            "model {} does not start with the GGML magic 0x67676d6c",
+            path.display()
+        );
+    }
+    Ok(ModelIdentity {
+        path: path.display().to_string(),
+        bytes,
+        sha256,
+        n_vocab: field(4),
+        n_audio_layer: field(20),
+        n_text_layer: field(36),
+        ftype: field(44),
+    })
+}
+
+fn executable_digest() -> (String, Option<String>) {
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from(WORKER_NAME));
+    let digest = inputs::sha256_file(&exe).ok().map(|(d, _)| d);
+    (exe.display().to_string(), digest)
+}
+
+/// Run the arm; returns the number of measured requests.
+pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> anyhow::Result<u64> {
+    let mut log_lines = Vec::new();
+    session.mark(Phase::ProcessStart, None)?;
+
+    // Inputs first: nothing reaches whisper.cpp unchecked.
+    let (sha256, bytes) = inputs::sha256_file(&spec.model.path)
+        .with_context(|| format!("model {}", spec.model.path.display()))?;
+    if let Some(expected) = &spec.model.sha256
+        && &sha256 != expected
+    {
+        bail!(
+            "model {} has SHA-256 {sha256}, the arm expects {expected}",
+            spec.model.path.display()
+        );
+    }
+    let identity = model_identity(&spec.model.path, sha256, bytes)?;
+    let audio = spec
+        .fixtures
+        .iter()
+        .map(inputs::load_fixture)
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let runtime_model = model_path_for_runtime(spec, &arm.scratch_dir)?;
+
+    let settings = RunSettings {
+        threads: spec.threads,
+        decoding: spec.decoding,
+        language: spec.language.clone(),
+        no_timestamps: spec.no_timestamps,
+        audio_ctx: spec.audio_ctx,
+        use_gpu: spec.use_gpu,
+        flash_attn: spec.flash_attn,
+    };
+    let settings_json = serde_json::to_value(&settings)?;
+    let t0 = clock::monotonic_ns();
+    let loaded = Engine::load(&runtime_model, spec.initializer, settings);
+    let load_ns = clock::monotonic_ns() - t0;
+    forward_log(session, &mut log_lines)?;
+    let mut engine = loaded?;
+    session.mark(Phase::ModelLoaded, None)?;
+
+    let t0 = clock::monotonic_ns();
+    let created = engine.create_states(spec.initializer, spec.extra_states);
+    let state_ns = clock::monotonic_ns() - t0;
+    forward_log(session, &mut log_lines)?;
+    created?;
+    let topology = Topology::from_log(log_lines.iter().map(String::as_str));
+    if spec.encoder == Encoder::Coreml {
+        topology
+            .coreml_engaged()
+            .map_err(|e| anyhow::anyhow!("Core ML requested but not engaged: {e}"))?;
+    }
+    let (worker_executable, worker_sha256) = executable_digest();
+    let report = RuntimeReport {
+        runtime: "whisper.cpp".into(),
+        runtime_version: engine::runtime_version(),
+        system_info: engine::system_info(),
+        worker_executable,
+        worker_sha256,
+        model: identity,
+        coreml: None,
+        state_count: engine.state_count(spec.initializer),
+        initializer: spec.initializer,
+        settings: settings_json,
+        topology,
+        load_ns,
+        state_ns,
+    };
+    session.mark(Phase::StateReady, None)?;
+    session.runtime(report)?;
+
+    let specials = transcript::Specials {
+        eot: engine.token_eot(),
+        beg: engine.token_beg(),
+    };
+    for i in 0..spec.warmup {
+        let first = &audio[0];
+        let t0 = clock::monotonic_ns();
+        engine
+            .transcribe(&first.samples)
+            .with_context(|| format!("warmup request {i} on fixture {}", first.id))?;
+        let took = clock::monotonic_ns() - t0;
+        forward_log(session, &mut log_lines)?;
+        session.log(
+            LogLevel::Info,
+            format!("warmup {i} on {}: {:.1} ms", first.id, took as f64 / 1e6),
+        )?;
+    }
+    session.mark(Phase::WarmupDone, None)?;
+
+    let mut request_id = 0u64;
+    for repetition in 0..spec.repetitions {
+        for clip in &audio {
+            session.mark(Phase::RequestBegin, Some(request_id))?;
+            let t0 = clock::monotonic_ns();
+            let raw = engine.transcribe(&clip.samples);
+            let latency_ns = clock::monotonic_ns() - t0;
+            let raw = raw.with_context(|| format!("request {request_id} on {}", clip.id))?;
+            session.mark(Phase::RequestEnd, Some(request_id))?;
+            let body = transcript::result(raw, &clip.id, repetition, clip.duration_ms(), specials);
+            session.result(RequestResult {
+                request_id,
+                latency_ns,
+                body: ResultBody::Transcription(body),
+            })?;
+            forward_log(session, &mut log_lines)?;
+            request_id += 1;
+        }
+    }
+
+    std::thread::sleep(std::time::Duration::from_millis(spec.idle_ms));
+    session.mark(Phase::IdleEnd, None)?;
+    engine.teardown();
+    forward_log(session, &mut log_lines)?;
+    session.mark(Phase::TeardownDone, None)?;
+    Ok(request_id)
+}
