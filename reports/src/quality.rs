@@ -58,8 +58,7 @@ use serde::{Deserialize, Serialize};
 
 pub use normalise::{Normalisation, normalise};
 pub use parity::{
-    DeterminismReport, Difference, ParityMismatch, ParityReport, RepetitionMismatch, determinism,
-    differences, parity,
+    DeterminismReport, Difference, OutputMismatch, ParityReport, determinism, differences, parity,
 };
 pub use silence::{FalseAlarm, SilenceReport, silence_false_alarms};
 pub use wer::{CategoryWer, EditCounts, SliceWer, WerReport, wer_report, word_edits};

@@ -86,13 +86,30 @@ fn excerpt(text: &str, byte_offset: usize) -> String {
     String::from_utf8_lossy(&bytes[start..end]).into_owned()
 }
 
-/// A fixture whose output differs between the two arms.
+/// Two outputs of one fixture that should be identical and are not: from
+/// two arms (parity: `repetition_a` from arm a, `repetition_b` from arm b),
+/// or from one arm (determinism: `repetition_a` is the fixture's lowest
+/// repetition, the baseline).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ParityMismatch {
+pub struct OutputMismatch {
     pub fixture_id: String,
     pub repetition_a: u32,
     pub repetition_b: u32,
+    /// `differences[0]` is the first differing field.
     pub differences: Vec<Difference>,
+}
+
+impl OutputMismatch {
+    /// `None` when `a` and `b` are identical.
+    fn between(fixture_id: &str, a: &Transcription, b: &Transcription) -> Option<OutputMismatch> {
+        let differences = differences(a, b);
+        (!differences.is_empty()).then(|| OutputMismatch {
+            fixture_id: fixture_id.to_string(),
+            repetition_a: a.repetition,
+            repetition_b: b.repetition,
+            differences,
+        })
+    }
 }
 
 /// Exact parity of two arms, fixture by fixture.
@@ -100,7 +117,7 @@ pub struct ParityMismatch {
 pub struct ParityReport {
     /// Fixtures both arms ran.
     pub fixtures_compared: usize,
-    pub mismatches: Vec<ParityMismatch>,
+    pub mismatches: Vec<OutputMismatch>,
     /// Fixtures only one arm ran (parity cannot be shown for them).
     pub only_in_a: Vec<String>,
     pub only_in_b: Vec<String>,
@@ -134,27 +151,11 @@ pub fn parity(a: &[Transcription], b: &[Transcription]) -> Result<ParityReport, 
             continue;
         };
         report.fixtures_compared += 1;
-        let differences = differences(left, right);
-        if !differences.is_empty() {
-            report.mismatches.push(ParityMismatch {
-                fixture_id: id.to_string(),
-                repetition_a: left.repetition,
-                repetition_b: right.repetition,
-                differences,
-            });
-        }
+        report
+            .mismatches
+            .extend(OutputMismatch::between(id, left, right));
     }
     Ok(report)
-}
-
-/// A repetition whose output differs from the fixture's first repetition.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RepetitionMismatch {
-    pub fixture_id: String,
-    pub baseline_repetition: u32,
-    pub repetition: u32,
-    /// `differences[0]` is the first differing field.
-    pub differences: Vec<Difference>,
 }
 
 /// Whether one arm produced identical output for every repetition.
@@ -164,7 +165,8 @@ pub struct DeterminismReport {
     pub results: usize,
     /// Fixtures run only once: no evidence either way.
     pub single_repetition: Vec<String>,
-    pub failures: Vec<RepetitionMismatch>,
+    /// Each repetition that differs from its fixture's baseline.
+    pub failures: Vec<OutputMismatch>,
 }
 
 impl DeterminismReport {
@@ -190,17 +192,9 @@ pub fn determinism(results: &[Transcription]) -> Result<DeterminismReport, Quali
         if repetitions.len() == 1 {
             report.single_repetition.push(id.to_string());
         }
-        for other in in_order {
-            let differences = differences(baseline, other);
-            if !differences.is_empty() {
-                report.failures.push(RepetitionMismatch {
-                    fixture_id: id.to_string(),
-                    baseline_repetition: baseline.repetition,
-                    repetition: other.repetition,
-                    differences,
-                });
-            }
-        }
+        report
+            .failures
+            .extend(in_order.filter_map(|other| OutputMismatch::between(id, baseline, other)));
     }
     Ok(report)
 }

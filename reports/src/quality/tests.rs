@@ -325,8 +325,8 @@ fn a_repetition_that_differs_is_a_named_failure() {
     assert_eq!(
         (
             failure.fixture_id.as_str(),
-            failure.baseline_repetition,
-            failure.repetition
+            failure.repetition_a,
+            failure.repetition_b
         ),
         ("s3", 0, 2)
     );
