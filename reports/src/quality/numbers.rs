@@ -296,11 +296,15 @@ fn ordinal_of(word: &'static str) -> &'static str {
 mod tests {
     use super::*;
 
-    fn spelled(text: &str) -> String {
-        spell_numbers(text)
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
+    /// Each (written, spoken) pair: `written` spells out as `spoken`.
+    fn check(pairs: &[(&str, &str)]) {
+        for (written, spoken) in pairs {
+            let spelled = spell_numbers(written)
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            assert_eq!(&spelled, spoken, "{written}");
+        }
     }
 
     #[test]
@@ -330,50 +334,56 @@ mod tests {
 
     #[test]
     fn clock_times() {
-        assert_eq!(spelled("at 3.30 and"), "at three thirty and");
-        assert_eq!(spelled("at 3:30"), "at three thirty");
-        assert_eq!(spelled("9.15"), "nine fifteen");
-        assert_eq!(spelled("9:05"), "nine oh five");
-        assert_eq!(spelled("10:00"), "ten o'clock");
-        assert_eq!(spelled("13:45"), "thirteen forty five");
-        // A fraction that cannot be minutes, or an hour past 12, is a decimal.
-        assert_eq!(spelled("3.75"), "three point seven five");
-        assert_eq!(spelled("13.45"), "thirteen point four five");
-        assert_eq!(spelled("0.25"), "zero point two five");
-        // Minutes ≥ 60 after a colon: two numbers.
-        assert_eq!(spelled("10:75"), "ten : seventy five");
+        check(&[
+            ("at 3.30 and", "at three thirty and"),
+            ("at 3:30", "at three thirty"),
+            ("9.15", "nine fifteen"),
+            ("9:05", "nine oh five"),
+            ("10:00", "ten o'clock"),
+            ("13:45", "thirteen forty five"),
+            // A fraction that cannot be minutes, or an hour past 12, is a decimal.
+            ("3.75", "three point seven five"),
+            ("13.45", "thirteen point four five"),
+            ("0.25", "zero point two five"),
+            // Minutes ≥ 60 after a colon: two numbers.
+            ("10:75", "ten : seventy five"),
+        ]);
     }
 
     #[test]
     fn decimals_percentages_and_ordinals() {
-        assert_eq!(spelled("2.5%"), "two point five percent");
-        assert_eq!(spelled("2.50%"), "two point five zero percent");
-        assert_eq!(spelled("15%"), "fifteen percent");
-        assert_eq!(spelled("3.14159"), "three point one four one five nine");
-        assert_eq!(spelled("21st"), "twenty first");
-        assert_eq!(spelled("the 2nd"), "the second");
-        assert_eq!(spelled("3rd"), "third");
-        assert_eq!(spelled("12th"), "twelfth");
-        assert_eq!(spelled("40th"), "fortieth");
-        assert_eq!(spelled("100th"), "one hundredth");
-        // Not an ordinal suffix: the letters stay.
-        assert_eq!(spelled("4three"), "four three");
-        assert_eq!(spelled("5stars"), "five stars");
+        check(&[
+            ("2.5%", "two point five percent"),
+            ("2.50%", "two point five zero percent"),
+            ("15%", "fifteen percent"),
+            ("3.14159", "three point one four one five nine"),
+            ("21st", "twenty first"),
+            ("the 2nd", "the second"),
+            ("3rd", "third"),
+            ("12th", "twelfth"),
+            ("40th", "fortieth"),
+            ("100th", "one hundredth"),
+            // Not an ordinal suffix: the letters stay.
+            ("4three", "four three"),
+            ("5stars", "five stars"),
+        ]);
     }
 
     #[test]
     fn separators_leading_zeros_and_long_runs() {
-        assert_eq!(spelled("1,000,000"), "one million");
-        assert_eq!(spelled("1,50"), "one , fifty");
-        assert_eq!(spelled("007"), "zero zero seven");
-        assert_eq!(
-            spelled("1234567890123456789"),
-            "one two three four five six seven eight nine zero one two three four five six \
-             seven eight nine"
-        );
-        assert_eq!(spelled("mp3"), "mp three");
-        assert_eq!(spelled("3pm"), "three pm");
-        // A sentence-final period is not a decimal point.
-        assert_eq!(spelled("42."), "forty two .");
+        check(&[
+            ("1,000,000", "one million"),
+            ("1,50", "one , fifty"),
+            ("007", "zero zero seven"),
+            (
+                "1234567890123456789",
+                "one two three four five six seven eight nine zero one two three four five six \
+                 seven eight nine",
+            ),
+            ("mp3", "mp three"),
+            ("3pm", "three pm"),
+            // A sentence-final period is not a decimal point.
+            ("42.", "forty two ."),
+        ]);
     }
 }

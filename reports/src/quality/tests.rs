@@ -77,6 +77,10 @@ fn tiny_concatenated(q5: bool) -> Transcription {
     )
 }
 
+fn score(results: &[Transcription], normalisation: Normalisation) -> WerReport {
+    wer_report(&sentence_references(), results, normalisation).unwrap()
+}
+
 fn total(report: &WerReport) -> (u64, u64) {
     let edits = report.slices.iter().map(|s| s.counts.edits()).sum();
     let words = report.slices.iter().map(|s| s.counts.reference_words).sum();
@@ -85,12 +89,7 @@ fn total(report: &WerReport) -> (u64, u64) {
 
 #[test]
 fn tiny_f16_concatenated_is_2_of_44_with_numbers_normalised() {
-    let report = wer_report(
-        &sentence_references(),
-        &[tiny_concatenated(false)],
-        Normalisation::Standard,
-    )
-    .unwrap();
+    let report = score(&[tiny_concatenated(false)], Normalisation::Standard);
     assert_eq!(report.slices.len(), 1);
     let slice = &report.slices[0];
     assert_eq!(slice.fixture_id, "s1-s4");
@@ -111,21 +110,15 @@ fn tiny_f16_concatenated_is_2_of_44_with_numbers_normalised() {
 
 #[test]
 fn tiny_f16_concatenated_is_6_of_44_with_digits_kept() {
-    let report = wer_report(
-        &sentence_references(),
-        &[tiny_concatenated(false)],
-        Normalisation::KeepDigits,
-    )
-    .unwrap();
+    let report = score(&[tiny_concatenated(false)], Normalisation::KeepDigits);
     assert_eq!(total(&report), (6, 44));
 }
 
 #[test]
 fn tiny_f16_clips_are_5_and_9_of_44() {
-    let references = sentence_references();
-    let normalised = wer_report(&references, &tiny_f16_clips(), Normalisation::Standard).unwrap();
+    let normalised = score(&tiny_f16_clips(), Normalisation::Standard);
     assert_eq!(total(&normalised), (5, 44));
-    let raw = wer_report(&references, &tiny_f16_clips(), Normalisation::KeepDigits).unwrap();
+    let raw = score(&tiny_f16_clips(), Normalisation::KeepDigits);
     assert_eq!(total(&raw), (9, 44));
 
     // "the hospital" → "the past, did all": one substitution, two insertions.
@@ -146,12 +139,7 @@ fn tiny_f16_clips_are_5_and_9_of_44() {
 
 #[test]
 fn categories_sum_edits_over_reference_words() {
-    let report = wer_report(
-        &sentence_references(),
-        &tiny_f16_clips(),
-        Normalisation::Standard,
-    )
-    .unwrap();
+    let report = score(&tiny_f16_clips(), Normalisation::Standard);
     let by_name: Vec<(&str, u32, u64, u64)> = report
         .categories
         .iter()
@@ -178,25 +166,12 @@ fn categories_sum_edits_over_reference_words() {
 
 #[test]
 fn tiny_q5_is_3_and_7_of_44_per_clip_and_2_of_44_concatenated() {
-    let references = sentence_references();
     let clips = tiny_q5_clips();
-    assert_eq!(
-        total(&wer_report(&references, &clips, Normalisation::Standard).unwrap()),
-        (3, 44)
-    );
-    assert_eq!(
-        total(&wer_report(&references, &clips, Normalisation::KeepDigits).unwrap()),
-        (7, 44)
-    );
+    assert_eq!(total(&score(&clips, Normalisation::Standard)), (3, 44));
+    assert_eq!(total(&score(&clips, Normalisation::KeepDigits)), (7, 44));
     let all = [tiny_concatenated(true)];
-    assert_eq!(
-        total(&wer_report(&references, &all, Normalisation::Standard).unwrap()),
-        (2, 44)
-    );
-    assert_eq!(
-        total(&wer_report(&references, &all, Normalisation::KeepDigits).unwrap()),
-        (6, 44)
-    );
+    assert_eq!(total(&score(&all, Normalisation::Standard)), (2, 44));
+    assert_eq!(total(&score(&all, Normalisation::KeepDigits)), (6, 44));
 }
 
 #[test]
