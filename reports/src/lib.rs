@@ -16,17 +16,22 @@
 //!   and first request apart from steady latency, exact transcripts, quality
 //!   against the references, and parity with a control arm.
 //! - [`stats`]: small pure statistics (median, percentile, least squares).
+//! - [`quality`]: transcript quality — WER per slice and category with a
+//!   documented normalisation, exact parity between arms, determinism
+//!   across repetitions, silence false alarms.
 //!
 //! Not here yet: gates, sealing, HTML (a later issue).
 
 pub mod calibration;
 mod error;
+pub mod quality;
 pub mod receipt;
 pub mod record;
 pub mod speech;
 pub mod stats;
 
 pub use error::ReportError;
+pub use quality::{QualityError, Reference, Transcription};
 pub use receipt::{Receipt, assemble};
 
 /// Version of the receipt format.
