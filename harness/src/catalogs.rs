@@ -15,7 +15,7 @@ pub fn fixture_catalog() -> anyhow::Result<FixtureCatalog> {
         .iter()
         .map(|s| FixtureInput {
             id: s.id.clone(),
-            category: s.category.to_string(),
+            category: s.category.as_str().to_string(),
             path: fixtures.path_of(s),
             sha256: s.sha256.clone(),
             reference: s.reference.clone(),

@@ -3,7 +3,7 @@
 //! per request, quality against the references, and the comparison with the
 //! arm's control (exact parity, memory by phase against logged buffers).
 
-use crate::quality::{self, Transcription};
+use crate::quality::{self, Reference, Transcription};
 use crate::receipt::{ArmReceipt, PhaseRow};
 use crate::stats;
 use sampler::Phase;
@@ -53,7 +53,42 @@ pub struct SpeechReceipt {
     pub runtime: Option<RuntimeReport>,
     pub latency: SpeechLatency,
     pub transcripts: Vec<TranscriptRow>,
-    pub quality: quality::QualityReport,
+    pub quality: QualityReport,
+}
+
+/// WER (numbers normalised) per slice and category, determinism across
+/// repetitions, and false alarms on slices without speech.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QualityReport {
+    pub wer: Option<quality::WerReport>,
+    pub determinism: Option<quality::DeterminismReport>,
+    pub silence: Option<quality::SilenceReport>,
+    /// Why a measure could not be computed (e.g. a result without a reference).
+    pub errors: Vec<String>,
+}
+
+impl QualityReport {
+    pub fn build(results: &[Transcription], references: &[Reference]) -> QualityReport {
+        let mut errors = Vec::new();
+        fn keep<T>(errors: &mut Vec<String>, r: Result<T, quality::QualityError>) -> Option<T> {
+            r.map_err(|e| errors.push(e.to_string())).ok()
+        }
+        let wer = keep(
+            &mut errors,
+            quality::wer_report(references, results, quality::Normalisation::Standard),
+        );
+        let determinism = keep(&mut errors, quality::determinism(results));
+        let silence = keep(
+            &mut errors,
+            quality::silence_false_alarms(references, results),
+        );
+        QualityReport {
+            wer,
+            determinism,
+            silence,
+            errors,
+        }
+    }
 }
 
 /// An arm against its control.
@@ -61,7 +96,8 @@ pub struct SpeechReceipt {
 pub struct ControlComparison {
     pub arm: String,
     pub control: String,
-    pub parity: quality::ParityReport,
+    /// `Err` when the outputs cannot be compared (duplicate results).
+    pub parity: Result<quality::ParityReport, String>,
     /// Per phase (first marker of each non-request phase): arm minus control.
     pub phase_deltas: Vec<PhaseDelta>,
     /// Sum of every state's logged kv + compute buffers: arm minus control.
@@ -141,7 +177,7 @@ pub fn assemble(
         })
         .collect();
     let outputs: Vec<Transcription> = done.iter().map(|(_, t)| to_quality(t)).collect();
-    let quality = quality::QualityReport::build(&outputs, &slices(fixtures));
+    let quality = QualityReport::build(&outputs, &references(fixtures));
     Some(SpeechReceipt {
         runtime,
         latency,
@@ -155,23 +191,27 @@ pub fn to_quality(t: &TranscriptionResult) -> Transcription {
     Transcription {
         fixture_id: t.fixture_id.clone(),
         repetition: t.repetition,
-        tokens: t.tokens.clone(),
+        token_ids: t.tokens.clone(),
         eot: t.eot,
         stop_reason: serde_json::to_value(t.stop_reason)
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default(),
-        text: String::from_utf8_lossy(&t.text_bytes()).into_owned(),
+        // Invalid UTF-8 is compared by its exact bytes, never by a lossy rendering.
+        text: match &t.text_bytes_hex {
+            Some(hex) => format!("<bytes {hex}>"),
+            None => t.text.clone(),
+        },
     }
 }
 
-fn slices(fixtures: &[FixtureInput]) -> Vec<quality::ReferenceSlice> {
+fn references(fixtures: &[FixtureInput]) -> Vec<Reference> {
     fixtures
         .iter()
-        .map(|f| quality::ReferenceSlice {
-            id: f.id.clone(),
+        .map(|f| Reference {
+            fixture_id: f.id.clone(),
             category: f.category.clone(),
-            reference: f.reference.clone(),
+            text: f.reference.clone(),
         })
         .collect()
 }
@@ -223,7 +263,7 @@ pub fn compare(arm: &ArmReceipt, control: &ArmReceipt, results: &ControlResults)
     ControlComparison {
         arm: arm.id.clone(),
         control: control.id.clone(),
-        parity: quality::parity(&results.control, &results.arm),
+        parity: quality::parity(&results.control, &results.arm).map_err(|e| e.to_string()),
         phase_deltas,
         logged_state_bytes_delta: diff_opt(logged_state_bytes(arm), logged_state_bytes(control)),
         logged_model_bytes_delta: diff_opt(logged_model_bytes(arm), logged_model_bytes(control)),

@@ -1,5 +1,6 @@
 //! The worker's inputs, checked before whisper.cpp sees them: the model's
-//! digest and the fixtures' digests and audio format.
+//! digest and the fixtures' digests and audio format (16 kHz mono 16-bit,
+//! read by the fixtures crate).
 
 use anyhow::{Context, bail};
 use sha2::{Digest, Sha256};
@@ -52,29 +53,8 @@ pub fn load_fixture(fixture: &FixtureInput) -> anyhow::Result<Audio> {
             fixture.sha256
         );
     }
-    let reader = hound::WavReader::open(path)
-        .with_context(|| format!("fixture {} ({}) is not a WAV file", fixture.id, path.display()))?;
-    let spec = reader.spec();
-    if spec.sample_rate != 16_000
-        || spec.channels != 1
-        || spec.bits_per_sample != 16
-        || spec.sample_format != hound::SampleFormat::Int
-    {
-        bail!(
-            "fixture {} ({}) is {} Hz, {} channel(s), {}-bit {:?}; whisper needs 16000 Hz mono 16-bit PCM",
-            fixture.id,
-            path.display(),
-            spec.sample_rate,
-            spec.channels,
-            spec.bits_per_sample,
-            spec.sample_format
-        );
-    }
-    let samples = reader
-        .into_samples::<i16>()
-        .map(|s| s.map(|v| f32::from(v) / 32768.0))
-        .collect::<Result<Vec<f32>, _>>()
-        .with_context(|| format!("decoding fixture {} ({})", fixture.id, path.display()))?;
+    let samples = speech_fixtures::wav::read_f32(path)
+        .with_context(|| format!("fixture {} ({})", fixture.id, path.display()))?;
     if samples.is_empty() {
         bail!("fixture {} ({}) has no samples", fixture.id, path.display());
     }
