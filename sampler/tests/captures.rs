@@ -35,10 +35,7 @@ fn region_counts_add_up(t: &vmmap::Table) -> u64 {
 #[test]
 fn vmmap_macos_13_intel() {
     let v = vmmap::parse(
-        &load(
-            "vmmap_summary",
-            "macos-13.2.1-x86_64-memory-user-100mib.txt",
-        ),
+        &load("vmmap", "macos-13.2.1-x86_64-memory-user-100mib.txt"),
         STRICT,
     )
     .unwrap()
@@ -76,12 +73,9 @@ fn vmmap_macos_13_intel() {
 
 #[test]
 fn vmmap_macos_14_arm64() {
-    let v = vmmap::parse(
-        &load("vmmap_summary", "macos-14.1.1-arm64-clion.txt"),
-        STRICT,
-    )
-    .unwrap()
-    .value;
+    let v = vmmap::parse(&load("vmmap", "macos-14.1.1-arm64-clion.txt"), STRICT)
+        .unwrap()
+        .value;
     assert_eq!(v.physical_footprint.unwrap().bytes, 1_825_361_101); // 1.7G
     assert_eq!(v.physical_footprint_peak.unwrap().bytes, 1_932_735_283); // 1.8G
     assert_eq!(v.summary_lines[1].key, "Writable regions");
@@ -106,12 +100,9 @@ fn vmmap_macos_14_arm64() {
 
 #[test]
 fn vmmap_macos_26() {
-    let v = vmmap::parse(
-        &load("vmmap_summary", "macos-26.6-arm64-ferryx.txt"),
-        STRICT,
-    )
-    .unwrap()
-    .value;
+    let v = vmmap::parse(&load("vmmap", "macos-26.6-arm64-ferryx.txt"), STRICT)
+        .unwrap()
+        .value;
     assert_eq!(v.physical_footprint.unwrap().bytes, 963_641_344); // 919.0M
     assert_eq!(v.physical_footprint_peak.unwrap().bytes, 987_129_446); // 941.4M
     assert!(
@@ -140,7 +131,7 @@ fn vmmap_macos_26() {
     );
 
     let llama = vmmap::parse(
-        &load("vmmap_summary", "macos-26.4.1-arm64-llama-server.txt"),
+        &load("vmmap", "macos-26.4.1-arm64-llama-server.txt"),
         STRICT,
     )
     .unwrap()
@@ -198,7 +189,7 @@ fn vm_stat_snapshots() {
 
 #[test]
 fn vm_stat_interval_tables() {
-    let t = |file: &str| match vm_stat::parse(&load("vm_stat_interval", file), STRICT)
+    let t = |file: &str| match vm_stat::parse(&load("vm_stat", file), STRICT)
         .unwrap()
         .value
     {
@@ -312,7 +303,7 @@ fn footprint_captures() {
 
 #[test]
 fn time_l_captures() {
-    let t = |file: &str| time_l::parse(&load("time_l", file), STRICT).unwrap().value;
+    let t = |file: &str| time_l::parse(&load("time", file), STRICT).unwrap().value;
     let old = t("macos-old-10col-verify.txt");
     assert_eq!(old.max_rss_bytes, Some(6_078_464));
     assert_eq!(old.peak_memory_footprint_bytes, None);
@@ -373,7 +364,7 @@ fn ps_captures() {
 
 #[test]
 fn proc_status_statm_smaps_rollup() {
-    let s = proc_files::parse_status(&load("proc_status", "linux-6.18-python3-64mib.txt"), STRICT)
+    let s = proc_files::parse_status(&load("status", "linux-6.18-python3-64mib.txt"), STRICT)
         .unwrap()
         .value;
     assert_eq!((s.name.as_str(), s.threads), ("python3", 1));
@@ -383,14 +374,14 @@ fn proc_status_statm_smaps_rollup() {
         s.entries.iter().find(|e| e.name == "VmRSS").unwrap().raw,
         "79152 kB"
     );
-    let sleep = proc_files::parse_status(&load("proc_status", "linux-6.18-sleep.txt"), STRICT)
+    let sleep = proc_files::parse_status(&load("status", "linux-6.18-sleep.txt"), STRICT)
         .unwrap()
         .value;
     assert_eq!(
         (sleep.state.as_str(), sleep.vm_rss),
         ("S (sleeping)", Some(1816 * 1024))
     );
-    let cat = proc_files::parse_status(&load("proc_status", "linux-6.18-cat-self.txt"), STRICT)
+    let cat = proc_files::parse_status(&load("status", "linux-6.18-cat-self.txt"), STRICT)
         .unwrap()
         .value;
     assert_eq!(cat.vm_swap, Some(0));
@@ -399,23 +390,20 @@ fn proc_status_statm_smaps_rollup() {
         page_size: Some(4096),
         ..STRICT
     };
-    let m = proc_files::parse_statm(
-        &load("proc_statm", "linux-6.18-python3-64mib.txt"),
-        with_pages,
-    )
-    .unwrap()
-    .value;
+    let m = proc_files::parse_statm(&load("statm", "linux-6.18-python3-64mib.txt"), with_pages)
+        .unwrap()
+        .value;
     assert_eq!(
         (m.size_pages, m.resident_pages, m.shared_pages),
         (20_526, 19_788, 1_683)
     );
     assert_eq!(m.resident_bytes, Some(19_788 * 4096));
-    let m = proc_files::parse_statm(&load("proc_statm", "linux-6.18-sleep.txt"), STRICT)
+    let m = proc_files::parse_statm(&load("statm", "linux-6.18-sleep.txt"), STRICT)
         .unwrap()
         .value;
     assert_eq!((m.resident_pages, m.resident_bytes), (454, None));
     assert_eq!(
-        proc_files::parse_statm(&load("proc_statm", "linux-6.18-cat-self.txt"), STRICT)
+        proc_files::parse_statm(&load("statm", "linux-6.18-cat-self.txt"), STRICT)
             .unwrap()
             .value
             .data_pages,
@@ -495,7 +483,7 @@ fn meminfo_vmstat_pressure() {
 #[test]
 fn cgroup_v2_files() {
     let s = |f: &str| {
-        cgroup::parse_memory_stat(&load("cgroup_memory_stat", f), STRICT)
+        cgroup::parse_memory_stat(&load("memory.stat", f), STRICT)
             .unwrap()
             .value
     };
@@ -515,7 +503,7 @@ fn cgroup_v2_files() {
     );
 
     let e = |f: &str| {
-        cgroup::parse_memory_events(&load("cgroup_memory_events", f), STRICT)
+        cgroup::parse_memory_events(&load("memory.events", f), STRICT)
             .unwrap()
             .value
     };
@@ -531,7 +519,7 @@ fn cgroup_v2_files() {
     );
 
     let peak = cgroup::parse_memory_peak(
-        &load("cgroup_memory_peak", "linux-systemd-run-512mib-oom.txt"),
+        &load("memory.peak", "linux-systemd-run-512mib-oom.txt"),
         STRICT,
     )
     .unwrap()
@@ -539,33 +527,11 @@ fn cgroup_v2_files() {
     assert_eq!(peak.bytes, 536_870_912);
 }
 
-/// The directory each tool's captures live in.
-pub fn tool_dirs() -> Vec<(Tool, &'static str)> {
-    vec![
-        (Tool::VmmapSummary, "vmmap_summary"),
-        (Tool::VmStat, "vm_stat"),
-        (Tool::VmStat, "vm_stat_interval"),
-        (Tool::MemoryPressure, "memory_pressure"),
-        (Tool::Footprint, "footprint"),
-        (Tool::TimeL, "time_l"),
-        (Tool::Ps, "ps"),
-        (Tool::ProcStatus, "proc_status"),
-        (Tool::ProcStatm, "proc_statm"),
-        (Tool::SmapsRollup, "smaps_rollup"),
-        (Tool::Meminfo, "meminfo"),
-        (Tool::Vmstat, "vmstat"),
-        (Tool::Pressure, "pressure"),
-        (Tool::CgroupMemoryStat, "cgroup_memory_stat"),
-        (Tool::CgroupMemoryEvents, "cgroup_memory_events"),
-        (Tool::CgroupMemoryPeak, "cgroup_memory_peak"),
-    ]
-}
-
 #[test]
 fn every_capture_parses_strictly_and_round_trips() {
     let mut n = 0;
-    for (tool, d) in tool_dirs() {
-        for f in std::fs::read_dir(dir(d)).unwrap() {
+    for tool in Tool::ALL {
+        for f in std::fs::read_dir(dir(tool.name())).unwrap() {
             let path = f.unwrap().path();
             if path.extension().is_none_or(|e| e != "txt") {
                 continue;

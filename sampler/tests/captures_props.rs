@@ -7,28 +7,10 @@ use sampler::captures::{CaptureError, ParseOptions, Tool, parse};
 use std::path::PathBuf;
 
 fn fixtures() -> Vec<(Tool, String)> {
-    let dirs = [
-        (Tool::VmmapSummary, "vmmap_summary"),
-        (Tool::VmStat, "vm_stat"),
-        (Tool::VmStat, "vm_stat_interval"),
-        (Tool::MemoryPressure, "memory_pressure"),
-        (Tool::Footprint, "footprint"),
-        (Tool::TimeL, "time_l"),
-        (Tool::Ps, "ps"),
-        (Tool::ProcStatus, "proc_status"),
-        (Tool::ProcStatm, "proc_statm"),
-        (Tool::SmapsRollup, "smaps_rollup"),
-        (Tool::Meminfo, "meminfo"),
-        (Tool::Vmstat, "vmstat"),
-        (Tool::Pressure, "pressure"),
-        (Tool::CgroupMemoryStat, "cgroup_memory_stat"),
-        (Tool::CgroupMemoryEvents, "cgroup_memory_events"),
-        (Tool::CgroupMemoryPeak, "cgroup_memory_peak"),
-    ];
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/captures");
     let mut out = Vec::new();
-    for (tool, d) in dirs {
-        let mut paths: Vec<_> = std::fs::read_dir(root.join(d))
+    for tool in Tool::ALL {
+        let mut paths: Vec<_> = std::fs::read_dir(root.join(tool.name()))
             .unwrap()
             .map(|e| e.unwrap().path())
             .filter(|p| p.extension().is_some_and(|e| e == "txt"))

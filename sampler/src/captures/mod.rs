@@ -52,7 +52,7 @@ impl ParseOptions {
 }
 
 /// A parse result and the lines a lenient parse passed over.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Parsed<T> {
     pub value: T,
     pub skipped: Vec<SkippedLine>,
