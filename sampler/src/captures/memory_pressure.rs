@@ -76,11 +76,11 @@ pub fn parse(text: &str, opts: ParseOptions) -> Result<Parsed<MemoryPressure>, C
             }
             continue;
         }
-        if let Some(name) = t.strip_suffix(':') {
-            if is_label(name) {
-                section = name.to_string();
-                continue;
-            }
+        if let Some(name) = t.strip_suffix(':')
+            && is_label(name)
+        {
+            section = name.to_string();
+            continue;
         }
         match t.rsplit_once(':') {
             Some((name, value)) if is_label(name) && !section.is_empty() => {

@@ -188,9 +188,11 @@ mod tests {
         fs::write(p, bytes).unwrap();
     }
 
+    type Step = Box<dyn Fn(&Path)>;
+
     /// A small tree shaped like a compiled model.
     fn model(root: &Path, reversed: bool) {
-        let mut steps: Vec<Box<dyn Fn(&Path)>> = vec![
+        let mut steps: Vec<Step> = vec![
             Box::new(|r| write(r, "model.mil", b"program(1.0)\n")),
             Box::new(|r| write(r, "weights/weight.bin", &[0u8, 1, 2, 3, 255])),
             Box::new(|r| write(r, "analytics/coremldata.bin", b"abc")),
