@@ -5,6 +5,7 @@ mod calibrate;
 mod catalogs;
 mod exit;
 mod fixtures;
+mod import;
 mod protocol;
 mod reader;
 mod run;
@@ -60,6 +61,23 @@ enum Command {
         protocol: Option<PathBuf>,
         #[command(flatten)]
         common: CommonArgs,
+    },
+    /// Parse one captured tool output and print it (a summary, or --json).
+    ///
+    /// TOOL: vmmap, vm_stat, memory_pressure, footprint, time, ps, status,
+    /// statm, smaps_rollup, meminfo, vmstat, pressure, memory.stat,
+    /// memory.events, memory.peak. A line the parser does not understand is
+    /// an error naming its number, unless --lenient lists it as skipped.
+    Import {
+        tool: String,
+        file: PathBuf,
+        #[arg(long)]
+        json: bool,
+        #[arg(long)]
+        lenient: bool,
+        /// Page size of the captured machine, to give statm in bytes.
+        #[arg(long, value_name = "BYTES")]
+        page_size: Option<u64>,
     },
     /// Print the JSON Schema of the protocol format (also committed as
     /// protocols/protocol.schema.json), for editors that check TOML by schema.
@@ -198,6 +216,22 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
     match cli.command {
         Command::Schema => {
             print!("{}", protocol::json_schema());
+            Ok(exit::PASS)
+        }
+        Command::Import {
+            tool,
+            file,
+            json,
+            lenient,
+            page_size,
+        } => {
+            let opts = sampler::captures::ParseOptions { lenient, page_size };
+            let report = import::import(&tool, &file, opts).map_err(usage)?;
+            if json {
+                print_json(&report)?;
+            } else {
+                print!("{}", import::human(&report));
+            }
             Ok(exit::PASS)
         }
         Command::Run {

@@ -19,6 +19,8 @@
 //! Platform code lives in one small module per platform (`linux`, `macos`);
 //! everything else is platform independent.
 
+/// Parsers for captured tool output (vmmap, vm_stat, /proc, cgroup files, …) and the `.mlmodelc` tree digest.
+pub mod captures;
 pub mod clock;
 /// Pure macOS decoding and field rules, built everywhere so they are tested on Linux.
 pub mod darwin;

@@ -1,0 +1,93 @@
+//! `memqual import` on every committed capture: it succeeds, and its JSON
+//! deserializes into the library's types and serializes back unchanged.
+
+use sampler::captures::{Capture, Parsed, Tool};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The shape `import --json` prints.
+#[derive(Serialize, Deserialize)]
+struct Report {
+    file: String,
+    #[serde(flatten)]
+    parsed: Parsed<Capture>,
+}
+
+fn captures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sampler/tests/captures")
+}
+
+fn memqual(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_memqual"))
+        .args(args)
+        .output()
+        .expect("run memqual")
+}
+
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn every_capture_imports_and_its_json_round_trips() {
+    let mut count = 0;
+    for tool in Tool::ALL.map(Tool::name) {
+        for path in files(&captures().join(tool)) {
+            let file = path.to_str().unwrap();
+            let out = memqual(&["import", tool, file, "--json"]);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{file}: {stderr}");
+            let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            let report: Report = serde_json::from_value(printed.clone()).unwrap();
+            assert!(report.parsed.skipped.is_empty(), "{file}");
+            assert_eq!(report.file, file);
+            assert_eq!(serde_json::to_value(&report).unwrap(), printed, "{file}");
+            let human = memqual(&["import", tool, file]);
+            assert!(human.status.success(), "{file}");
+            assert!(String::from_utf8_lossy(&human.stdout).starts_with(file));
+            count += 1;
+        }
+    }
+    assert_eq!(count, 50);
+}
+
+#[test]
+fn a_garbled_line_fails_strict_and_is_listed_when_lenient() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = std::fs::read_to_string(captures().join("meminfo/linux-6.18-a.txt")).unwrap();
+    let garbled = src.replacen("Buffers:", "Buffers", 1);
+    let path = dir.path().join("meminfo");
+    std::fs::write(&path, garbled).unwrap();
+    let file = path.to_str().unwrap();
+    let strict = memqual(&["import", "meminfo", file]);
+    assert_eq!(strict.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&strict.stderr);
+    assert!(err.contains("line 4: expected 'Key: value'"), "{err}");
+    // Lenient: the line is skipped, and procfs then misses a required field.
+    let lenient = memqual(&["import", "meminfo", file, "--lenient", "--json"]);
+    let err = String::from_utf8_lossy(&lenient.stderr);
+    assert_eq!(lenient.status.code(), Some(2), "{err}");
+    assert!(err.contains("meminfo"), "{err}");
+
+    let vm = std::fs::read_to_string(captures().join("vm_stat/macos-arm64-16k-48gib.txt")).unwrap();
+    let path = dir.path().join("vm_stat");
+    std::fs::write(&path, vm.replacen("Pageouts:", "Pageouts", 1)).unwrap();
+    let out = memqual(&[
+        "import",
+        "vm_stat",
+        path.to_str().unwrap(),
+        "--lenient",
+        "--json",
+    ]);
+    assert!(out.status.success());
+    let report: Report = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report.parsed.skipped.len(), 1);
+    assert_eq!(report.parsed.skipped[0].line, 21);
+}

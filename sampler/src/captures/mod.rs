@@ -1,0 +1,105 @@
+//! Parsers for the text that memory tools print, kept as captures.
+//!
+//! Pure and platform independent: each parser takes the captured text and
+//! returns a typed, serde-ready result with sizes in bytes (the raw token is
+//! kept wherever the tool rounded). A line a parser does not understand is an
+//! error naming its 1-based line number; with [`ParseOptions::lenient`] it is
+//! listed in [`Parsed::skipped`] instead. No parser panics on any input.
+//!
+//! Native field names are kept as the tool prints them; the typed fields are
+//! conveniences over them.
+
+pub mod cgroup;
+pub mod footprint;
+mod lines;
+pub mod memory_pressure;
+pub mod proc_files;
+pub mod ps;
+mod size;
+pub mod time_l;
+mod tool;
+mod tree_digest;
+pub mod vm_stat;
+pub mod vmmap;
+
+pub use size::{Size, SizeUnits};
+pub use tool::{Capture, Tool, UnknownTool, parse};
+pub use tree_digest::{TreeDigest, TreeDigestError, tree_digest};
+
+use serde::{Deserialize, Serialize};
+
+/// How strictly to read a capture.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ParseOptions {
+    /// List lines the parser does not understand instead of failing on them.
+    pub lenient: bool,
+    /// The page size of the machine a page-counted capture (`statm`) came
+    /// from; the file itself does not say it.
+    pub page_size: Option<u64>,
+}
+
+impl ParseOptions {
+    pub fn strict() -> Self {
+        Self::default()
+    }
+
+    pub fn lenient() -> Self {
+        ParseOptions {
+            lenient: true,
+            ..Self::default()
+        }
+    }
+}
+
+/// A parse result and the lines a lenient parse passed over.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Parsed<T> {
+    pub value: T,
+    pub skipped: Vec<SkippedLine>,
+}
+
+/// A line a lenient parse did not understand.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkippedLine {
+    /// 1-based.
+    pub line: usize,
+    pub text: String,
+    pub reason: String,
+}
+
+/// Why a capture could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CaptureError {
+    #[error("line {line}: {reason}: {text:?} (fix the line, or pass --lenient to skip it)")]
+    Line {
+        line: usize,
+        text: String,
+        reason: String,
+    },
+    #[error("{reason}")]
+    Whole { reason: String },
+}
+
+impl CaptureError {
+    pub(crate) fn whole(reason: impl Into<String>) -> Self {
+        CaptureError::Whole {
+            reason: reason.into(),
+        }
+    }
+}
+
+/// A `name value` pair as the tool printed it, with its line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    pub line: usize,
+    pub name: String,
+    pub value: u64,
+}
+
+/// The value of `name` among `entries` (the first occurrence).
+pub fn entry(entries: &[Entry], name: &str) -> Option<u64> {
+    entries.iter().find(|e| e.name == name).map(|e| e.value)
+}
+
+#[cfg(test)]
+mod tests;

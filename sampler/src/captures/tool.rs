@@ -1,0 +1,173 @@
+//! The tools by name, and one entry point that parses any of them.
+
+use super::{CaptureError, ParseOptions, Parsed};
+use super::{cgroup, footprint, memory_pressure, proc_files, ps, time_l, vm_stat, vmmap};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// A tool (or file) whose output memqual can parse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tool {
+    VmmapSummary,
+    VmStat,
+    MemoryPressure,
+    Footprint,
+    TimeL,
+    Ps,
+    ProcStatus,
+    ProcStatm,
+    SmapsRollup,
+    Meminfo,
+    Vmstat,
+    Pressure,
+    CgroupMemoryStat,
+    CgroupMemoryEvents,
+    CgroupMemoryPeak,
+}
+
+/// Names accepted on the command line; the first of each is canonical.
+const NAMES: [(Tool, &[&str]); 15] = [
+    (
+        Tool::VmmapSummary,
+        &["vmmap", "vmmap-summary", "vmmap_summary"],
+    ),
+    (Tool::VmStat, &["vm_stat"]),
+    (Tool::MemoryPressure, &["memory_pressure"]),
+    (Tool::Footprint, &["footprint"]),
+    (Tool::TimeL, &["time", "time-l", "time_l", "/usr/bin/time"]),
+    (Tool::Ps, &["ps"]),
+    (Tool::ProcStatus, &["status", "/proc/pid/status"]),
+    (Tool::ProcStatm, &["statm", "/proc/pid/statm"]),
+    (
+        Tool::SmapsRollup,
+        &["smaps_rollup", "/proc/pid/smaps_rollup"],
+    ),
+    (Tool::Meminfo, &["meminfo", "/proc/meminfo"]),
+    (Tool::Vmstat, &["vmstat", "/proc/vmstat"]),
+    (
+        Tool::Pressure,
+        &["pressure", "/proc/pressure/memory", "memory.pressure"],
+    ),
+    (Tool::CgroupMemoryStat, &["memory.stat"]),
+    (Tool::CgroupMemoryEvents, &["memory.events"]),
+    (Tool::CgroupMemoryPeak, &["memory.peak"]),
+];
+
+impl Tool {
+    pub const ALL: [Tool; 15] = [
+        Tool::VmmapSummary,
+        Tool::VmStat,
+        Tool::MemoryPressure,
+        Tool::Footprint,
+        Tool::TimeL,
+        Tool::Ps,
+        Tool::ProcStatus,
+        Tool::ProcStatm,
+        Tool::SmapsRollup,
+        Tool::Meminfo,
+        Tool::Vmstat,
+        Tool::Pressure,
+        Tool::CgroupMemoryStat,
+        Tool::CgroupMemoryEvents,
+        Tool::CgroupMemoryPeak,
+    ];
+
+    fn names(self) -> &'static [&'static str] {
+        NAMES
+            .iter()
+            .find(|(t, _)| *t == self)
+            .map_or(&[], |(_, names)| names)
+    }
+
+    pub fn name(self) -> &'static str {
+        self.names().first().copied().unwrap_or("?")
+    }
+}
+
+impl fmt::Display for Tool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown tool {0:?}; known: {known}", known = known_names())]
+pub struct UnknownTool(pub String);
+
+fn known_names() -> String {
+    Tool::ALL.map(Tool::name).join(", ")
+}
+
+impl FromStr for Tool {
+    type Err = UnknownTool;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        NAMES
+            .iter()
+            .find(|(_, names)| names.contains(&s))
+            .map(|(t, _)| *t)
+            .ok_or_else(|| UnknownTool(s.to_string()))
+    }
+}
+
+/// Any parsed capture, tagged with its tool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "tool", content = "result", rename_all = "snake_case")]
+pub enum Capture {
+    VmmapSummary(vmmap::VmmapSummary),
+    VmStat(vm_stat::VmStatCapture),
+    MemoryPressure(memory_pressure::MemoryPressure),
+    Footprint(footprint::Footprint),
+    TimeL(time_l::TimeL),
+    Ps(ps::Ps),
+    ProcStatus(proc_files::ProcStatus),
+    ProcStatm(proc_files::ProcStatm),
+    SmapsRollup(proc_files::SmapsRollup),
+    Meminfo(proc_files::Meminfo),
+    Vmstat(proc_files::Vmstat),
+    Pressure(proc_files::Pressure),
+    CgroupMemoryStat(cgroup::MemoryStat),
+    CgroupMemoryEvents(cgroup::MemoryEvents),
+    CgroupMemoryPeak(cgroup::MemoryPeak),
+}
+
+fn wrap<T>(p: Parsed<T>, f: impl FnOnce(T) -> Capture) -> Parsed<Capture> {
+    Parsed {
+        value: f(p.value),
+        skipped: p.skipped,
+    }
+}
+
+/// Parse `text` as the output of `tool`.
+pub fn parse(tool: Tool, text: &str, opts: ParseOptions) -> Result<Parsed<Capture>, CaptureError> {
+    Ok(match tool {
+        Tool::VmmapSummary => wrap(vmmap::parse(text, opts)?, Capture::VmmapSummary),
+        Tool::VmStat => wrap(vm_stat::parse(text, opts)?, Capture::VmStat),
+        Tool::MemoryPressure => wrap(memory_pressure::parse(text, opts)?, Capture::MemoryPressure),
+        Tool::Footprint => wrap(footprint::parse(text, opts)?, Capture::Footprint),
+        Tool::TimeL => wrap(time_l::parse(text, opts)?, Capture::TimeL),
+        Tool::Ps => wrap(ps::parse(text, opts)?, Capture::Ps),
+        Tool::ProcStatus => wrap(proc_files::parse_status(text, opts)?, Capture::ProcStatus),
+        Tool::ProcStatm => wrap(proc_files::parse_statm(text, opts)?, Capture::ProcStatm),
+        Tool::SmapsRollup => wrap(
+            proc_files::parse_smaps_rollup(text, opts)?,
+            Capture::SmapsRollup,
+        ),
+        Tool::Meminfo => wrap(proc_files::parse_meminfo(text, opts)?, Capture::Meminfo),
+        Tool::Vmstat => wrap(proc_files::parse_vmstat(text, opts)?, Capture::Vmstat),
+        Tool::Pressure => wrap(proc_files::parse_pressure(text, opts)?, Capture::Pressure),
+        Tool::CgroupMemoryStat => wrap(
+            cgroup::parse_memory_stat(text, opts)?,
+            Capture::CgroupMemoryStat,
+        ),
+        Tool::CgroupMemoryEvents => wrap(
+            cgroup::parse_memory_events(text, opts)?,
+            Capture::CgroupMemoryEvents,
+        ),
+        Tool::CgroupMemoryPeak => wrap(
+            cgroup::parse_memory_peak(text, opts)?,
+            Capture::CgroupMemoryPeak,
+        ),
+    })
+}

@@ -1,0 +1,550 @@
+//! Every parser on the real captures in tests/captures/ (sources in the
+//! README there), asserting exact values read from the files.
+
+use sampler::captures::vm_stat::{ColumnRole, VmStatCapture};
+use sampler::captures::{
+    Capture, ParseOptions, Tool, cgroup, footprint, memory_pressure, parse, proc_files, ps, time_l,
+    vm_stat, vmmap,
+};
+use std::path::PathBuf;
+
+fn dir(tool_dir: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/captures")
+        .join(tool_dir)
+}
+
+fn load(tool_dir: &str, file: &str) -> String {
+    let path = dir(tool_dir).join(file);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+const STRICT: ParseOptions = ParseOptions {
+    lenient: false,
+    page_size: None,
+};
+
+/// The region counts of all rows add up to the TOTAL row's count.
+fn region_counts_add_up(t: &vmmap::Table) -> u64 {
+    let col = t.column("REGION COUNT").unwrap();
+    let sum: u64 = t.rows.iter().map(|r| r.cells[col].value).sum();
+    assert_eq!(sum, t.total("TOTAL").unwrap().cells[col].value);
+    sum
+}
+
+#[test]
+fn vmmap_macos_13_intel() {
+    let v = vmmap::parse(
+        &load("vmmap", "macos-13.2.1-x86_64-memory-user-100mib.txt"),
+        STRICT,
+    )
+    .unwrap()
+    .value;
+    let fp = v.physical_footprint.unwrap();
+    assert_eq!((fp.raw.as_str(), fp.bytes), ("100.3M", 105_172_173));
+    assert_eq!(v.physical_footprint_peak.unwrap().raw, "100.3M");
+    // macOS 13 prints `Idle exit: untracked` with one space.
+    assert!(
+        v.header
+            .iter()
+            .any(|h| h.key == "Idle exit" && h.value == "untracked")
+    );
+    let r = v.regions.unwrap();
+    assert_eq!(r.columns.len(), 8);
+    assert_eq!(r.rows.len(), 20);
+    assert_eq!(region_counts_add_up(&r), 178);
+    let large = r.row("MALLOC_LARGE").unwrap();
+    assert_eq!(r.value(large, "DIRTY SIZE"), Some(104_857_600));
+    assert_eq!(large.detail.as_deref(), Some("see MALLOC ZONE table below"));
+    // A value under 1 KiB is printed as bare bytes.
+    let objc = r.row("__OBJC_RW").unwrap();
+    assert_eq!(
+        (objc.cells[2].raw.as_str(), objc.cells[2].value),
+        ("1520", 1520)
+    );
+    assert!(r.total("TOTAL, minus reserved VM space").is_none());
+    let z = v.malloc_zones.unwrap();
+    assert_eq!(z.columns[7].name, "% FRAG");
+    let zone = z.row("DefaultMallocZone_0x105051000").unwrap();
+    assert_eq!(z.value(zone, "ALLOCATION COUNT"), Some(176));
+    assert_eq!(z.value(zone, "DIRTY+SWAP FRAG SIZE"), Some(16 * 1024));
+    assert_eq!(z.value(zone, "% FRAG"), Some(1));
+}
+
+#[test]
+fn vmmap_macos_14_arm64() {
+    let v = vmmap::parse(&load("vmmap", "macos-14.1.1-arm64-clion.txt"), STRICT)
+        .unwrap()
+        .value;
+    assert_eq!(v.physical_footprint.unwrap().bytes, 1_825_361_101); // 1.7G
+    assert_eq!(v.physical_footprint_peak.unwrap().bytes, 1_932_735_283); // 1.8G
+    assert_eq!(v.summary_lines[1].key, "Writable regions");
+    let r = v.regions.unwrap();
+    assert_eq!(region_counts_add_up(&r), 12_542);
+    let io = r.row("IOAccelerator").unwrap();
+    assert_eq!(r.value(io, "VOLATILE SIZE"), Some(50_017_075)); // 47.7M
+    assert_eq!(
+        r.value(r.row("__INFO_FILTER").unwrap(), "VIRTUAL SIZE"),
+        Some(8)
+    );
+    assert_eq!(
+        r.row("VM_ALLOCATE (reserved)").unwrap().detail.as_deref(),
+        Some("reserved VM address space (unallocated)")
+    );
+    let z = v.malloc_zones.unwrap();
+    assert_eq!(z.rows.len(), 4);
+    let total = z.total("TOTAL").unwrap();
+    assert_eq!(z.value(total, "ALLOCATION COUNT"), Some(2_443_339));
+    assert_eq!(z.value(total, "% FRAG"), Some(12));
+}
+
+#[test]
+fn vmmap_macos_26() {
+    let v = vmmap::parse(&load("vmmap", "macos-26.6-arm64-ferryx.txt"), STRICT)
+        .unwrap()
+        .value;
+    assert_eq!(v.physical_footprint.unwrap().bytes, 963_641_344); // 919.0M
+    assert_eq!(v.physical_footprint_peak.unwrap().bytes, 987_129_446); // 941.4M
+    assert!(
+        v.header
+            .iter()
+            .any(|h| h.key == "Target Type" && h.value == "live task")
+    );
+    let r = v.regions.unwrap();
+    assert_eq!(region_counts_add_up(&r), 7_248);
+    let minus = r.total("TOTAL, minus reserved VM space").unwrap();
+    assert_eq!(minus.cells[0].raw, "4.0G");
+    assert_eq!(
+        r.value(r.row("IOSurface").unwrap(), "SWAPPED SIZE"),
+        Some(372_034_765)
+    ); // 354.8M
+    assert_eq!(
+        r.value(r.row("Memory Tag 240").unwrap(), "REGION COUNT"),
+        Some(43)
+    );
+    let z = v.malloc_zones.unwrap();
+    let zone = z.row("AttributeGraph graph data_0x110d34000").unwrap();
+    assert_eq!(z.value(zone, "BYTES ALLOCATED"), Some(2496));
+    assert_eq!(
+        z.value(z.row("LSBindingEvaluator_0x105488000").unwrap(), "% FRAG"),
+        Some(100)
+    );
+
+    let llama = vmmap::parse(
+        &load("vmmap", "macos-26.4.1-arm64-llama-server.txt"),
+        STRICT,
+    )
+    .unwrap()
+    .value;
+    assert_eq!(llama.physical_footprint_peak.unwrap().bytes, 15_569_256_448); // 14.5G
+    let r = llama.regions.unwrap();
+    assert_eq!(region_counts_add_up(&r), 3_270);
+    assert_eq!(
+        r.value(r.row("__AUTH").unwrap(), "SWAPPED SIZE"),
+        Some(1840)
+    );
+    // The capture's zone table was cut after its first row: no TOTAL there.
+    let z = llama.malloc_zones.unwrap();
+    assert_eq!((z.rows.len(), z.totals.len()), (1, 0));
+}
+
+fn snapshot(file: &str) -> vm_stat::VmStat {
+    match vm_stat::parse(&load("vm_stat", file), STRICT)
+        .unwrap()
+        .value
+    {
+        VmStatCapture::Snapshot(s) => s,
+        other => panic!("{file}: {other:?}"),
+    }
+}
+
+#[test]
+fn vm_stat_snapshots() {
+    let intel = snapshot("macos-intel-4k-wazuh-22113.txt");
+    assert_eq!(intel.page_size, 4096);
+    assert_eq!(intel.entries.len(), 22);
+    assert_eq!(intel.bytes.free, Some(6_127_229 * 4096));
+    assert_eq!(intel.bytes.occupied_by_compressor, Some(0));
+    let mini = snapshot("macos-arm64-16k-mini2-20260524.txt");
+    assert_eq!(mini.bytes.wired_down, Some(127_718 * 16384));
+    assert_eq!(
+        sampler::captures::entry(&mini.entries, "Translation faults"),
+        Some(5_220_385_534)
+    );
+    let big = snapshot("macos-arm64-16k-48gib.txt");
+    assert_eq!(
+        sampler::captures::entry(&big.entries, "Swapouts"),
+        Some(4_209_984)
+    );
+    assert_eq!(big.bytes.stored_in_compressor, Some(2_068_175 * 16384));
+    // The newer 53-column format with the MTE lines.
+    let mte = snapshot("macos-26-arm64-m5-mte.txt");
+    assert_eq!(mte.entries.len(), 33);
+    assert_eq!(
+        sampler::captures::entry(&mte.entries, "Bytes of compressed tags"),
+        Some(1_935_104)
+    );
+    assert_eq!(mte.bytes.anonymous, Some(1_946_873 * 16384));
+}
+
+#[test]
+fn vm_stat_interval_tables() {
+    let t = |file: &str| match vm_stat::parse(&load("vm_stat", file), STRICT)
+        .unwrap()
+        .value
+    {
+        VmStatCapture::Interval(i) => i,
+        other => panic!("{file}: {other:?}"),
+    };
+    let ex2 = t("osx-intel-4k-vm_stat-1-ex2.txt");
+    assert_eq!((ex2.columns.len(), ex2.samples.len()), (22, 12));
+    let faults = ex2.column("faults").unwrap();
+    assert_eq!(ex2.columns[faults].role, ColumnRole::Counter);
+    let first = &ex2.samples[0];
+    assert!(first.since_boot && !ex2.samples[1].since_boot);
+    // `5919477K`: divided by 1000 and truncated by the tool.
+    let c = &first.cells[faults];
+    assert_eq!(
+        (c.value, c.approximate, c.raw.as_str()),
+        (5_919_477_000, true, "5919477K")
+    );
+    assert_eq!(ex2.samples[1].cells[faults].value, 17_818);
+    let free = ex2.column("free").unwrap();
+    assert_eq!(ex2.samples[11].cells[free].bytes, Some(440_092 * 4096));
+    let swapouts = ex2.column("swapouts").unwrap();
+    assert_eq!(ex2.samples[7].cells[swapouts].value, 297_889);
+
+    let one = t("osx-intel-4k-vm_stat-c1-1.txt");
+    assert_eq!(one.samples.len(), 1);
+    assert_eq!(
+        one.samples[0].cells[one.column("faults").unwrap()].value,
+        146_832_000
+    );
+    assert_eq!(
+        one.samples[0].cells[one.column("swapouts").unwrap()].value,
+        18_050
+    );
+
+    let ostep = t("osx-intel-4k-vm_stat-1-ostep.txt");
+    assert_eq!(ostep.samples.len(), 4);
+    assert_eq!(
+        ostep.samples[3].cells[ostep.column("0fill").unwrap()].value,
+        3844
+    );
+}
+
+#[test]
+fn memory_pressure_captures() {
+    let p = |file: &str| {
+        memory_pressure::parse(&load("memory_pressure", file), STRICT)
+            .unwrap()
+            .value
+    };
+    let a = p("macos-arm64-16k-mini2-20260524.txt");
+    assert_eq!(
+        (a.total_bytes, a.total_pages, a.page_size),
+        (34_359_738_368, 2_097_152, 16384)
+    );
+    assert_eq!(a.free_percentage, Some(86));
+    assert_eq!(a.entries.len(), 15);
+    assert_eq!(a.bytes.used_by_compressor, Some(153_447 * 16384));
+    assert_eq!(a.value("Pageins"), Some(35_398_821));
+    assert_eq!(a.entries[3].section, "Swap I/O");
+    // Taken with the vm_stat snapshot of the same minute: the same compressor size.
+    let vm = snapshot("macos-arm64-16k-mini2-20260524.txt");
+    assert_eq!(vm.bytes.occupied_by_compressor, a.bytes.used_by_compressor);
+    assert_eq!(p("macos-arm64-16k-mini2-b.txt").value("Swapouts"), Some(16));
+    assert_eq!(p("macos-arm64-16k-mini2-c.txt").free_percentage, Some(90));
+    let q = p("macos-15.6-x86_64-quiet.txt");
+    assert_eq!(
+        (q.total_bytes, q.page_size, q.free_percentage),
+        (17_179_869_184, 4096, Some(60))
+    );
+    assert!(q.entries.is_empty());
+}
+
+#[test]
+fn footprint_captures() {
+    let f = |file: &str| {
+        footprint::parse(&load("footprint", file), STRICT)
+            .unwrap()
+            .value
+    };
+    let sleep = f("macos-26.5.2-arm64-sleep.txt");
+    let p = &sleep.processes[0];
+    assert_eq!(
+        (p.name.as_str(), p.pid, p.page_size),
+        ("sleep", 39461, 16384)
+    );
+    assert_eq!(p.footprint.bytes, 832 * 1024);
+    assert_eq!(p.categories.len(), 19);
+    let total = p.total.as_ref().unwrap();
+    assert_eq!(
+        (total.dirty.bytes, total.clean.bytes, total.regions),
+        (832 * 1024, 48 * 1024, 360)
+    );
+    // The headline figure and phys_footprint differ in the same output.
+    assert_eq!(p.phys_footprint(), Some(848 * 1024));
+    assert_eq!(p.phys_footprint_peak(), Some(864 * 1024));
+    let chrome = f("macos-26-arm64-chrome-renderer.txt");
+    let c = &chrome.processes[0];
+    assert_eq!(c.name, "Google Chrome Helper (Renderer)");
+    assert_eq!(c.phys_footprint_peak(), Some(617 << 20));
+    assert_eq!(c.categories[1].reclaimable.bytes, 37 << 20);
+    let ferryx = f("macos-26.6-arm64-ferryx.txt");
+    let x = &ferryx.processes[0];
+    assert_eq!(
+        x.categories[0].category,
+        "Owned physical footprint (unmapped) (graphics)"
+    );
+    assert_eq!(x.total.as_ref().unwrap().regions, 9386);
+    assert_eq!(x.phys_footprint(), Some(922 << 20));
+}
+
+#[test]
+fn time_l_captures() {
+    let t = |file: &str| time_l::parse(&load("time", file), STRICT).unwrap().value;
+    let old = t("macos-old-10col-verify.txt");
+    assert_eq!(old.max_rss_bytes, Some(6_078_464));
+    assert_eq!(old.peak_memory_footprint_bytes, None);
+    assert_eq!(old.real.as_ref().unwrap().micros, 660_000);
+    assert_eq!(old.counter("involuntary context switches"), Some(2221));
+    let before = t("macos-render-before.txt");
+    assert_eq!(before.max_rss_bytes, Some(5_367_103_488));
+    assert_eq!(before.peak_memory_footprint_bytes, Some(81_171_712));
+    assert_eq!(before.counter("instructions retired"), Some(1_623_273_994));
+    assert_eq!(before.user.as_ref().unwrap().raw, "128.61");
+    assert_eq!(
+        t("macos-render-after-basic.txt").peak_memory_footprint_bytes,
+        Some(81_663_136)
+    );
+    let tern = t("macos-arm64-ternary-infer.txt");
+    assert_eq!(
+        (tern.max_rss_bytes, tern.peak_memory_footprint_bytes),
+        (Some(1_867_776), Some(1_393_000))
+    );
+    assert_eq!(tern.counters.len(), 17);
+}
+
+#[test]
+fn ps_captures() {
+    let p = |file: &str| ps::parse(&load("ps", file), STRICT).unwrap().value;
+    let mac = p("macos-14.1.1-clion-header.txt");
+    assert_eq!(
+        mac.columns,
+        ["PID", "PPID", "STAT", "TIME", "RSS", "VSZ", "COMM"]
+    );
+    let r = &mac.rows[0];
+    assert_eq!(
+        (r.pid, r.rss_bytes, r.vsz_bytes),
+        (62913, Some(1_504_912 * 1024), Some(419_321_952 * 1024))
+    );
+    assert_eq!(
+        r.command.as_deref(),
+        Some("/Applications/CLion.app/Contents/MacOS/clion")
+    );
+    let cmd = p("linux-procps-pid-rss-vsz-command.txt");
+    assert_eq!(cmd.rows.len(), 2);
+    assert_eq!(cmd.rows[0].command.as_deref(), Some("sleep 60"));
+    assert_eq!(cmd.rows[1].rss_bytes, Some(62_704 * 1024));
+    let bare = p("linux-procps-pid-rss-vsz.txt");
+    assert_eq!(
+        (
+            bare.rows[0].pid,
+            bare.rows[0].vsz_bytes,
+            bare.rows[0].command.clone()
+        ),
+        (1215, Some(65_908 * 1024), None)
+    );
+    assert_eq!(
+        p("linux-procps-header.txt").rows[0].command.as_deref(),
+        Some("sleep")
+    );
+}
+
+#[test]
+fn proc_status_statm_smaps_rollup() {
+    let s = proc_files::parse_status(&load("status", "linux-6.18-python3-64mib.txt"), STRICT)
+        .unwrap()
+        .value;
+    assert_eq!((s.name.as_str(), s.threads), ("python3", 1));
+    assert_eq!(s.vm_hwm, Some(79_152 * 1024));
+    assert_eq!(s.rss_anon, Some(72_420 * 1024));
+    assert_eq!(
+        s.entries.iter().find(|e| e.name == "VmRSS").unwrap().raw,
+        "79152 kB"
+    );
+    let sleep = proc_files::parse_status(&load("status", "linux-6.18-sleep.txt"), STRICT)
+        .unwrap()
+        .value;
+    assert_eq!(
+        (sleep.state.as_str(), sleep.vm_rss),
+        ("S (sleeping)", Some(1816 * 1024))
+    );
+    let cat = proc_files::parse_status(&load("status", "linux-6.18-cat-self.txt"), STRICT)
+        .unwrap()
+        .value;
+    assert_eq!(cat.vm_swap, Some(0));
+
+    let with_pages = ParseOptions {
+        page_size: Some(4096),
+        ..STRICT
+    };
+    let m = proc_files::parse_statm(&load("statm", "linux-6.18-python3-64mib.txt"), with_pages)
+        .unwrap()
+        .value;
+    assert_eq!(
+        (m.size_pages, m.resident_pages, m.shared_pages),
+        (20_526, 19_788, 1_683)
+    );
+    assert_eq!(m.resident_bytes, Some(19_788 * 4096));
+    let m = proc_files::parse_statm(&load("statm", "linux-6.18-sleep.txt"), STRICT)
+        .unwrap()
+        .value;
+    assert_eq!((m.resident_pages, m.resident_bytes), (454, None));
+    assert_eq!(
+        proc_files::parse_statm(&load("statm", "linux-6.18-cat-self.txt"), STRICT)
+            .unwrap()
+            .value
+            .data_pages,
+        123
+    );
+
+    let r = proc_files::parse_smaps_rollup(
+        &load("smaps_rollup", "linux-6.18-python3-64mib.txt"),
+        STRICT,
+    )
+    .unwrap()
+    .value;
+    assert_eq!(
+        (r.rss, r.pss, r.private_dirty),
+        (Some(81_051_648), Some(79_704_064), Some(74_158_080))
+    );
+    assert!(r.header.ends_with("[rollup]"));
+    let r = proc_files::parse_smaps_rollup(&load("smaps_rollup", "linux-6.18-sleep.txt"), STRICT)
+        .unwrap()
+        .value;
+    assert_eq!((r.pss_file, r.anonymous), (Some(267_264), Some(114_688)));
+    let r =
+        proc_files::parse_smaps_rollup(&load("smaps_rollup", "linux-6.18-cat-self.txt"), STRICT)
+            .unwrap()
+            .value;
+    assert_eq!(r.pss, Some(497_664));
+}
+
+#[test]
+fn meminfo_vmstat_pressure() {
+    let m = |f: &str| {
+        proc_files::parse_meminfo(&load("meminfo", f), STRICT)
+            .unwrap()
+            .value
+    };
+    let a = m("linux-6.18-a.txt");
+    assert_eq!(a.mem_total, 24_683_652 * 1024);
+    assert_eq!(a.mem_available, Some(24_163_456 * 1024));
+    let held = m("linux-6.18-b-512mib-held.txt");
+    assert_eq!(held.anon_pages, Some(540_916 * 1024));
+    assert_eq!(m("linux-6.18-c.txt").committed_as, 54_844 * 1024);
+    let hp = held
+        .entries
+        .iter()
+        .find(|e| e.name == "HugePages_Total")
+        .unwrap();
+    assert_eq!((hp.raw.as_str(), hp.bytes), ("0", None));
+
+    let v = |f: &str| {
+        proc_files::parse_vmstat(&load("vmstat", f), STRICT)
+            .unwrap()
+            .value
+    };
+    let a = v("linux-6.18-a.txt");
+    assert_eq!(
+        (a.entries.len(), a.nr_free_pages, a.pgfault),
+        (192, Some(1_603_751), Some(74_304_461))
+    );
+    assert_eq!(v("linux-6.18-b-512mib-held.txt").pgmajfault, Some(12_512));
+    assert_eq!(v("linux-6.18-c.txt").nr_free_pages, Some(1_534_321));
+
+    let p = |f: &str| {
+        proc_files::parse_pressure(&load("pressure", f), STRICT)
+            .unwrap()
+            .value
+    };
+    let cpu = p("linux-6.18-cpu.txt").some.unwrap();
+    assert_eq!(
+        (cpu.avg10.as_str(), cpu.avg300_hundredths, cpu.total_us),
+        ("0.66", 415, 107_433_483)
+    );
+    let io = p("linux-6.18-io.txt").full.unwrap();
+    assert_eq!((io.avg60_hundredths, io.total_us), (34, 10_010_344));
+    assert_eq!(p("linux-6.18-memory.txt").full.unwrap().total_us, 0);
+}
+
+#[test]
+fn cgroup_v2_files() {
+    let s = |f: &str| {
+        cgroup::parse_memory_stat(&load("memory.stat", f), STRICT)
+            .unwrap()
+            .value
+    };
+    let nixos = s("linux-nixos-root-cgroup.txt");
+    assert_eq!(
+        (nixos.anon, nixos.file, nixos.entries.len()),
+        (Some(2_049_646_592), Some(9_518_583_808), 65)
+    );
+    let runc = s("runc-fs2-test-no-final-newline.txt");
+    assert_eq!(
+        (runc.kernel, runc.anon, runc.pgmajfault),
+        (None, Some(790_425_600), Some(6879))
+    );
+    assert_eq!(
+        s("velox-linux-memory-checker-v2.txt").inactive_anon,
+        Some(274_713_391_104)
+    );
+
+    let e = |f: &str| {
+        cgroup::parse_memory_events(&load("memory.events", f), STRICT)
+            .unwrap()
+            .value
+    };
+    let old = e("linux-fork-bomb-child-5-keys.txt");
+    assert_eq!(
+        (old.max, old.oom_kill, old.oom_group_kill),
+        (Some(24), Some(1), None)
+    );
+    let pg = e("linux-docker-postgres-after-recovery.txt");
+    assert_eq!(
+        (pg.max, pg.oom, pg.oom_group_kill),
+        (Some(13_693), Some(0), Some(0))
+    );
+
+    let peak = cgroup::parse_memory_peak(
+        &load("memory.peak", "linux-systemd-run-512mib-oom.txt"),
+        STRICT,
+    )
+    .unwrap()
+    .value;
+    assert_eq!(peak.bytes, 536_870_912);
+}
+
+#[test]
+fn every_capture_parses_strictly_and_round_trips() {
+    let mut n = 0;
+    for tool in Tool::ALL {
+        for f in std::fs::read_dir(dir(tool.name())).unwrap() {
+            let path = f.unwrap().path();
+            if path.extension().is_none_or(|e| e != "txt") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let p =
+                parse(tool, &text, STRICT).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(p.skipped.is_empty());
+            let json = serde_json::to_string(&p).unwrap();
+            let back: sampler::captures::Parsed<Capture> = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, p, "{}", path.display());
+            n += 1;
+        }
+    }
+    assert_eq!(n, 50);
+}
