@@ -3,6 +3,7 @@
 
 use reports::Receipt;
 use reports::receipt::ArmReceipt;
+use reports::speech::ControlComparison;
 use reports::record::ArmStatus;
 use sampler::Phase;
 use serde::{Deserialize, Serialize};
@@ -16,6 +17,32 @@ pub struct RunSummary {
     pub run_dir: String,
     pub all_completed: bool,
     pub arms: Vec<ArmSummary>,
+    /// Each arm against its control.
+    pub comparisons: Vec<ComparisonSummary>,
+}
+
+/// Whisper arms: latency with the cold parts apart, WER, determinism.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpeechSummary {
+    pub cold_load_ns: Option<u64>,
+    pub first_request_ns: Option<u64>,
+    pub steady_p50_ns: Option<f64>,
+    pub steady_p95_ns: Option<f64>,
+    pub steady_max_ns: Option<u64>,
+    /// (category, WER) with numbers normalised; `None` for categories without words.
+    pub wer_by_category: Vec<(String, Option<f64>)>,
+    pub deterministic: Option<bool>,
+    pub silence_false_alarms: Option<usize>,
+    pub state_count: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComparisonSummary {
+    pub arm: String,
+    pub control: String,
+    pub parity_exact: Option<bool>,
+    pub state_ready_resident_delta_bytes: Option<i64>,
+    pub logged_state_bytes_delta: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -31,6 +58,7 @@ pub struct ArmSummary {
     pub max_sampled_resident_bytes: Option<u64>,
     pub max_sampled_footprint_bytes: Option<u64>,
     pub peak_between_samples: bool,
+    pub speech: Option<SpeechSummary>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -69,6 +97,41 @@ fn arm_summary(a: &ArmReceipt) -> ArmSummary {
         max_sampled_resident_bytes: a.series.max_resident_bytes,
         max_sampled_footprint_bytes: a.series.max_footprint_bytes,
         peak_between_samples: a.peak_between_samples,
+        speech: a.speech.as_ref().map(|s| SpeechSummary {
+            cold_load_ns: s.latency.cold_load_ns,
+            first_request_ns: s.latency.first_request_ns,
+            steady_p50_ns: s.latency.steady_p50_ns,
+            steady_p95_ns: s.latency.steady_p95_ns,
+            steady_max_ns: s.latency.steady_max_ns,
+            wer_by_category: s
+                .quality
+                .wer
+                .as_ref()
+                .map(|w| {
+                    w.categories
+                        .iter()
+                        .map(|c| (c.category.clone(), c.wer))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            deterministic: s.quality.determinism.as_ref().map(|d| d.is_deterministic()),
+            silence_false_alarms: s.quality.silence.as_ref().map(|x| x.false_alarms.len()),
+            state_count: s.runtime.as_ref().map(|r| r.state_count),
+        }),
+    }
+}
+
+fn comparison_summary(c: &ControlComparison) -> ComparisonSummary {
+    ComparisonSummary {
+        arm: c.arm.clone(),
+        control: c.control.clone(),
+        parity_exact: c.parity.as_ref().ok().map(|p| p.is_exact()),
+        state_ready_resident_delta_bytes: c
+            .phase_deltas
+            .iter()
+            .find(|d| d.phase == Phase::StateReady)
+            .map(|d| d.resident_delta_bytes),
+        logged_state_bytes_delta: c.logged_state_bytes_delta,
     }
 }
 
@@ -78,6 +141,7 @@ pub fn run_summary(dir: &Path, receipt: &Receipt, all_completed: bool) -> RunSum
         run_dir: dir.display().to_string(),
         all_completed,
         arms: receipt.arms.iter().map(arm_summary).collect(),
+        comparisons: receipt.comparisons.iter().map(comparison_summary).collect(),
     }
 }
 
@@ -122,6 +186,47 @@ pub fn human(summary: &RunSummary) -> String {
             mib(a.max_sampled_resident_bytes),
             mib(a.max_sampled_footprint_bytes),
             notes.join("; ")
+        );
+    }
+    for a in &summary.arms {
+        let Some(sp) = &a.speech else { continue };
+        let wer: Vec<String> = sp
+            .wer_by_category
+            .iter()
+            .filter_map(|(c, w)| w.map(|w| format!("{c} {:.1}%", w * 100.0)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "{}: load {} ms, first request {} ms, steady p50/p95/max {}/{}/{} ms; WER {}; {}; silence false alarms {}",
+            a.id,
+            ms(sp.cold_load_ns.map(|n| n as f64)),
+            ms(sp.first_request_ns.map(|n| n as f64)),
+            ms(sp.steady_p50_ns),
+            ms(sp.steady_p95_ns),
+            ms(sp.steady_max_ns.map(|n| n as f64)),
+            if wer.is_empty() { "-".into() } else { wer.join(", ") },
+            match sp.deterministic {
+                Some(true) => "repetitions identical",
+                Some(false) => "REPETITIONS DIFFER",
+                None => "determinism not evaluated",
+            },
+            sp.silence_false_alarms.map_or("-".into(), |n| n.to_string()),
+        );
+    }
+    for c in &summary.comparisons {
+        let delta = |b: Option<i64>| b.map_or("-".into(), |b| format!("{:+.1}", b as f64 / 1048576.0));
+        let _ = writeln!(
+            out,
+            "{} vs {}: parity {}; state_ready resident {} MiB (whisper.cpp logged {} MiB of state buffers)",
+            c.arm,
+            c.control,
+            match c.parity_exact {
+                Some(true) => "exact",
+                Some(false) => "DIFFERS",
+                None => "not evaluated",
+            },
+            delta(c.state_ready_resident_delta_bytes),
+            delta(c.logged_state_bytes_delta),
         );
     }
     let _ = writeln!(out, "receipt: {}/receipt.json", summary.run_dir);

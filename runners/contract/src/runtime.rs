@@ -214,7 +214,13 @@ pub struct ModelIdentity {
 pub struct CoremlIdentity {
     /// The `-encoder.mlmodelc` path whisper.cpp opened (from its log).
     pub path: String,
-    /// SHA-256 over the sorted tree (see `runners::tree_digest`).
+    /// That path with every link resolved: the tree that was digested.
+    pub resolved_path: String,
+    /// The compute-unit policy whisper.cpp configures (`MLComputeUnitsAll` in
+    /// 1.8.3). Where Core ML placed the work (ANE or not) is not observable
+    /// here and is never claimed.
+    pub compute_units: String,
+    /// SHA-256 over the sorted tree (`sampler::captures::tree_digest`).
     pub tree_sha256: String,
     pub files: u64,
     pub bytes: u64,

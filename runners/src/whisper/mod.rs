@@ -21,7 +21,7 @@ use engine::{Engine, RunSettings};
 use sampler::{Phase, clock};
 use std::path::{Path, PathBuf};
 use worker_contract::{
-    ArmSpec, Encoder, LogLevel, ModelIdentity, RequestResult, ResultBody,
+    ArmSpec, CoremlIdentity, Encoder, LogLevel, ModelIdentity, RequestResult, ResultBody,
     RuntimeReport, Topology, WhisperSpec,
 };
 
@@ -142,6 +142,27 @@ fn model_identity(path: &Path, sha256: String, bytes: u64) -> anyhow::Result<Mod
     })
 }
 
+/// The sidecar whisper.cpp actually opened (its log names it), digested as a tree.
+fn coreml_identity(topology: &Topology) -> anyhow::Result<CoremlIdentity> {
+    let logged = topology
+        .states
+        .first()
+        .and_then(|s| s.coreml_path.clone())
+        .context("whisper.cpp did not log which Core ML model it loaded")?;
+    let resolved = std::fs::canonicalize(&logged)
+        .with_context(|| format!("Core ML model {logged}"))?;
+    let tree = sampler::captures::tree_digest(&resolved)
+        .with_context(|| format!("digesting the Core ML model {}", resolved.display()))?;
+    Ok(CoremlIdentity {
+        path: logged,
+        resolved_path: resolved.display().to_string(),
+        compute_units: "MLComputeUnitsAll (whisper.cpp default)".into(),
+        tree_sha256: tree.sha256,
+        files: tree.files,
+        bytes: tree.file_bytes,
+    })
+}
+
 fn executable_digest() -> (String, Option<String>) {
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from(WORKER_NAME));
     let digest = inputs::sha256_file(&exe).ok().map(|(d, _)| d);
@@ -195,11 +216,14 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
     forward_log(session, &mut log_lines)?;
     created?;
     let topology = Topology::from_log(log_lines.iter().map(String::as_str));
-    if spec.encoder == Encoder::Coreml {
+    let coreml = if spec.encoder == Encoder::Coreml {
         topology
             .coreml_engaged()
             .map_err(|e| anyhow::anyhow!("Core ML requested but not engaged: {e}"))?;
-    }
+        Some(coreml_identity(&topology)?)
+    } else {
+        None
+    };
     let (worker_executable, worker_sha256) = executable_digest();
     let report = RuntimeReport {
         runtime: "whisper.cpp".into(),
@@ -208,7 +232,7 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
         worker_executable,
         worker_sha256,
         model: identity,
-        coreml: None,
+        coreml,
         state_count: engine.state_count(spec.initializer),
         initializer: spec.initializer,
         settings: settings_json,
@@ -264,4 +288,50 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
     forward_log(session, &mut log_lines)?;
     session.mark(Phase::TeardownDone, None)?;
     Ok(request_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coreml_identity_digests_the_tree_whisper_cpp_opened_through_links() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tree = tmp.path().join("real-encoder.mlmodelc");
+        std::fs::create_dir_all(tree.join("weights")).unwrap();
+        std::fs::write(tree.join("model.mil"), b"program").unwrap();
+        std::fs::write(tree.join("weights/weight.bin"), [7u8; 100]).unwrap();
+        let link = tmp.path().join("model-encoder.mlmodelc");
+        std::os::unix::fs::symlink(&tree, &link).unwrap();
+        let log = format!(
+            "whisper_init_state: loading Core ML model from '{}'\nwhisper_init_state: Core ML model loaded",
+            link.display()
+        );
+        let id = coreml_identity(&Topology::from_log(log.lines())).unwrap();
+        assert_eq!(id.path, link.display().to_string());
+        assert_eq!(
+            id.resolved_path,
+            std::fs::canonicalize(&tree).unwrap().display().to_string()
+        );
+        assert_eq!((id.files, id.bytes), (2, 107));
+        let direct = sampler::captures::tree_digest(&tree).unwrap();
+        assert_eq!(id.tree_sha256, direct.sha256);
+    }
+
+    #[test]
+    fn requires_beyond_the_build_make_the_arm_not_runnable() {
+        let spec: WhisperSpec = serde_json::from_value(serde_json::json!({
+            "model": {"path": "m.bin", "sha256": null},
+            "threads": 1, "decoding": {"strategy": "greedy"}, "language": "en",
+            "no_timestamps": true, "flash_attn": false, "use_gpu": false, "audio_ctx": 0,
+            "initializer": "no_state", "extra_states": 0, "warmup": 0,
+            "fixtures": [], "repetitions": 1, "idle_ms": 0, "encoder": "native",
+            "requires": ["loader:external_encoder_only", "extra_states"]
+        }))
+        .unwrap();
+        let err = check_runnable(&spec).unwrap_err().to_string();
+        assert!(err.starts_with("not runnable: "), "{err}");
+        assert!(err.contains("lacks loader:external_encoder_only ("), "{err}");
+        assert!(!err.contains("lacks loader:external_encoder_only, extra_states"));
+    }
 }
