@@ -3,8 +3,8 @@
 
 use crate::fixtures::ModelName;
 use crate::whisper_arm::{FixtureCatalog, ModelCatalog};
-use clap::ValueEnum;
 use anyhow::Context;
+use clap::ValueEnum;
 use std::path::PathBuf;
 use worker_contract::FixtureInput;
 

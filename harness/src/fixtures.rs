@@ -386,6 +386,16 @@ pub enum FixturesCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Write a deterministic synthetic GGML Whisper model (random weights,
+    /// 64-wide, one layer each; stock whisper.cpp loads it) for fast tests of
+    /// load paths. Its transcripts are meaningless.
+    Synthetic {
+        /// The file to write (must not exist).
+        out: PathBuf,
+        /// Seed of the pseudo-random weights.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
 }
 
 /// Run a `fixtures` subcommand.
@@ -398,6 +408,19 @@ pub fn main(command: FixturesCommand) -> anyhow::Result<()> {
             } else {
                 println!("{}", file.path.display());
             }
+            Ok(())
+        }
+        FixturesCommand::Synthetic { out, seed } => {
+            if out.exists() {
+                bail!("{} already exists; choose another path", out.display());
+            }
+            let spec = ggml_container::synthetic::SyntheticSpec {
+                seed,
+                ..ggml_container::synthetic::SyntheticSpec::loadable()
+            };
+            let bytes = ggml_container::synthetic::write_file(&spec, &out)
+                .with_context(|| format!("cannot write {}", out.display()))?;
+            println!("{} ({bytes} bytes)", out.display());
             Ok(())
         }
     }

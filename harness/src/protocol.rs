@@ -1,13 +1,13 @@
 //! Protocol files: TOML, strict (unknown keys are errors), validated before
 //! any worker starts. Errors name `file:line:col` and the key.
 
+use crate::whisper_arm::{FixtureCatalog, ModelCatalog, ModelRef, WhisperArmDecl};
 use schemars::JsonSchema;
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use crate::whisper_arm::{FixtureCatalog, ModelCatalog, ModelRef, WhisperArmDecl};
-use std::collections::BTreeMap;
 use worker_contract::{CalibrationSpec, WorkerSpec};
 
 /// The protocol format version this memqual reads.
@@ -177,11 +177,7 @@ fn valid_id(id: &str) -> bool {
 }
 
 /// Parse and validate protocol text; `file` is used only in messages.
-pub fn parse(
-    file: &str,
-    text: &str,
-    ctx: &ParseContext,
-) -> Result<LoadedProtocol, ProtocolError> {
+pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtocol, ProtocolError> {
     let raw: Protocol = toml::from_str(text)
         .map_err(|e| error_at(file, text, e.span(), e.message().trim().to_string()))?;
     let at = |span: Range<usize>, message: String| error_at(file, text, Some(span), message);
@@ -247,9 +243,14 @@ pub fn parse(
                 (WorkerSpec::Calibrate(cal), None)
             }
             (None, Some(w)) => {
-                let (spec, model) =
-                    crate::whisper_arm::resolve(&w, &params, &ctx.base_dir, ctx.fixtures, ctx.models)
-                        .map_err(|e| at(span.clone(), format!("arm `{id}`: whisper: {e}")))?;
+                let (spec, model) = crate::whisper_arm::resolve(
+                    &w,
+                    &params,
+                    &ctx.base_dir,
+                    ctx.fixtures,
+                    ctx.models,
+                )
+                .map_err(|e| at(span.clone(), format!("arm `{id}`: whisper: {e}")))?;
                 (WorkerSpec::Whisper(Box::new(spec)), Some(model))
             }
             (Some(_), Some(_)) => {
@@ -456,7 +457,14 @@ plateau = { mib = 8 }
             if path.extension().is_none_or(|e| e != "toml") {
                 continue;
             }
-            load(&path).unwrap_or_else(|e| panic!("{e}"));
+            let fixtures = crate::catalogs::fixture_catalog().unwrap();
+            let mut ctx = ParseContext {
+                overrides: BTreeMap::new(),
+                base_dir: PathBuf::new(),
+                fixtures: &fixtures,
+                models: &crate::catalogs::ModelCache,
+            };
+            load(&path, &mut ctx).unwrap_or_else(|e| panic!("{e}"));
             let text = std::fs::read_to_string(&path).unwrap();
             let value: serde_json::Value = toml::from_str(&text).unwrap();
             let errors: Vec<String> = validator

@@ -3,8 +3,8 @@
 
 use reports::Receipt;
 use reports::receipt::ArmReceipt;
-use reports::speech::ControlComparison;
 use reports::record::ArmStatus;
+use reports::speech::ControlComparison;
 use sampler::Phase;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
@@ -204,17 +204,23 @@ pub fn human(summary: &RunSummary) -> String {
             ms(sp.steady_p50_ns),
             ms(sp.steady_p95_ns),
             ms(sp.steady_max_ns.map(|n| n as f64)),
-            if wer.is_empty() { "-".into() } else { wer.join(", ") },
+            if wer.is_empty() {
+                "-".into()
+            } else {
+                wer.join(", ")
+            },
             match sp.deterministic {
                 Some(true) => "repetitions identical",
                 Some(false) => "REPETITIONS DIFFER",
                 None => "determinism not evaluated",
             },
-            sp.silence_false_alarms.map_or("-".into(), |n| n.to_string()),
+            sp.silence_false_alarms
+                .map_or("-".into(), |n| n.to_string()),
         );
     }
     for c in &summary.comparisons {
-        let delta = |b: Option<i64>| b.map_or("-".into(), |b| format!("{:+.1}", b as f64 / 1048576.0));
+        let delta =
+            |b: Option<i64>| b.map_or("-".into(), |b| format!("{:+.1}", b as f64 / 1048576.0));
         let _ = writeln!(
             out,
             "{} vs {}: parity {}; state_ready resident {} MiB (whisper.cpp logged {} MiB of state buffers)",

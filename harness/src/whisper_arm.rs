@@ -41,6 +41,13 @@ pub struct WhisperArmDecl {
     /// Encoder context; 0 (default) keeps the model's 1500.
     #[serde(default)]
     pub audio_ctx: u32,
+    /// Upper bound on tokens per segment; 0 (default) leaves whisper.cpp's.
+    #[serde(default)]
+    pub max_tokens: u32,
+    /// whisper.cpp's temperature fallback (default true): a decode judged failed is
+    /// retried with sampling, whose RNG state carries over between requests.
+    #[serde(default = "yes")]
+    pub temperature_fallback: bool,
     /// `no_state` (default: the no-state context plus exactly one state) or `default`.
     #[serde(default = "default_initializer")]
     pub initializer: Initializer,
@@ -155,7 +162,9 @@ pub fn substitute(text: &str, params: &BTreeMap<String, String>) -> Result<Strin
             .ok_or_else(|| format!("unclosed `${{` in {text:?}"))?;
         let name = &after[..end];
         let value = params.get(name).ok_or_else(|| {
-            format!("parameter `{name}` is not set: declare it under [params] or pass --param {name}=…")
+            format!(
+                "parameter `{name}` is not set: declare it under [params] or pass --param {name}=…"
+            )
         })?;
         out.push_str(value);
         rest = &after[end + 1..];
@@ -231,7 +240,8 @@ pub fn resolve(
     }
     let coreml_sidecar = match &decl.coreml_sidecar {
         Some(s) => {
-            let p = PathBuf::from(substitute(s, params).map_err(|e| format!("coreml_sidecar: {e}"))?);
+            let p =
+                PathBuf::from(substitute(s, params).map_err(|e| format!("coreml_sidecar: {e}"))?);
             Some(if p.is_relative() { base.join(p) } else { p })
         }
         None => None,
@@ -252,6 +262,8 @@ pub fn resolve(
         flash_attn: decl.flash_attn,
         use_gpu: decl.use_gpu,
         audio_ctx: decl.audio_ctx,
+        max_tokens: decl.max_tokens,
+        temperature_fallback: decl.temperature_fallback,
         initializer: decl.initializer,
         extra_states: decl.extra_states,
         warmup: decl.warmup,
@@ -311,7 +323,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r, ModelRef::Named("tiny.en".into()));
-        assert_eq!(spec.model.path, PathBuf::from("/cache/ggml-tiny.en-f16.bin"));
+        assert_eq!(
+            spec.model.path,
+            PathBuf::from("/cache/ggml-tiny.en-f16.bin")
+        );
         assert_eq!(spec.model.sha256, Some("a".repeat(64)));
         assert!(spec.no_timestamps);
         assert_eq!(spec.initializer, Initializer::NoState);
@@ -365,7 +380,10 @@ mod tests {
             c.select(&names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
                 .map(|v| v.into_iter().map(|f| f.id).collect::<Vec<_>>())
         };
-        assert_eq!(ids(&["category:silence", "s1", "sil"]).unwrap(), ["sil", "s1"]);
+        assert_eq!(
+            ids(&["category:silence", "s1", "sil"]).unwrap(),
+            ["sil", "s1"]
+        );
         assert!(ids(&["s9"]).unwrap_err().contains("unknown fixture `s9`"));
         assert!(
             ids(&["category:music"])
@@ -389,6 +407,8 @@ mod tests {
         d.decoding = Decoding::Beam { beam_size: 1 };
         let err = resolve(&d, &BTreeMap::new(), Path::new("/p"), &catalog(), &Models).unwrap_err();
         assert!(err.contains("beam_size = 1"), "{err}");
-        assert!(toml::from_str::<WhisperArmDecl>("model = \"x\"\nfixtures = []\nthreds = 2").is_err());
+        assert!(
+            toml::from_str::<WhisperArmDecl>("model = \"x\"\nfixtures = []\nthreds = 2").is_err()
+        );
     }
 }

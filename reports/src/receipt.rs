@@ -1,12 +1,12 @@
 //! The receipt: what a run measured, rebuilt from its run directory.
 
 use crate::record::{ArmOutcome, ArmStatus, ExitInfo, RunInfo, files};
+use crate::speech::{self, ControlComparison, ControlResults, SpeechReceipt};
 use crate::{RECEIPT_SCHEMA_VERSION, ReportError, stats};
 use sampler::{Marker, Phase, SeriesRow, TaskMemory};
 use serde::{Deserialize, Serialize};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use crate::speech::{self, ControlComparison, ControlResults, SpeechReceipt};
 use worker_contract::{ArmSpec, RequestResult, RuntimeReport, WorkerSpec};
 
 /// A run's receipt (`receipt.json`). Sealing and gates come later.

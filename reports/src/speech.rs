@@ -235,7 +235,11 @@ fn logged_model_bytes(arm: &ArmReceipt) -> Option<u64> {
 }
 
 /// Compare `arm` with `control`: exact parity of outputs and memory by phase.
-pub fn compare(arm: &ArmReceipt, control: &ArmReceipt, results: &ControlResults) -> ControlComparison {
+pub fn compare(
+    arm: &ArmReceipt,
+    control: &ArmReceipt,
+    results: &ControlResults,
+) -> ControlComparison {
     let phases = [
         Phase::ProcessStart,
         Phase::ModelLoaded,

@@ -345,7 +345,13 @@ mod tests {
             (rss_growth - (64 * MIB) as i64).abs() < (4 * MIB) as i64,
             "{rss_growth}"
         );
-        assert!(after.virtual_bytes - before.virtual_bytes >= 576 * MIB);
+        // 576 MiB mapped; other test threads ending meanwhile unmap their
+        // stacks (a few MiB each), hence the margin.
+        let virtual_growth = after.virtual_bytes as i64 - before.virtual_bytes as i64;
+        assert!(
+            virtual_growth >= (576 - 32) * MIB as i64,
+            "{virtual_growth}"
+        );
         drop((block, reserve));
     }
 

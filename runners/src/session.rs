@@ -3,8 +3,7 @@
 use sampler::{MarkerRecorder, Phase};
 use worker_contract::{
     Bye, CONTRACT_VERSION, Channel, Hello, LogLevel, LogMessage, RequestResult, RuntimeReport,
-    WorkerError,
-    WorkerMessage,
+    WorkerError, WorkerMessage,
 };
 
 /// Never outlive the harness: a worker leads its own process group (so the

@@ -73,7 +73,9 @@ fn a_plain_arm_speaks_the_whole_contract_in_order() {
         match m {
             WorkerMessage::Marker(mk) => tracker.accept(mk.seq, mk.phase, mk.request_id).unwrap(),
             WorkerMessage::Result(r) => {
-                let ResultBody::Calibration(c) = &r.body;
+                let ResultBody::Calibration(c) = &r.body else {
+                    panic!("calibration result expected")
+                };
                 assert_eq!(c.held_bytes, 16 << 20);
                 results += 1;
             }

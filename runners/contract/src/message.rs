@@ -114,7 +114,9 @@ pub enum DecodeError {
     BadJson { reason: String, excerpt: String },
     #[error("no string `type` field: {excerpt}")]
     MissingType { excerpt: String },
-    #[error("unknown message type `{type_name}` (known: hello, marker, log, result, error, runtime, bye)")]
+    #[error(
+        "unknown message type `{type_name}` (known: hello, marker, log, result, error, runtime, bye)"
+    )]
     UnknownType { type_name: String },
     #[error("malformed `{type_name}` message ({reason}): {excerpt}")]
     Malformed {

@@ -45,6 +45,10 @@ fn one() -> u32 {
     1
 }
 
+fn yes() -> bool {
+    true
+}
+
 impl Default for Decoding {
     fn default() -> Self {
         Decoding::Greedy { best_of: 1 }
@@ -90,6 +94,13 @@ pub struct WhisperSpec {
     pub use_gpu: bool,
     /// Encoder context length; 0 keeps the model's.
     pub audio_ctx: u32,
+    /// Upper bound on tokens per segment; 0 = whisper.cpp's default (none).
+    #[serde(default)]
+    pub max_tokens: u32,
+    /// whisper.cpp's temperature fallback (default on): a decode judged failed
+    /// is retried with sampling, whose RNG state persists across requests.
+    #[serde(default = "yes")]
+    pub temperature_fallback: bool,
     pub initializer: Initializer,
     /// States created beyond the one that works (the duplicate-state anti-pattern).
     pub extra_states: u32,
@@ -129,12 +140,17 @@ impl WhisperSpec {
             return Err("repetitions must be at least 1".into());
         }
         if self.language.is_empty() || self.language.len() > 8 {
-            return Err(format!("language {:?} is not a language code", self.language));
+            return Err(format!(
+                "language {:?} is not a language code",
+                self.language
+            ));
         }
         if let Some(sha) = &self.model.sha256
             && !is_sha256_hex(sha)
         {
-            return Err(format!("model sha256 {sha:?} is not 64 lowercase hex digits"));
+            return Err(format!(
+                "model sha256 {sha:?} is not 64 lowercase hex digits"
+            ));
         }
         if self.model.coreml_sidecar.is_some() && self.encoder != Encoder::Coreml {
             return Err("coreml_sidecar is set but encoder is not \"coreml\"".into());
@@ -213,6 +229,8 @@ mod tests {
             flash_attn: false,
             use_gpu: false,
             audio_ctx: 0,
+            max_tokens: 0,
+            temperature_fallback: true,
             initializer: Initializer::NoState,
             extra_states: 0,
             warmup: 1,

@@ -40,7 +40,10 @@ fn main() -> ExitCode {
     let WorkerSpec::Whisper(ws) = &spec.worker else {
         return fail(
             &mut session,
-            format!("this worker runs whisper arms, not {:?}", spec.worker.executable_name()),
+            format!(
+                "this worker runs whisper arms, not {:?}",
+                spec.worker.executable_name()
+            ),
             2,
         );
     };

@@ -21,6 +21,8 @@ pub struct RunSettings {
     pub language: String,
     pub no_timestamps: bool,
     pub audio_ctx: u32,
+    pub max_tokens: u32,
+    pub temperature_fallback: bool,
     pub use_gpu: bool,
     pub flash_attn: bool,
 }
@@ -150,6 +152,11 @@ impl Engine {
         p.language = self.language.as_ptr();
         p.no_timestamps = self.settings.no_timestamps;
         p.audio_ctx = self.settings.audio_ctx as c_int;
+        p.max_tokens = self.settings.max_tokens as c_int;
+        if !self.settings.temperature_fallback {
+            // whisper.cpp only retries at higher temperatures when this is positive.
+            p.temperature_inc = 0.0;
+        }
         // The worker reports through its channel; whisper.cpp must not print to stdout.
         p.print_progress = false;
         p.print_realtime = false;

@@ -8,7 +8,8 @@
 //! (`idle_end`) → explicit teardown of states and context (`teardown_done`).
 //!
 //! Every input is checked before whisper.cpp sees it: the spec, the required
-//! capabilities, the model digest and the fixtures' digests and format.
+//! capabilities, the model (a strict parse of the whole GGML container and its
+//! digest) and the fixtures' digests and format.
 
 pub mod engine;
 pub mod inputs;
@@ -37,7 +38,7 @@ pub fn capabilities() -> Vec<&'static str> {
         "decoding:greedy",
         "decoding:beam",
         "encoder:native",
-        "model_prevalidation:sha256",
+        "model_prevalidation:strict_ggml",
     ];
     if cfg!(feature = "coreml") {
         caps.push("encoder:coreml");
@@ -117,28 +118,34 @@ fn model_path_for_runtime(spec: &WhisperSpec, scratch: &Path) -> anyhow::Result<
     Ok(linked_model)
 }
 
-/// Read the header fields the receipt names (the strict parse happens before).
-fn model_identity(path: &Path, sha256: String, bytes: u64) -> anyhow::Result<ModelIdentity> {
-    use std::io::Read;
-    let mut head = [0u8; 48];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut head))
-        .with_context(|| format!("model {} is shorter than a GGML header", path.display()))?;
-    let field = |i: usize| i32::from_le_bytes([head[i], head[i + 1], head[i + 2], head[i + 3]]);
-    if u32::from_le_bytes([head[0], head[1], head[2], head[3]]) != 0x6767_6d6c {
+/// Parse the model strictly (every record, every payload length, no trailing
+/// bytes) before whisper.cpp sees it: its loader accepts truncated and padded
+/// files and aborts the process on some malformed records.
+fn prevalidate_model(spec: &WhisperSpec) -> anyhow::Result<ModelIdentity> {
+    let path = &spec.model.path;
+    if !path.is_file() {
+        bail!("model {}: cannot open: no such file", path.display());
+    }
+    let inventory = ggml_container::inspect(path, ggml_container::Expect::Full)
+        .map_err(|e| anyhow::anyhow!("model {} rejected before loading: {e}", path.display()))?;
+    if let Some(expected) = &spec.model.sha256
+        && &inventory.file_sha256 != expected
+    {
         bail!(
-            "model {} does not start with the GGML magic 0x67676d6c",
-            path.display()
+            "model {} has SHA-256 {}, the arm expects {expected}",
+            path.display(),
+            inventory.file_sha256
         );
     }
+    let h = &inventory.hparams;
     Ok(ModelIdentity {
         path: path.display().to_string(),
-        bytes,
-        sha256,
-        n_vocab: field(4),
-        n_audio_layer: field(20),
-        n_text_layer: field(36),
-        ftype: field(44),
+        bytes: inventory.file_len,
+        sha256: inventory.file_sha256.clone(),
+        ftype: h.ftype,
+        n_vocab: h.n_vocab,
+        n_audio_layer: h.n_audio_layer,
+        n_text_layer: h.n_text_layer,
     })
 }
 
@@ -149,8 +156,8 @@ fn coreml_identity(topology: &Topology) -> anyhow::Result<CoremlIdentity> {
         .first()
         .and_then(|s| s.coreml_path.clone())
         .context("whisper.cpp did not log which Core ML model it loaded")?;
-    let resolved = std::fs::canonicalize(&logged)
-        .with_context(|| format!("Core ML model {logged}"))?;
+    let resolved =
+        std::fs::canonicalize(&logged).with_context(|| format!("Core ML model {logged}"))?;
     let tree = sampler::captures::tree_digest(&resolved)
         .with_context(|| format!("digesting the Core ML model {}", resolved.display()))?;
     Ok(CoremlIdentity {
@@ -175,17 +182,7 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
     session.mark(Phase::ProcessStart, None)?;
 
     // Inputs first: nothing reaches whisper.cpp unchecked.
-    let (sha256, bytes) = inputs::sha256_file(&spec.model.path)
-        .with_context(|| format!("model {}", spec.model.path.display()))?;
-    if let Some(expected) = &spec.model.sha256
-        && &sha256 != expected
-    {
-        bail!(
-            "model {} has SHA-256 {sha256}, the arm expects {expected}",
-            spec.model.path.display()
-        );
-    }
-    let identity = model_identity(&spec.model.path, sha256, bytes)?;
+    let identity = prevalidate_model(spec)?;
     let audio = spec
         .fixtures
         .iter()
@@ -199,6 +196,8 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
         language: spec.language.clone(),
         no_timestamps: spec.no_timestamps,
         audio_ctx: spec.audio_ctx,
+        max_tokens: spec.max_tokens,
+        temperature_fallback: spec.temperature_fallback,
         use_gpu: spec.use_gpu,
         flash_attn: spec.flash_attn,
     };
@@ -324,6 +323,7 @@ mod tests {
             "model": {"path": "m.bin", "sha256": null},
             "threads": 1, "decoding": {"strategy": "greedy"}, "language": "en",
             "no_timestamps": true, "flash_attn": false, "use_gpu": false, "audio_ctx": 0,
+            "max_tokens": 0,
             "initializer": "no_state", "extra_states": 0, "warmup": 0,
             "fixtures": [], "repetitions": 1, "idle_ms": 0, "encoder": "native",
             "requires": ["loader:external_encoder_only", "extra_states"]
@@ -331,7 +331,10 @@ mod tests {
         .unwrap();
         let err = check_runnable(&spec).unwrap_err().to_string();
         assert!(err.starts_with("not runnable: "), "{err}");
-        assert!(err.contains("lacks loader:external_encoder_only ("), "{err}");
+        assert!(
+            err.contains("lacks loader:external_encoder_only ("),
+            "{err}"
+        );
         assert!(!err.contains("lacks loader:external_encoder_only, extra_states"));
     }
 }

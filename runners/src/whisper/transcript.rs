@@ -44,7 +44,10 @@ pub fn result(
         Ok(t) => (t, None),
         Err(e) => {
             let bytes = e.into_bytes();
-            (String::from_utf8_lossy(&bytes).into_owned(), Some(hex(&bytes)))
+            (
+                String::from_utf8_lossy(&bytes).into_owned(),
+                Some(hex(&bytes)),
+            )
         }
     };
     TranscriptionResult {
@@ -73,7 +76,10 @@ mod tests {
     fn stop_reason_follows_the_last_token() {
         assert_eq!(stop_reason(&[], 0, EN), StopReason::NoSegments);
         assert_eq!(stop_reason(&[400, 50256], 1, EN), StopReason::Eot);
-        assert_eq!(stop_reason(&[50363, 400, 50400], 1, EN), StopReason::TimestampEnd);
+        assert_eq!(
+            stop_reason(&[50363, 400, 50400], 1, EN),
+            StopReason::TimestampEnd
+        );
         assert_eq!(stop_reason(&[400, 401], 1, EN), StopReason::Truncated);
     }
 
