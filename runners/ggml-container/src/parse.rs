@@ -4,7 +4,7 @@
 //! before anything is allocated or read, and all offset arithmetic is checked,
 //! so no input can make the parser panic or allocate more than the file holds.
 
-use crate::digest::hex;
+use crate::digest::{BackgroundSha256, hex};
 use crate::error::{Defect, ParseError, Section};
 use crate::expect::{ExpectedInventory, class_of};
 use crate::inventory::{ClassTotals, Inventory, MelInfo, TensorRecord, VocabInfo};
@@ -61,7 +61,7 @@ struct Stream<R> {
     inner: R,
     offset: u64,
     len: u64,
-    file_hash: Sha256,
+    file_hash: BackgroundSha256,
     prefix_hash: Option<Sha256>,
     chunk: Vec<u8>,
 }
@@ -72,7 +72,7 @@ impl<R: Read + Seek> Stream<R> {
             inner,
             offset: 0,
             len,
-            file_hash: Sha256::new(),
+            file_hash: BackgroundSha256::new(),
             prefix_hash: Some(Sha256::new()),
             chunk: Vec::new(),
         }
@@ -195,7 +195,16 @@ impl<R: Read + Seek> Parser<R> {
         let prefix_len = self.s.offset;
         let prefix_sha256 = self.s.end_prefix();
         let tensors = self.records(&expected)?;
-        let file_sha256 = hex(&std::mem::take(&mut self.s.file_hash).finalize());
+        let file_sha256 = std::mem::replace(&mut self.s.file_hash, BackgroundSha256::idle())
+            .finish()
+            .ok_or_else(|| {
+                at(
+                    Defect::Io {
+                        message: "the hashing thread failed".into(),
+                    },
+                    0,
+                )
+            })?;
         let mut type_counts = BTreeMap::new();
         for t in &tensors {
             *type_counts.entry(t.ggml_type).or_insert(0) += 1;
@@ -340,6 +349,10 @@ impl<R: Read + Seek> Parser<R> {
             let all_seen = index >= expected.len() && seen.iter().all(Option::is_some);
             let raw = match self.record_header() {
                 Ok(raw) => raw,
+                Err(mut e) if !all_seen => {
+                    e.record = Some(index);
+                    return Err(self.explain_misalignment(e, &records, expected));
+                }
                 Err(e) if all_seen => {
                     return Err(at(
                         Defect::TrailingBytes {
@@ -348,7 +361,7 @@ impl<R: Read + Seek> Parser<R> {
                         e.offset,
                     ));
                 }
-                Err(e) => return Err(self.explain_misalignment(e, &records, expected)),
+                Err(e) => return Err(e),
             };
             let name = String::from_utf8_lossy(&raw.name).into_owned();
             let fail = |defect| ParseError {
