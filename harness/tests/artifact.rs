@@ -4,6 +4,7 @@
 mod common;
 
 use common::MEMQUAL;
+use ggml_container::cache::cached_model;
 use ggml_container::synthetic::{SyntheticSpec, write_file};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -34,14 +35,6 @@ fn synthetic(dir: &Path) -> PathBuf {
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-fn cached_tiny_en() -> Option<PathBuf> {
-    let cache = std::env::var_os("MEMQUAL_CACHE")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| dirs::cache_dir().map(|d| d.join("memqual")))?;
-    Some(cache.join("models/ggml-tiny.en-f16.bin")).filter(|p| p.exists())
 }
 
 #[test]
@@ -145,7 +138,7 @@ fn corpus_cases_are_each_rejected_by_inspect() {
 
 #[test]
 fn estimate_matches_the_sizes_whisper_cpp_logs_for_tiny_en() {
-    let Some(model) = cached_tiny_en() else {
+    let Some(model) = cached_model("tiny.en") else {
         eprintln!("skipped: run `memqual fixtures model tiny.en`");
         return;
     };
@@ -171,7 +164,7 @@ fn estimate_matches_the_sizes_whisper_cpp_logs_for_tiny_en() {
 
 #[test]
 fn tiny_en_q5_0_has_the_reference_digest() {
-    let Some(model) = cached_tiny_en() else {
+    let Some(model) = cached_model("tiny.en") else {
         eprintln!("skipped: run `memqual fixtures model tiny.en`");
         return;
     };

@@ -9,13 +9,7 @@ use ggml_container::{Expect, GgmlType, inspect};
 use std::path::PathBuf;
 
 fn model() -> (PathBuf, Option<tempfile::TempDir>) {
-    let cached = std::env::var_os("MEMQUAL_CACHE")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| dirs::cache_dir().map(|d| d.join("memqual")))
-        .map(|c| c.join("models/ggml-tiny.en-f16.bin"))
-        .filter(|p| p.exists());
-    if let Some(path) = cached {
+    if let Some(path) = ggml_container::cache::cached_model("tiny.en") {
         return (path, None);
     }
     let dir = tempfile::tempdir().unwrap();

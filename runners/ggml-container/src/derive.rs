@@ -20,18 +20,38 @@ pub struct FileIdentity {
     pub sha256: String,
 }
 
+/// What the receipt binds of every record, wherever it is listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordFacts {
+    pub name: String,
+    pub ggml_type: GgmlType,
+    pub ne: Vec<u64>,
+    pub record_bytes: u64,
+    pub payload_bytes: u64,
+    pub payload_sha256: String,
+}
+
+impl From<&TensorRecord> for RecordFacts {
+    fn from(t: &TensorRecord) -> Self {
+        Self {
+            name: t.name.clone(),
+            ggml_type: t.ggml_type,
+            ne: t.ne.clone(),
+            record_bytes: t.record_len(),
+            payload_bytes: t.payload_len,
+            payload_sha256: t.payload_sha256.clone(),
+        }
+    }
+}
+
 /// One source record as the receipt lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceRecord {
     pub index: usize,
-    pub name: String,
     pub class: TensorClass,
-    pub ggml_type: GgmlType,
-    pub ne: Vec<u64>,
     pub record_offset: u64,
-    pub record_bytes: u64,
-    pub payload_bytes: u64,
-    pub payload_sha256: String,
+    #[serde(flatten)]
+    pub facts: RecordFacts,
 }
 
 /// A record copied into the output.
@@ -39,27 +59,19 @@ pub struct SourceRecord {
 pub struct RetainedRecord {
     pub source_index: usize,
     pub output_index: usize,
-    pub name: String,
-    pub ggml_type: GgmlType,
-    pub ne: Vec<u64>,
     pub source_record_offset: u64,
     pub output_record_offset: u64,
-    pub record_bytes: u64,
-    pub payload_bytes: u64,
-    pub payload_sha256: String,
+    #[serde(flatten)]
+    pub facts: RecordFacts,
 }
 
 /// A record left out of the output.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RemovedRecord {
     pub source_index: usize,
-    pub name: String,
-    pub ggml_type: GgmlType,
-    pub ne: Vec<u64>,
     pub source_record_offset: u64,
-    pub record_bytes: u64,
-    pub payload_bytes: u64,
-    pub payload_sha256: String,
+    #[serde(flatten)]
+    pub facts: RecordFacts,
 }
 
 /// Byte totals of what stayed and what went.
@@ -118,6 +130,21 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DeriveError + '_ {
     }
 }
 
+fn inspect_source(src: &Path) -> Result<Inventory, DeriveError> {
+    inspect(src, Expect::Full).map_err(|source| DeriveError::Source {
+        path: src.to_path_buf(),
+        source,
+    })
+}
+
+/// Parse `file` as a decoder-only artifact; errors name `shown` (the final path).
+fn inspect_output(file: &Path, shown: &Path) -> Result<Inventory, DeriveError> {
+    inspect(file, Expect::DecoderOnly).map_err(|source| DeriveError::Output {
+        path: shown.to_path_buf(),
+        source,
+    })
+}
+
 /// Where the receipt of `out` goes: `<out>.derivation.json`.
 pub fn receipt_path(out: &Path) -> PathBuf {
     let mut name = out.as_os_str().to_owned();
@@ -132,21 +159,14 @@ pub fn derive_decoder(
     out: &Path,
     made_by: &str,
 ) -> Result<DerivationReceipt, DeriveError> {
-    let source = inspect(src, Expect::Full).map_err(|source| DeriveError::Source {
-        path: src.to_path_buf(),
-        source,
-    })?;
+    let source = inspect_source(src)?;
     let dir = out
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     let tmp = tempfile::NamedTempFile::new_in(dir).map_err(io(dir))?;
     copy_plan(src, &source, tmp.as_file()).map_err(io(tmp.path()))?;
-    let output =
-        inspect(tmp.path(), Expect::DecoderOnly).map_err(|source| DeriveError::Output {
-            path: out.to_path_buf(),
-            source,
-        })?;
+    let output = inspect_output(tmp.path(), out)?;
     let differences = differences(&source, &output);
     if !differences.is_empty() {
         return Err(DeriveError::Differs(differences));
@@ -253,14 +273,9 @@ pub fn build_receipt(source: &Inventory, output: &Inventory, made_by: &str) -> D
         .iter()
         .map(|t| SourceRecord {
             index: t.index,
-            name: t.name.clone(),
             class: t.class,
-            ggml_type: t.ggml_type,
-            ne: t.ne.clone(),
             record_offset: t.record_offset,
-            record_bytes: t.record_len(),
-            payload_bytes: t.payload_len,
-            payload_sha256: t.payload_sha256.clone(),
+            facts: t.into(),
         })
         .collect();
     let retained: Vec<RetainedRecord> = source
@@ -271,14 +286,9 @@ pub fn build_receipt(source: &Inventory, output: &Inventory, made_by: &str) -> D
         .map(|(s, o)| RetainedRecord {
             source_index: s.index,
             output_index: o.index,
-            name: s.name.clone(),
-            ggml_type: s.ggml_type,
-            ne: s.ne.clone(),
             source_record_offset: s.record_offset,
             output_record_offset: o.record_offset,
-            record_bytes: s.record_len(),
-            payload_bytes: s.payload_len,
-            payload_sha256: s.payload_sha256.clone(),
+            facts: s.into(),
         })
         .collect();
     let removed: Vec<RemovedRecord> = source
@@ -287,22 +297,17 @@ pub fn build_receipt(source: &Inventory, output: &Inventory, made_by: &str) -> D
         .filter(|t| t.class == TensorClass::NativeEncoder)
         .map(|t| RemovedRecord {
             source_index: t.index,
-            name: t.name.clone(),
-            ggml_type: t.ggml_type,
-            ne: t.ne.clone(),
             source_record_offset: t.record_offset,
-            record_bytes: t.record_len(),
-            payload_bytes: t.payload_len,
-            payload_sha256: t.payload_sha256.clone(),
+            facts: t.into(),
         })
         .collect();
     let totals = DerivationTotals {
         retained_records: retained.len(),
-        retained_payload_bytes: retained.iter().map(|r| r.payload_bytes).sum(),
-        retained_record_bytes: retained.iter().map(|r| r.record_bytes).sum(),
+        retained_payload_bytes: retained.iter().map(|r| r.facts.payload_bytes).sum(),
+        retained_record_bytes: retained.iter().map(|r| r.facts.record_bytes).sum(),
         removed_records: removed.len(),
-        removed_payload_bytes: removed.iter().map(|r| r.payload_bytes).sum(),
-        removed_record_bytes: removed.iter().map(|r| r.record_bytes).sum(),
+        removed_payload_bytes: removed.iter().map(|r| r.facts.payload_bytes).sum(),
+        removed_record_bytes: removed.iter().map(|r| r.facts.record_bytes).sum(),
     };
     let mut receipt = DerivationReceipt {
         receipt_version: RECEIPT_VERSION,
@@ -364,14 +369,8 @@ pub fn verify_derivation(
             "receipt_sha256 does not match the receipt's content".into()
         ));
     }
-    let source = inspect(src, Expect::Full).map_err(|source| DeriveError::Source {
-        path: src.to_path_buf(),
-        source,
-    })?;
-    let output = inspect(out, Expect::DecoderOnly).map_err(|source| DeriveError::Output {
-        path: out.to_path_buf(),
-        source,
-    })?;
+    let source = inspect_source(src)?;
+    let output = inspect_output(out, out)?;
     let mut problems = differences(&source, &output);
     let recomputed = build_receipt(&source, &output, &given.made_by);
     if recomputed != given {

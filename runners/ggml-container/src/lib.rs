@@ -21,6 +21,7 @@
 //! whisper worker build on this crate. The worker's pre-validation is
 //! `inspect(path, Expect::Full)` (or `DecoderOnly` for stripped artifacts).
 
+pub mod cache;
 pub mod corpus;
 pub mod ct2;
 pub mod derive;
@@ -30,6 +31,7 @@ pub mod estimate;
 mod expect;
 mod inventory;
 pub mod mel;
+mod numbers;
 mod parse;
 #[cfg(feature = "quantize")]
 pub mod quantize;

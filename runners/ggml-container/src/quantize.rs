@@ -9,10 +9,10 @@
 //! makes the output loadable by construction. Records keep the source order;
 //! mel filters and vocabulary are copied byte for byte.
 
+use crate::numbers::{f16_le_to_f32, f32_le_to_f32, f32_to_f16_le, f32_to_le};
 use crate::{
     Expect, ExpectedInventory, Ftype, GgmlType, GgmlWriter, Inventory, ParseError, inspect,
 };
-use half::f16;
 use serde::Serialize;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom};
@@ -124,11 +124,8 @@ pub fn quantize(
         } else {
             let values = to_f32(t.ggml_type, &payload)?;
             let bytes = match want.ggml_type {
-                GgmlType::F16 => values
-                    .iter()
-                    .flat_map(|&v| f16::from_f32(v).to_le_bytes())
-                    .collect(),
-                GgmlType::F32 => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+                GgmlType::F16 => f32_to_f16_le(&values),
+                GgmlType::F32 => f32_to_le(&values),
                 q => {
                     quantized_tensors += 1;
                     ggml::quantize_rows(q, &values, t.ne[0] as usize)
@@ -165,14 +162,8 @@ pub fn quantize(
 
 fn to_f32(ty: GgmlType, payload: &[u8]) -> Result<Vec<f32>, QuantizeError> {
     match ty {
-        GgmlType::F16 => Ok(payload
-            .chunks_exact(2)
-            .map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32())
-            .collect()),
-        GgmlType::F32 => Ok(payload
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect()),
+        GgmlType::F16 => Ok(f16_le_to_f32(payload)),
+        GgmlType::F32 => Ok(f32_le_to_f32(payload)),
         other => Err(QuantizeError::Unsupported(format!(
             "cannot re-quantize a {other} tensor"
         ))),
@@ -217,22 +208,14 @@ mod ggml {
 
         #[test]
         fn type_ids_match_the_bindings() {
-            assert_eq!(
-                GgmlType::Q4_0.id() as sys::ggml_type,
-                sys::ggml_type_GGML_TYPE_Q4_0
-            );
-            assert_eq!(
-                GgmlType::Q5_0.id() as sys::ggml_type,
-                sys::ggml_type_GGML_TYPE_Q5_0
-            );
-            assert_eq!(
-                GgmlType::Q5_1.id() as sys::ggml_type,
-                sys::ggml_type_GGML_TYPE_Q5_1
-            );
-            assert_eq!(
-                GgmlType::Q8_0.id() as sys::ggml_type,
-                sys::ggml_type_GGML_TYPE_Q8_0
-            );
+            for (ty, id) in [
+                (GgmlType::Q4_0, sys::ggml_type_GGML_TYPE_Q4_0),
+                (GgmlType::Q5_0, sys::ggml_type_GGML_TYPE_Q5_0),
+                (GgmlType::Q5_1, sys::ggml_type_GGML_TYPE_Q5_1),
+                (GgmlType::Q8_0, sys::ggml_type_GGML_TYPE_Q8_0),
+            ] {
+                assert_eq!(ty.id() as sys::ggml_type, id, "{ty}");
+            }
         }
 
         #[test]

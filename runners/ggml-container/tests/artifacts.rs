@@ -1,18 +1,11 @@
 //! Decoder-only derivation, its receipt, and the negative-control corpus.
 
+use ggml_container::cache::cached_model;
 use ggml_container::corpus::{build_corpus, rejection_of};
 use ggml_container::derive::{derive_decoder, receipt_path, verify_derivation};
 use ggml_container::synthetic::{SyntheticSpec, write_file};
 use ggml_container::{Expect, TensorClass, inspect};
-use std::path::{Path, PathBuf};
-
-fn cached_tiny_en() -> Option<PathBuf> {
-    let cache = std::env::var_os("MEMQUAL_CACHE")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| dirs::cache_dir().map(|d| d.join("memqual")))?;
-    Some(cache.join("models/ggml-tiny.en-f16.bin")).filter(|p| p.exists())
-}
+use std::path::Path;
 
 fn flip(path: &Path, at: usize) {
     let mut bytes = std::fs::read(path).unwrap();
@@ -79,7 +72,7 @@ fn synthetic_derivation_is_lossless_and_every_byte_is_bound() {
         receipt
             .removed
             .iter()
-            .all(|r| r.name.starts_with("encoder."))
+            .all(|r| r.facts.name.starts_with("encoder."))
     );
     assert!(
         receipt
@@ -92,7 +85,7 @@ fn synthetic_derivation_is_lossless_and_every_byte_is_bound() {
 
 #[test]
 fn tiny_en_derivation() {
-    let Some(src) = cached_tiny_en() else {
+    let Some(src) = cached_model("tiny.en") else {
         eprintln!("skipped: run `memqual fixtures model tiny.en`");
         return;
     };

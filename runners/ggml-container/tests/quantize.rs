@@ -1,55 +1,47 @@
 //! ggml's quantizer through whisper-rs (feature `quantize`).
 #![cfg(feature = "quantize")]
 
+use ggml_container::cache::cached_model;
 use ggml_container::quantize::quantize;
 use ggml_container::synthetic::{SyntheticSpec, write_file};
 use ggml_container::{Expect, GgmlType, inspect};
-use std::path::PathBuf;
 
-fn cached_model(name: &str) -> Option<PathBuf> {
-    let cache = std::env::var_os("MEMQUAL_CACHE")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| dirs::cache_dir().map(|d| d.join("memqual")))?;
-    Some(cache.join("models").join(format!("ggml-{name}-f16.bin"))).filter(|p| p.exists())
+/// Quantize the cached F16 `name` to Q5_0 and check the reference file.
+fn reference_q5_0(name: &str, bytes: u64, sha256: &str, quantized: usize) {
+    let Some(src) = cached_model(name) else {
+        eprintln!("skipped: run `memqual fixtures model {name}`");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let summary = quantize(&src, &dir.path().join("q5_0.bin"), GgmlType::Q5_0).unwrap();
+    assert_eq!(
+        (summary.output.file_len, summary.output.file_sha256.as_str()),
+        (bytes, sha256)
+    );
+    assert_eq!(
+        (summary.ftype.raw, summary.quantized_tensors),
+        (2008, quantized)
+    );
+    // Conv weights stay F16; everything else not quantized is F32.
+    let inv = &summary.output;
+    assert_eq!(inv.count_of(GgmlType::Q5_0), quantized);
+    assert_eq!(inv.count_of(GgmlType::F16), 2);
+    assert_eq!(
+        inv.count_of(GgmlType::F32),
+        inv.tensors.len() - quantized - 2
+    );
 }
 
 #[test]
 fn tiny_en_q5_0_equals_the_reference_file() {
-    let Some(src) = cached_model("tiny.en") else {
-        eprintln!("skipped: run `memqual fixtures model tiny.en`");
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("q5_0.bin");
-    let summary = quantize(&src, &out, GgmlType::Q5_0).unwrap();
-    assert_eq!(summary.output.file_len, 29_889_210);
-    assert_eq!(
-        summary.output.file_sha256,
-        "1ff1e7c8ed918010d9a7ae317f8891f8d7f02e7a6db13af61f5d67cb985012f6"
-    );
-    assert_eq!((summary.ftype.raw, summary.quantized_tensors), (2008, 65));
-    let inv = &summary.output;
-    assert_eq!(inv.count_of(GgmlType::F32), 100);
-    assert_eq!(inv.count_of(GgmlType::F16), 2);
-    assert_eq!(inv.count_of(GgmlType::Q5_0), 65);
+    let sha = "1ff1e7c8ed918010d9a7ae317f8891f8d7f02e7a6db13af61f5d67cb985012f6";
+    reference_q5_0("tiny.en", 29_889_210, sha, 65);
 }
 
 #[test]
 fn base_q5_0_equals_the_reference_file() {
-    let Some(src) = cached_model("base") else {
-        eprintln!("skipped: run `memqual fixtures model base`");
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("q5_0.bin");
-    let summary = quantize(&src, &out, GgmlType::Q5_0).unwrap();
-    assert_eq!(summary.output.file_len, 55_295_433);
-    assert_eq!(
-        summary.output.file_sha256,
-        "18bddf7ad73d2e40de5c2c992e8471adf9a9c46bacc9e1fbadbc7e165c3c8f8a"
-    );
-    assert_eq!(summary.output.count_of(GgmlType::Q5_0), 97);
+    let sha = "18bddf7ad73d2e40de5c2c992e8471adf9a9c46bacc9e1fbadbc7e165c3c8f8a";
+    reference_q5_0("base", 55_295_433, sha, 97);
 }
 
 #[test]
