@@ -146,6 +146,13 @@ fn rejected(path: &Path, e: &ParseError, json: bool) -> anyhow::Result<Outcome> 
         })?;
     }
     eprintln!("memqual: {} rejected: {e}", path.display());
+    if let ggml_container::Defect::MissingTensors { names } = &e.defect
+        && names.iter().all(|n| n.starts_with("encoder."))
+    {
+        eprintln!(
+            "memqual: only native-encoder tensors are missing: if this is a derived decoder-only artifact, check it with --decoder-only"
+        );
+    }
     Ok(Outcome::Rejected)
 }
 

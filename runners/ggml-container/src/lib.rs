@@ -44,7 +44,7 @@ pub use expect::{ExpectedInventory, ExpectedTensor, class_of};
 pub use inventory::{ClassTotal, ClassTotals, Inventory, MelInfo, TensorRecord, VocabInfo};
 pub use parse::{MAX_NAME_LEN, MEL_N_FFT, inspect, inspect_reader};
 pub use types::{
-    Expect, Ftype, GGML_MAGIC, GgmlType, HEADER_LEN, Hparams, MAX_DIM, ModelFamily,
+    Expect, Ftype, GGML_MAGIC, GgmlType, HEADER_LEN, Hparams, MAX_DIM, MAX_LAYERS, ModelFamily,
     QUANTIZATION_VERSION, QUANTIZATION_VERSION_FACTOR, TensorClass,
 };
 pub use write::GgmlWriter;
