@@ -40,13 +40,18 @@ pub(crate) struct BackgroundSha256 {
     full: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
     empty: std::sync::mpsc::Receiver<Vec<u8>>,
     worker: Option<std::thread::JoinHandle<String>>,
+    /// Buffers created so far (the one in `pending` included).
+    allocated: usize,
 }
 
 const BATCH: usize = 1 << 20;
 
+/// Buffers circulating between the parser and the hashing thread.
+const IN_FLIGHT: usize = 6;
+
 impl BackgroundSha256 {
     pub(crate) fn new() -> Self {
-        let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
+        let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(IN_FLIGHT);
         let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Vec<u8>>();
         let worker = std::thread::Builder::new()
             .name("sha256".into())
@@ -66,6 +71,7 @@ impl BackgroundSha256 {
             full: Some(full_tx),
             empty: empty_rx,
             worker,
+            allocated: 1,
         }
     }
 
@@ -77,6 +83,7 @@ impl BackgroundSha256 {
             full: None,
             empty,
             worker: None,
+            allocated: 0,
         }
     }
 
@@ -87,11 +94,28 @@ impl BackgroundSha256 {
         }
     }
 
+    /// Hash `buf` without copying it; returns an empty buffer to reuse.
+    pub(crate) fn update_owned(&mut self, buf: Vec<u8>) -> Vec<u8> {
+        if !self.pending.is_empty() {
+            self.send();
+        }
+        let spare = std::mem::replace(&mut self.pending, buf);
+        self.send();
+        spare
+    }
+
     fn send(&mut self) {
-        let next = self
-            .empty
-            .try_recv()
-            .unwrap_or_else(|_| Vec::with_capacity(BATCH));
+        // At most IN_FLIGHT buffers exist: past that, wait for a spent one
+        // (fresh allocations would page-fault on every batch).
+        let next = match self.empty.try_recv() {
+            Ok(buf) => Some(buf),
+            Err(_) if self.allocated < IN_FLIGHT => None,
+            Err(_) => self.empty.recv().ok(),
+        };
+        let next = next.unwrap_or_else(|| {
+            self.allocated += 1;
+            Vec::with_capacity(BATCH)
+        });
         let batch = std::mem::replace(&mut self.pending, next);
         if let Some(tx) = &self.full {
             // A send fails only if the worker is gone; finish() reports that.

@@ -84,6 +84,16 @@ impl<R: Read + Seek> Stream<R> {
 
     /// Read exactly `buf.len()` bytes of `section`, or report the truncation.
     fn fill(&mut self, buf: &mut [u8], section: Section) -> Result<(), Defect> {
+        self.read_only(buf, section)?;
+        self.file_hash.update(buf);
+        if let Some(h) = &mut self.prefix_hash {
+            h.update(buf);
+        }
+        Ok(())
+    }
+
+    /// [`Self::fill`] without the file digest (the caller feeds it).
+    fn read_only(&mut self, buf: &mut [u8], section: Section) -> Result<(), Defect> {
         let needed = buf.len() as u64;
         if needed > self.remaining() {
             return Err(Defect::Truncated {
@@ -103,10 +113,6 @@ impl<R: Read + Seek> Stream<R> {
                 message: e.to_string(),
             },
         })?;
-        self.file_hash.update(&*buf);
-        if let Some(h) = &mut self.prefix_hash {
-            h.update(&*buf);
-        }
         self.offset += needed;
         Ok(())
     }
@@ -135,11 +141,21 @@ impl<R: Read + Seek> Stream<R> {
             }
             let take = usize::try_from(left.min(CHUNK as u64)).unwrap_or(CHUNK);
             chunk.resize(take, 0);
-            if let Err(e) = self.fill(&mut chunk[..take], section) {
+            if let Err(e) = self.read_only(&mut chunk[..take], section) {
                 break Err(e);
             }
+            if let Some(h) = &mut self.prefix_hash {
+                h.update(&chunk);
+            }
             if let Some(h) = also.as_deref_mut() {
-                h.update(&chunk[..take]);
+                h.update(&chunk);
+            }
+            if take == CHUNK {
+                // A full chunk goes to the file-digest thread as it is; a spent one comes back.
+                chunk = self.file_hash.update_owned(chunk);
+            } else {
+                // Small pieces are batched (one message per tensor would ping-pong).
+                self.file_hash.update(&chunk);
             }
             left -= take as u64;
         };
