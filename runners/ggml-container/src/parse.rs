@@ -4,7 +4,7 @@
 //! before anything is allocated or read, and all offset arithmetic is checked,
 //! so no input can make the parser panic or allocate more than the file holds.
 
-use crate::digest::hex;
+use crate::digest::{BackgroundSha256, hex};
 use crate::error::{Defect, ParseError, Section};
 use crate::expect::{ExpectedInventory, class_of};
 use crate::inventory::{ClassTotals, Inventory, MelInfo, TensorRecord, VocabInfo};
@@ -61,7 +61,7 @@ struct Stream<R> {
     inner: R,
     offset: u64,
     len: u64,
-    file_hash: Sha256,
+    file_hash: BackgroundSha256,
     prefix_hash: Option<Sha256>,
     chunk: Vec<u8>,
 }
@@ -72,7 +72,7 @@ impl<R: Read + Seek> Stream<R> {
             inner,
             offset: 0,
             len,
-            file_hash: Sha256::new(),
+            file_hash: BackgroundSha256::new(),
             prefix_hash: Some(Sha256::new()),
             chunk: Vec::new(),
         }
@@ -84,6 +84,16 @@ impl<R: Read + Seek> Stream<R> {
 
     /// Read exactly `buf.len()` bytes of `section`, or report the truncation.
     fn fill(&mut self, buf: &mut [u8], section: Section) -> Result<(), Defect> {
+        self.read_only(buf, section)?;
+        self.file_hash.update(buf);
+        if let Some(h) = &mut self.prefix_hash {
+            h.update(buf);
+        }
+        Ok(())
+    }
+
+    /// [`Self::fill`] without the file digest (the caller feeds it).
+    fn read_only(&mut self, buf: &mut [u8], section: Section) -> Result<(), Defect> {
         let needed = buf.len() as u64;
         if needed > self.remaining() {
             return Err(Defect::Truncated {
@@ -103,10 +113,6 @@ impl<R: Read + Seek> Stream<R> {
                 message: e.to_string(),
             },
         })?;
-        self.file_hash.update(&*buf);
-        if let Some(h) = &mut self.prefix_hash {
-            h.update(&*buf);
-        }
         self.offset += needed;
         Ok(())
     }
@@ -135,11 +141,21 @@ impl<R: Read + Seek> Stream<R> {
             }
             let take = usize::try_from(left.min(CHUNK as u64)).unwrap_or(CHUNK);
             chunk.resize(take, 0);
-            if let Err(e) = self.fill(&mut chunk[..take], section) {
+            if let Err(e) = self.read_only(&mut chunk[..take], section) {
                 break Err(e);
             }
+            if let Some(h) = &mut self.prefix_hash {
+                h.update(&chunk);
+            }
             if let Some(h) = also.as_deref_mut() {
-                h.update(&chunk[..take]);
+                h.update(&chunk);
+            }
+            if take == CHUNK {
+                // A full chunk goes to the file-digest thread as it is; a spent one comes back.
+                chunk = self.file_hash.update_owned(chunk);
+            } else {
+                // Small pieces are batched (one message per tensor would ping-pong).
+                self.file_hash.update(&chunk);
             }
             left -= take as u64;
         };
@@ -195,7 +211,16 @@ impl<R: Read + Seek> Parser<R> {
         let prefix_len = self.s.offset;
         let prefix_sha256 = self.s.end_prefix();
         let tensors = self.records(&expected)?;
-        let file_sha256 = hex(&std::mem::take(&mut self.s.file_hash).finalize());
+        let file_sha256 = std::mem::replace(&mut self.s.file_hash, BackgroundSha256::idle())
+            .finish()
+            .ok_or_else(|| {
+                at(
+                    Defect::Io {
+                        message: "the hashing thread failed".into(),
+                    },
+                    0,
+                )
+            })?;
         let mut type_counts = BTreeMap::new();
         for t in &tensors {
             *type_counts.entry(t.ggml_type).or_insert(0) += 1;
@@ -340,6 +365,10 @@ impl<R: Read + Seek> Parser<R> {
             let all_seen = index >= expected.len() && seen.iter().all(Option::is_some);
             let raw = match self.record_header() {
                 Ok(raw) => raw,
+                Err(mut e) if !all_seen => {
+                    e.record = Some(index);
+                    return Err(self.explain_misalignment(e, &records, expected));
+                }
                 Err(e) if all_seen => {
                     return Err(at(
                         Defect::TrailingBytes {
@@ -348,7 +377,7 @@ impl<R: Read + Seek> Parser<R> {
                         e.offset,
                     ));
                 }
-                Err(e) => return Err(self.explain_misalignment(e, &records, expected)),
+                Err(e) => return Err(e),
             };
             let name = String::from_utf8_lossy(&raw.name).into_owned();
             let fail = |defect| ParseError {

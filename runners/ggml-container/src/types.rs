@@ -21,6 +21,10 @@ pub const HEADER_LEN: u64 = 48;
 /// far below it and it keeps every size computation well inside u64.
 pub const MAX_DIM: i32 = 1 << 20;
 
+/// Upper bound for the layer counts (Whisper large has 32). It bounds the
+/// expected inventory a header can make the parser build.
+pub const MAX_LAYERS: i32 = 256;
+
 /// The eleven i32 hyperparameters in file order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Hparams {
@@ -72,7 +76,8 @@ impl Hparams {
         ]
     }
 
-    /// The first dimension-like field outside `1..=MAX_DIM`, as (name, value).
+    /// The first field outside its range (`1..=MAX_DIM`, layers
+    /// `1..=MAX_LAYERS`), as (name, value).
     pub fn out_of_range_field(&self) -> Option<(&'static str, i32)> {
         const NAMES: [&str; 10] = [
             "n_vocab",
@@ -89,7 +94,14 @@ impl Hparams {
         NAMES
             .iter()
             .zip(self.to_array())
-            .find(|(_, v)| !(1..=MAX_DIM).contains(v))
+            .find(|(n, v)| {
+                let max = if n.ends_with("_layer") {
+                    MAX_LAYERS
+                } else {
+                    MAX_DIM
+                };
+                !(1..=max).contains(v)
+            })
             .map(|(n, v)| (*n, v))
     }
 

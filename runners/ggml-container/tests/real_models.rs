@@ -2,28 +2,18 @@
 //! wheels come from the memqual cache (`memqual fixtures model tiny.en|base`
 //! puts them there); without them these tests say so and pass.
 
+use ggml_container::cache::cached_wheel;
 use ggml_container::ct2::{Ct2Model, convert_to_ggml, record_order};
 use ggml_container::digest::sha256_hex;
 use ggml_container::{Expect, GgmlType, Inventory, ModelFamily, inspect_reader};
 use std::io::{Cursor, Read};
-use std::path::PathBuf;
-
-fn cache() -> Option<PathBuf> {
-    std::env::var_os("MEMQUAL_CACHE")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| dirs::cache_dir().map(|d| d.join("memqual")))
-}
 
 /// (model.bin, vocabulary.txt) joined from the wheels' members, if cached.
 fn ct2_from_wheels(wheels: &[(&str, &str, Option<&str>)]) -> Option<(Vec<u8>, Vec<u8>)> {
-    let dir = cache()?.join("wheels");
     let mut model = Vec::new();
     let mut vocab = None;
     for (file, member, vocab_member) in wheels {
-        let Ok(f) = std::fs::File::open(dir.join(file)) else {
-            return None;
-        };
+        let f = std::fs::File::open(cached_wheel(file)?).unwrap();
         let mut zip = zip::ZipArchive::new(f).unwrap();
         zip.by_name(member)
             .unwrap()

@@ -6,9 +6,9 @@
 use super::{Ct2Dtype, Ct2Model, Ct2Variable, VocabError, decode_vocabulary};
 use crate::expect::{ExpectedInventory, ExpectedTensor};
 use crate::mel::{N_FFT, mel_filters};
+use crate::numbers::{f16_le_to_f32, f32_le_to_f32, f32_to_f16_le, f32_to_le};
 use crate::types::{Expect, Ftype, GgmlType, Hparams};
 use crate::write::GgmlWriter;
-use half::f16;
 use serde::Serialize;
 use std::io::Write;
 
@@ -297,14 +297,8 @@ fn source_bytes<'a>(model: &'a Ct2Model, s: &Source<'_>) -> Result<&'a [u8], Con
 fn to_f32(model: &Ct2Model, s: &Source<'_>) -> Result<Vec<f32>, ConvertError> {
     let bytes = source_bytes(model, s)?;
     match s.var.dtype {
-        Ct2Dtype::F16 => Ok(bytes
-            .chunks_exact(2)
-            .map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32())
-            .collect()),
-        Ct2Dtype::F32 => Ok(bytes
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect()),
+        Ct2Dtype::F16 => Ok(f16_le_to_f32(bytes)),
+        Ct2Dtype::F32 => Ok(f32_le_to_f32(bytes)),
         other => Err(ConvertError::Variable {
             name: s.var.name.clone(),
             reason: format!("{other:?} is not a float type"),
@@ -325,11 +319,8 @@ fn payload(model: &Ct2Model, s: &Source<'_>, t: &ExpectedTensor) -> Result<Vec<u
     } else {
         let values = to_f32(model, s)?;
         match t.ggml_type {
-            GgmlType::F32 => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
-            GgmlType::F16 => values
-                .iter()
-                .flat_map(|&v| f16::from_f32(v).to_le_bytes())
-                .collect(),
+            GgmlType::F32 => f32_to_le(&values),
+            GgmlType::F16 => f32_to_f16_le(&values),
             other => {
                 return Err(ConvertError::Variable {
                     name: t.name.clone(),

@@ -1,0 +1,296 @@
+//! `memqual artifact …`: the GGML artifact tools. The container logic lives in
+//! the `ggml-container` crate; this module is the command line around it:
+//! arguments, JSON or human output, and exit codes (a rejected artifact is a
+//! failed check, exit 1; an I/O problem is memqual's failure, exit 3).
+
+mod human;
+
+use anyhow::Context;
+use ggml_container::corpus::{CorpusError, build_corpus};
+use ggml_container::derive::{DeriveError, derive_decoder, receipt_path, verify_derivation};
+use ggml_container::estimate::{EstimateOptions, estimate};
+use ggml_container::quantize::{QuantizeError, quantize};
+use ggml_container::{Expect, GgmlType, ParseError, inspect};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// The artifact subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum ArtifactCommand {
+    /// Parse a GGML Whisper model strictly and print its full inventory:
+    /// header, ftype, mel and vocabulary blocks, every tensor record with its
+    /// offsets and SHA-256, totals per class, prefix and file digests.
+    Inspect {
+        model: PathBuf,
+        /// Check against the decoder-only inventory (a derived artifact).
+        #[arg(long)]
+        decoder_only: bool,
+        /// List every tensor record (human output).
+        #[arg(long)]
+        tensors: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write the lossless decoder-only derivative of SRC to OUT (prefix and
+    /// decoder records copied byte for byte), reparse it, and write the sealed
+    /// receipt to OUT.derivation.json.
+    DeriveDecoder {
+        src: PathBuf,
+        out: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Re-check a derivation: both files, every inventory entry and the
+    /// receipt's seal and bytes.
+    VerifyDerivation {
+        src: PathBuf,
+        out: PathBuf,
+        /// Default: OUT.derivation.json.
+        receipt: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Quantize an F16/F32 model with ggml's quantizer, following
+    /// whisper.cpp's rules (2-D weights only; conv weights stay F16).
+    Quantize {
+        src: PathBuf,
+        out: PathBuf,
+        #[arg(long = "type", value_enum)]
+        target: QuantTarget,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Build the negative-control corpus of SRC in DIR, one defective file
+    /// per case, and DIR/manifest.json naming the rejection each must get.
+    Corpus {
+        src: PathBuf,
+        dir: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Predict whisper.cpp's state allocations for MODEL: K/V caches with
+    /// contexts padded to 256, the logits reserve, and weight bytes per class.
+    Estimate {
+        model: PathBuf,
+        /// Audio positions the state is sized for (default: the header's).
+        #[arg(long, value_name = "N")]
+        audio_ctx: Option<u64>,
+        /// Text positions the state is sized for (default: the header's).
+        #[arg(long, value_name = "N")]
+        text_ctx: Option<u64>,
+        /// Decoders (beam size or best-of); more than one grows the self cache.
+        #[arg(long, value_name = "N")]
+        beams: Option<u64>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Quantization targets on the command line.
+#[derive(clap::ValueEnum, Debug, Clone, Copy)]
+pub enum QuantTarget {
+    #[value(name = "q4_0")]
+    Q4_0,
+    #[value(name = "q5_0")]
+    Q5_0,
+    #[value(name = "q5_1")]
+    Q5_1,
+    #[value(name = "q8_0")]
+    Q8_0,
+}
+
+impl QuantTarget {
+    fn ggml(self) -> GgmlType {
+        match self {
+            QuantTarget::Q4_0 => GgmlType::Q4_0,
+            QuantTarget::Q5_0 => GgmlType::Q5_0,
+            QuantTarget::Q5_1 => GgmlType::Q5_1,
+            QuantTarget::Q8_0 => GgmlType::Q8_0,
+        }
+    }
+}
+
+/// How a command ended: the artifact passed its checks, or was rejected.
+pub enum Outcome {
+    Passed,
+    Rejected,
+}
+
+/// The `--json` form of a rejection.
+#[derive(Serialize)]
+struct Rejection<'a> {
+    path: &'a Path,
+    accepted: bool,
+    rejection: &'a ParseError,
+}
+
+fn made_by() -> String {
+    format!("memqual {}", env!("CARGO_PKG_VERSION"))
+}
+
+fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).context("serializing the output")?
+    );
+    Ok(())
+}
+
+/// Report a strict-parse rejection of `path` (stdout JSON or stderr text).
+fn rejected(path: &Path, e: &ParseError, json: bool) -> anyhow::Result<Outcome> {
+    if json {
+        print_json(&Rejection {
+            path,
+            accepted: false,
+            rejection: e,
+        })?;
+    }
+    eprintln!("memqual: {} rejected: {e}", path.display());
+    if let ggml_container::Defect::MissingTensors { names } = &e.defect
+        && names.iter().all(|n| n.starts_with("encoder."))
+    {
+        eprintln!(
+            "memqual: only native-encoder tensors are missing: if this is a derived decoder-only artifact, check it with --decoder-only"
+        );
+    }
+    Ok(Outcome::Rejected)
+}
+
+/// Run one artifact subcommand.
+pub fn main(command: ArtifactCommand) -> anyhow::Result<Outcome> {
+    match command {
+        ArtifactCommand::Inspect {
+            model,
+            decoder_only,
+            tensors,
+            json,
+        } => {
+            let expect = if decoder_only {
+                Expect::DecoderOnly
+            } else {
+                Expect::Full
+            };
+            match inspect(&model, expect) {
+                Ok(inv) if json => print_json(&inv).map(|_| Outcome::Passed),
+                Ok(inv) => {
+                    print!("{}", human::inventory(&model, &inv, tensors));
+                    Ok(Outcome::Passed)
+                }
+                Err(e) => rejected(&model, &e, json),
+            }
+        }
+        ArtifactCommand::DeriveDecoder { src, out, json } => {
+            match derive_decoder(&src, &out, &made_by()) {
+                Ok(receipt) if json => print_json(&receipt).map(|_| Outcome::Passed),
+                Ok(receipt) => {
+                    print!("{}", human::derivation(&out, &receipt));
+                    Ok(Outcome::Passed)
+                }
+                Err(e) => derive_failure(e, json),
+            }
+        }
+        ArtifactCommand::VerifyDerivation {
+            src,
+            out,
+            receipt,
+            json,
+        } => {
+            let receipt = receipt.unwrap_or_else(|| receipt_path(&out));
+            match verify_derivation(&src, &out, &receipt) {
+                Ok(r) if json => print_json(&r).map(|_| Outcome::Passed),
+                Ok(r) => {
+                    println!(
+                        "derivation verified: {} ({} bytes, SHA-256 {}) is {} minus {} native-encoder records; receipt {} sealed {}",
+                        out.display(),
+                        r.output.bytes,
+                        r.output.sha256,
+                        src.display(),
+                        r.totals.removed_records,
+                        receipt.display(),
+                        r.receipt_sha256
+                    );
+                    Ok(Outcome::Passed)
+                }
+                Err(e) => derive_failure(e, json),
+            }
+        }
+        ArtifactCommand::Quantize {
+            src,
+            out,
+            target,
+            json,
+        } => match quantize(&src, &out, target.ggml()) {
+            Ok(s) if json => print_json(&s).map(|_| Outcome::Passed),
+            Ok(s) => {
+                println!(
+                    "{}: {} ({} tensors quantized, ftype {}), {} bytes (from {}), SHA-256 {}",
+                    out.display(),
+                    s.target,
+                    s.quantized_tensors,
+                    s.ftype.raw,
+                    s.output.file_len,
+                    s.source_bytes,
+                    s.output.file_sha256
+                );
+                Ok(Outcome::Passed)
+            }
+            Err(QuantizeError::Source { path, source }) => rejected(&path, &source, json),
+            Err(e) => Err(e).with_context(|| format!("quantizing {}", src.display())),
+        },
+        ArtifactCommand::Corpus { src, dir, json } => match build_corpus(&src, &dir) {
+            Ok(m) if json => print_json(&m).map(|_| Outcome::Passed),
+            Ok(m) => {
+                print!("{}", human::corpus(&dir, &m));
+                Ok(Outcome::Passed)
+            }
+            Err(CorpusError::Source { path, source }) => rejected(&path, &source, json),
+            Err(e) => Err(e).with_context(|| format!("building the corpus of {}", src.display())),
+        },
+        ArtifactCommand::Estimate {
+            model,
+            audio_ctx,
+            text_ctx,
+            beams,
+            json,
+        } => {
+            // A stripped artifact is a valid subject too.
+            let inv = match inspect(&model, Expect::Full) {
+                Ok(inv) => inv,
+                Err(full) => match inspect(&model, Expect::DecoderOnly) {
+                    Ok(inv) => inv,
+                    Err(_) => return rejected(&model, &full, json),
+                },
+            };
+            let opts = EstimateOptions {
+                audio_ctx,
+                text_ctx,
+                decoders: beams,
+            };
+            let e = estimate(&inv.hparams, Some(&inv.totals), opts);
+            if json {
+                print_json(&e)?;
+            } else {
+                print!("{}", human::estimate(&model, &e));
+            }
+            Ok(Outcome::Passed)
+        }
+    }
+}
+
+/// A derivation or verification that failed: a check (exit 1) unless the
+/// failure is memqual's own I/O.
+fn derive_failure(e: DeriveError, json: bool) -> anyhow::Result<Outcome> {
+    match e {
+        DeriveError::Source { path, source } | DeriveError::Output { path, source } => {
+            rejected(&path, &source, json)
+        }
+        DeriveError::Io { .. } => Err(e.into()),
+        other => {
+            if json {
+                print_json(&serde_json::json!({ "accepted": false, "reason": other.to_string() }))?;
+            }
+            eprintln!("memqual: {other}");
+            Ok(Outcome::Rejected)
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! `memqual artifact …`: the real binary on synthetic models (always) and on
+//! the cached tiny.en (when `memqual fixtures model tiny.en` has run).
+
+mod common;
+
+use common::MEMQUAL;
+use ggml_container::cache::cached_model;
+use ggml_container::synthetic::{SyntheticSpec, write_file};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn artifact(args: &[&str]) -> Output {
+    Command::new(MEMQUAL)
+        .arg("artifact")
+        .args(args)
+        .output()
+        .expect("memqual runs")
+}
+
+fn json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}); stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn synthetic(dir: &Path) -> PathBuf {
+    let path = dir.join("synthetic.bin");
+    write_file(&SyntheticSpec::miniature(), &path).unwrap();
+    path
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn inspect_prints_the_inventory_and_rejects_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = synthetic(dir.path());
+    let out = artifact(&["inspect", s(&model), "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let inv = json(&out);
+    assert_eq!(inv["tensors"].as_array().unwrap().len(), 50);
+    assert_eq!(inv["totals"]["native_encoder"]["records"], 22);
+    assert_eq!(inv["totals"]["decoder"]["records"], 28);
+    assert_eq!(inv["ftype"]["weight_type"], "f16");
+    assert_eq!(inv["tensors"][0]["name"], "encoder.positional_embedding");
+    assert_eq!(inv["tensors"][0]["record_offset"], inv["prefix_len"]);
+
+    let mut bytes = std::fs::read(&model).unwrap();
+    let len = bytes.len();
+    bytes.truncate(len - 1);
+    let cut = dir.path().join("cut.bin");
+    std::fs::write(&cut, bytes).unwrap();
+    let out = artifact(&["inspect", s(&cut), "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let r = json(&out);
+    assert_eq!(r["accepted"], false);
+    assert_eq!(r["rejection"]["defect"]["kind"], "truncated");
+    assert_eq!(r["rejection"]["record"], 49);
+    assert_eq!(r["rejection"]["tensor"], "decoder.ln.bias");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("tensor record 49 'decoder.ln.bias'"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn derive_verify_and_tamper() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = synthetic(dir.path());
+    let out = dir.path().join("decoder.bin");
+    let derived = artifact(&["derive-decoder", s(&src), s(&out), "--json"]);
+    assert_eq!(derived.status.code(), Some(0));
+    let receipt = json(&derived);
+    assert_eq!(receipt["totals"]["removed_records"], 22);
+    assert_eq!(
+        receipt["made_by"],
+        format!("memqual {}", env!("CARGO_PKG_VERSION"))
+    );
+    assert_eq!(
+        receipt["output"]["bytes"],
+        std::fs::metadata(&out).unwrap().len()
+    );
+    let verified = artifact(&["verify-derivation", s(&src), s(&out)]);
+    assert_eq!(verified.status.code(), Some(0));
+    // The stripped file is rejected by the stock inventory, accepted as decoder-only.
+    assert_eq!(artifact(&["inspect", s(&out)]).status.code(), Some(1));
+    assert_eq!(
+        artifact(&["inspect", "--decoder-only", s(&out)])
+            .status
+            .code(),
+        Some(0)
+    );
+    // One flipped byte in the receipt.
+    let rpath = dir.path().join("decoder.bin.derivation.json");
+    let mut text = std::fs::read(&rpath).unwrap();
+    let at = text.len() / 2;
+    text[at] ^= 0x01;
+    std::fs::write(&rpath, &text).unwrap();
+    let tampered = artifact(&["verify-derivation", s(&src), s(&out), s(&rpath)]);
+    assert_eq!(tampered.status.code(), Some(1));
+}
+
+#[test]
+fn corpus_cases_are_each_rejected_by_inspect() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = synthetic(dir.path());
+    let corpus = dir.path().join("corpus");
+    let out = artifact(&["corpus", s(&src), s(&corpus), "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let manifest = json(&out);
+    let cases = manifest["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 13);
+    for case in cases {
+        let file = corpus.join(case["file"].as_str().unwrap());
+        let mut args = vec!["inspect", s(&file), "--json"];
+        if case["expect"] == "decoder_only" {
+            args.push("--decoder-only");
+        }
+        let out = artifact(&args);
+        assert_eq!(out.status.code(), Some(1), "{}", case["case"]);
+        let r = json(&out);
+        assert_eq!(
+            r["rejection"]["defect"]["kind"], case["rejection"]["defect"],
+            "{}",
+            case["case"]
+        );
+        assert_eq!(r["rejection"]["offset"], case["rejection"]["offset"]);
+        assert_eq!(r["rejection"]["record"], case["rejection"]["record"]);
+    }
+}
+
+#[test]
+fn estimate_matches_the_sizes_whisper_cpp_logs_for_tiny_en() {
+    let Some(model) = cached_model("tiny.en") else {
+        eprintln!("skipped: run `memqual fixtures model tiny.en`");
+        return;
+    };
+    let out = artifact(&["estimate", s(&model), "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let e = json(&out);
+    // whisper_init_state on tiny.en logs kv self 3.15 MB, cross 9.44 MB, pad 2.36 MB.
+    assert_eq!(e["kv_self_bytes"], 3_145_728);
+    assert_eq!(e["kv_cross_bytes"], 9_437_184);
+    assert_eq!(e["kv_pad_bytes"], 2_359_296);
+    assert_eq!(e["logits_reserve_bytes"], 51864u64 * 448 * 4);
+    assert_eq!(e["native_encoder_weight_bytes"], 17_608_704);
+    assert_eq!(e["decoder_weight_bytes"], 59_501_568);
+    let beams = json(&artifact(&[
+        "estimate",
+        s(&model),
+        "--beams",
+        "5",
+        "--json",
+    ]));
+    assert_eq!(beams["kv_self_bytes"], 7 * 3_145_728);
+}
+
+#[test]
+fn tiny_en_q5_0_has_the_reference_digest() {
+    let Some(model) = cached_model("tiny.en") else {
+        eprintln!("skipped: run `memqual fixtures model tiny.en`");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let q = dir.path().join("q5_0.bin");
+    let out = artifact(&["quantize", s(&model), s(&q), "--type", "q5_0", "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = json(&out);
+    assert_eq!(
+        summary["output"]["file_sha256"],
+        "1ff1e7c8ed918010d9a7ae317f8891f8d7f02e7a6db13af61f5d67cb985012f6"
+    );
+    assert_eq!(summary["output"]["file_len"], 29_889_210);
+    assert_eq!(summary["ftype"]["raw"], 2008);
+}

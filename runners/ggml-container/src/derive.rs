@@ -1,0 +1,411 @@
+//! The lossless decoder-only derivative (seed 003 §3): copy the prefix and
+//! every decoder record byte for byte, omit every native-encoder record,
+//! convert nothing; reparse the output independently; bind source, output and
+//! both inventories in a sealed [`DerivationReceipt`].
+
+use crate::digest::sha256_hex;
+use crate::{Expect, GgmlType, Inventory, ParseError, TensorClass, TensorRecord, inspect};
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+/// Version of the receipt format.
+pub const RECEIPT_VERSION: u32 = 1;
+
+/// A file by content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileIdentity {
+    pub bytes: u64,
+    pub sha256: String,
+}
+
+/// What the receipt binds of every record, wherever it is listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordFacts {
+    pub name: String,
+    pub ggml_type: GgmlType,
+    pub ne: Vec<u64>,
+    pub record_bytes: u64,
+    pub payload_bytes: u64,
+    pub payload_sha256: String,
+}
+
+impl From<&TensorRecord> for RecordFacts {
+    fn from(t: &TensorRecord) -> Self {
+        Self {
+            name: t.name.clone(),
+            ggml_type: t.ggml_type,
+            ne: t.ne.clone(),
+            record_bytes: t.record_len(),
+            payload_bytes: t.payload_len,
+            payload_sha256: t.payload_sha256.clone(),
+        }
+    }
+}
+
+/// One source record as the receipt lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceRecord {
+    pub index: usize,
+    pub class: TensorClass,
+    pub record_offset: u64,
+    #[serde(flatten)]
+    pub facts: RecordFacts,
+}
+
+/// A record copied into the output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetainedRecord {
+    pub source_index: usize,
+    pub output_index: usize,
+    pub source_record_offset: u64,
+    pub output_record_offset: u64,
+    #[serde(flatten)]
+    pub facts: RecordFacts,
+}
+
+/// A record left out of the output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemovedRecord {
+    pub source_index: usize,
+    pub source_record_offset: u64,
+    #[serde(flatten)]
+    pub facts: RecordFacts,
+}
+
+/// Byte totals of what stayed and what went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DerivationTotals {
+    pub retained_records: usize,
+    pub retained_payload_bytes: u64,
+    pub retained_record_bytes: u64,
+    pub removed_records: usize,
+    pub removed_payload_bytes: u64,
+    pub removed_record_bytes: u64,
+}
+
+/// Everything seed 003 §3.2 asks a derivation to bind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DerivationReceipt {
+    pub receipt_version: u32,
+    /// The tool and version that made the derivative (e.g. `memqual 0.1.0`).
+    pub made_by: String,
+    pub derivation: String,
+    pub source: FileIdentity,
+    /// Header + mel filters + vocabulary, identical in source and output.
+    pub prefix: FileIdentity,
+    pub source_inventory: Vec<SourceRecord>,
+    pub retained: Vec<RetainedRecord>,
+    pub removed: Vec<RemovedRecord>,
+    /// The output; its length is exactly prefix + retained record bytes.
+    pub output: FileIdentity,
+    pub totals: DerivationTotals,
+    /// SHA-256 of the canonical JSON of this receipt with this field empty.
+    pub receipt_sha256: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DeriveError {
+    #[error("source {path}: {source}")]
+    Source { path: PathBuf, source: ParseError },
+    #[error("the written output {path} does not parse as decoder-only: {source}")]
+    Output { path: PathBuf, source: ParseError },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the output differs from the plan: {}", .0.join("; "))]
+    Differs(Vec<String>),
+    #[error("receipt {path}: {reason}")]
+    Receipt { path: PathBuf, reason: String },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DeriveError + '_ {
+    move |source| DeriveError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn inspect_source(src: &Path) -> Result<Inventory, DeriveError> {
+    inspect(src, Expect::Full).map_err(|source| DeriveError::Source {
+        path: src.to_path_buf(),
+        source,
+    })
+}
+
+/// Parse `file` as a decoder-only artifact; errors name `shown` (the final path).
+fn inspect_output(file: &Path, shown: &Path) -> Result<Inventory, DeriveError> {
+    inspect(file, Expect::DecoderOnly).map_err(|source| DeriveError::Output {
+        path: shown.to_path_buf(),
+        source,
+    })
+}
+
+/// Where the receipt of `out` goes: `<out>.derivation.json`.
+pub fn receipt_path(out: &Path) -> PathBuf {
+    let mut name = out.as_os_str().to_owned();
+    name.push(".derivation.json");
+    PathBuf::from(name)
+}
+
+/// Derive the decoder-only file `out` from `src` and write its receipt next
+/// to it. `out` appears only once it has been reparsed and matches the plan.
+pub fn derive_decoder(
+    src: &Path,
+    out: &Path,
+    made_by: &str,
+) -> Result<DerivationReceipt, DeriveError> {
+    let source = inspect_source(src)?;
+    let dir = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = tempfile::NamedTempFile::new_in(dir).map_err(io(dir))?;
+    copy_plan(src, &source, tmp.as_file()).map_err(io(tmp.path()))?;
+    let output = inspect_output(tmp.path(), out)?;
+    let differences = differences(&source, &output);
+    if !differences.is_empty() {
+        return Err(DeriveError::Differs(differences));
+    }
+    let receipt = build_receipt(&source, &output, made_by);
+    tmp.persist(out).map_err(|e| DeriveError::Io {
+        path: out.to_path_buf(),
+        source: e.error,
+    })?;
+    let path = receipt_path(out);
+    std::fs::write(&path, canonical_json(&receipt)).map_err(io(&path))?;
+    Ok(receipt)
+}
+
+/// Copy the prefix and each decoder record, in source order, in bounded chunks.
+fn copy_plan(src: &Path, inv: &Inventory, out: &File) -> std::io::Result<()> {
+    let mut input = BufReader::with_capacity(1 << 20, File::open(src)?);
+    let mut output = BufWriter::with_capacity(1 << 20, out);
+    let mut ranges = vec![(0, inv.prefix_len)];
+    ranges.extend(
+        inv.tensors
+            .iter()
+            .filter(|t| t.class == TensorClass::Decoder)
+            .map(|t| (t.record_offset, t.record_len())),
+    );
+    for (offset, len) in ranges {
+        input.seek(SeekFrom::Start(offset))?;
+        let copied = std::io::copy(&mut (&mut input).take(len), &mut output)?;
+        if copied != len {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("the source changed while copying: {copied} of {len} bytes at {offset}"),
+            ));
+        }
+    }
+    output.flush()?;
+    out.sync_all()
+}
+
+/// How `output` departs from "the prefix and the decoder records of `source`, in order".
+pub fn differences(source: &Inventory, output: &Inventory) -> Vec<String> {
+    let mut out = Vec::new();
+    if (output.prefix_len, &output.prefix_sha256) != (source.prefix_len, &source.prefix_sha256) {
+        out.push(format!(
+            "prefix is {} bytes with SHA-256 {}, the source's is {} bytes with {}",
+            output.prefix_len, output.prefix_sha256, source.prefix_len, source.prefix_sha256
+        ));
+    }
+    let decoder: Vec<&TensorRecord> = source
+        .tensors
+        .iter()
+        .filter(|t| t.class == TensorClass::Decoder)
+        .collect();
+    if output.tensors.len() != decoder.len() {
+        out.push(format!(
+            "{} records, the source has {} decoder records",
+            output.tensors.len(),
+            decoder.len()
+        ));
+    }
+    let mut at = source.prefix_len;
+    for (o, s) in output.tensors.iter().zip(&decoder) {
+        let same = (
+            &o.name,
+            o.ggml_type,
+            &o.ne,
+            o.payload_len,
+            &o.payload_sha256,
+        ) == (
+            &s.name,
+            s.ggml_type,
+            &s.ne,
+            s.payload_len,
+            &s.payload_sha256,
+        );
+        if !same || o.record_offset != at || o.record_len() != s.record_len() {
+            out.push(format!(
+                "output record {} ({} at {}) is not source record {} ({} at {})",
+                o.index, o.name, o.record_offset, s.index, s.name, s.record_offset
+            ));
+        }
+        at += s.record_len();
+    }
+    if output.file_len != at {
+        out.push(format!(
+            "output is {} bytes, prefix + decoder records are {at}",
+            output.file_len
+        ));
+    }
+    out
+}
+
+fn identity(inv: &Inventory) -> FileIdentity {
+    FileIdentity {
+        bytes: inv.file_len,
+        sha256: inv.file_sha256.clone(),
+    }
+}
+
+/// The receipt of a derivation whose two files parsed as `source` and `output`.
+pub fn build_receipt(source: &Inventory, output: &Inventory, made_by: &str) -> DerivationReceipt {
+    let source_inventory = source
+        .tensors
+        .iter()
+        .map(|t| SourceRecord {
+            index: t.index,
+            class: t.class,
+            record_offset: t.record_offset,
+            facts: t.into(),
+        })
+        .collect();
+    let retained: Vec<RetainedRecord> = source
+        .tensors
+        .iter()
+        .filter(|t| t.class == TensorClass::Decoder)
+        .zip(&output.tensors)
+        .map(|(s, o)| RetainedRecord {
+            source_index: s.index,
+            output_index: o.index,
+            source_record_offset: s.record_offset,
+            output_record_offset: o.record_offset,
+            facts: s.into(),
+        })
+        .collect();
+    let removed: Vec<RemovedRecord> = source
+        .tensors
+        .iter()
+        .filter(|t| t.class == TensorClass::NativeEncoder)
+        .map(|t| RemovedRecord {
+            source_index: t.index,
+            source_record_offset: t.record_offset,
+            facts: t.into(),
+        })
+        .collect();
+    let totals = DerivationTotals {
+        retained_records: retained.len(),
+        retained_payload_bytes: retained.iter().map(|r| r.facts.payload_bytes).sum(),
+        retained_record_bytes: retained.iter().map(|r| r.facts.record_bytes).sum(),
+        removed_records: removed.len(),
+        removed_payload_bytes: removed.iter().map(|r| r.facts.payload_bytes).sum(),
+        removed_record_bytes: removed.iter().map(|r| r.facts.record_bytes).sum(),
+    };
+    let mut receipt = DerivationReceipt {
+        receipt_version: RECEIPT_VERSION,
+        made_by: made_by.to_string(),
+        derivation: "decoder-only: prefix and decoder records copied byte for byte, native-encoder records omitted".into(),
+        source: identity(source),
+        prefix: FileIdentity {
+            bytes: source.prefix_len,
+            sha256: source.prefix_sha256.clone(),
+        },
+        source_inventory,
+        retained,
+        removed,
+        output: identity(output),
+        totals,
+        receipt_sha256: String::new(),
+    };
+    receipt.receipt_sha256 = seal(&receipt);
+    receipt
+}
+
+/// The digest a receipt must carry: over its canonical JSON with the seal empty.
+fn seal(receipt: &DerivationReceipt) -> String {
+    let unsealed = DerivationReceipt {
+        receipt_sha256: String::new(),
+        ..receipt.clone()
+    };
+    sha256_hex(canonical_json(&unsealed).as_bytes())
+}
+
+/// The one byte form a receipt file has: pretty JSON and a final newline.
+pub fn canonical_json(receipt: &DerivationReceipt) -> String {
+    // Serializing plain data with string keys cannot fail.
+    serde_json::to_string_pretty(receipt).unwrap_or_default() + "\n"
+}
+
+/// Re-check a derivation: the receipt file is in canonical form with a valid
+/// seal, and recomputing it from `src` and `out` gives the same receipt.
+/// Returns the verified receipt, or every discrepancy found.
+pub fn verify_derivation(
+    src: &Path,
+    out: &Path,
+    receipt_file: &Path,
+) -> Result<DerivationReceipt, DeriveError> {
+    let bad = |reason: String| DeriveError::Receipt {
+        path: receipt_file.to_path_buf(),
+        reason,
+    };
+    let text = std::fs::read(receipt_file).map_err(io(receipt_file))?;
+    let given: DerivationReceipt =
+        serde_json::from_slice(&text).map_err(|e| bad(format!("not a derivation receipt: {e}")))?;
+    if canonical_json(&given).as_bytes() != text.as_slice() {
+        return Err(bad(
+            "not byte-identical to its canonical form: the file was edited".into(),
+        ));
+    }
+    if seal(&given) != given.receipt_sha256 {
+        return Err(bad(
+            "receipt_sha256 does not match the receipt's content".into()
+        ));
+    }
+    let source = inspect_source(src)?;
+    let output = inspect_output(out, out)?;
+    let mut problems = differences(&source, &output);
+    let recomputed = build_receipt(&source, &output, &given.made_by);
+    if recomputed != given {
+        problems.extend(receipt_differences(&recomputed, &given));
+    }
+    if problems.is_empty() {
+        Ok(given)
+    } else {
+        Err(DeriveError::Differs(problems))
+    }
+}
+
+/// Which parts of a receipt differ from the recomputed one.
+fn receipt_differences(want: &DerivationReceipt, got: &DerivationReceipt) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut field = |name: &str, same: bool| {
+        if !same {
+            out.push(format!("receipt {name} differs from the files"));
+        }
+    };
+    field(
+        "receipt_version",
+        want.receipt_version == got.receipt_version,
+    );
+    field("derivation", want.derivation == got.derivation);
+    field("source", want.source == got.source);
+    field("prefix", want.prefix == got.prefix);
+    field(
+        "source_inventory",
+        want.source_inventory == got.source_inventory,
+    );
+    field("retained", want.retained == got.retained);
+    field("removed", want.removed == got.removed);
+    field("output", want.output == got.output);
+    field("totals", want.totals == got.totals);
+    field("receipt_sha256", want.receipt_sha256 == got.receipt_sha256);
+    out
+}

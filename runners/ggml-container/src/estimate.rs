@@ -1,0 +1,153 @@
+//! Predicted state allocations of whisper.cpp 1.8.3 for a model (seed 000 §3),
+//! so a receipt can put predicted, logged and measured sizes side by side.
+//!
+//! `whisper_init_state` allocates FP16 K and V caches with context lengths
+//! rounded up to multiples of 256: self-attention over the text context
+//! (n_text_layer layers of n_text_state), cross-attention over the audio
+//! context (n_text_layer layers), and a one-layer pad cache of n_audio_state
+//! over the audio context. It reserves `n_vocab * n_text_ctx` f32 logits.
+//! With more than one decoder (beam search / best-of) the self cache is
+//! reallocated `n_decoders + 2` times larger and never shrunk.
+
+use crate::{ClassTotals, Hparams};
+use serde::{Deserialize, Serialize};
+
+/// whisper.cpp's `GGML_PAD(x, 256)` for cache lengths.
+pub const CACHE_PAD: u64 = 256;
+
+/// Bytes per K/V element (the state's `itype` is F16).
+const KV_ELEMENT_BYTES: u64 = 2;
+
+/// What-if overrides of the state's shape.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EstimateOptions {
+    /// Audio positions the state is sized for (default: n_audio_ctx).
+    pub audio_ctx: Option<u64>,
+    /// Text positions the state is sized for (default: n_text_ctx).
+    pub text_ctx: Option<u64>,
+    /// Concurrent decoders (beam size or best-of); default 1.
+    pub decoders: Option<u64>,
+}
+
+/// Predicted allocations, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateEstimate {
+    pub audio_ctx: u64,
+    pub text_ctx: u64,
+    pub padded_audio_ctx: u64,
+    pub padded_text_ctx: u64,
+    pub decoders: u64,
+    /// How many single-decoder self caches the self cache holds.
+    pub kv_self_factor: u64,
+    pub kv_self_bytes: u64,
+    pub kv_cross_bytes: u64,
+    pub kv_pad_bytes: u64,
+    pub kv_total_bytes: u64,
+    /// Reserved capacity; not necessarily touched (seed 000 §3.3).
+    pub logits_reserve_bytes: u64,
+    /// Weight payload bytes per class, when the file was parsed.
+    pub native_encoder_weight_bytes: Option<u64>,
+    pub decoder_weight_bytes: Option<u64>,
+}
+
+/// Round `x` up to a multiple of [`CACHE_PAD`].
+pub fn pad(x: u64) -> u64 {
+    x.div_ceil(CACHE_PAD) * CACHE_PAD
+}
+
+fn positive(v: i32) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+/// The state arithmetic for `h` (and the weights, if `totals` is given).
+pub fn estimate(h: &Hparams, totals: Option<&ClassTotals>, opts: EstimateOptions) -> StateEstimate {
+    let audio_ctx = opts.audio_ctx.unwrap_or(positive(h.n_audio_ctx));
+    let text_ctx = opts.text_ctx.unwrap_or(positive(h.n_text_ctx));
+    let decoders = opts.decoders.unwrap_or(1).max(1);
+    let kv_self_factor = if decoders > 1 { decoders + 2 } else { 1 };
+    let (padded_audio_ctx, padded_text_ctx) = (pad(audio_ctx), pad(text_ctx));
+    // K and V, each layers x positions x width elements.
+    let kv =
+        |layers: u64, positions: u64, width: u64| 2 * layers * positions * width * KV_ELEMENT_BYTES;
+    let kv_self_bytes = kv(
+        positive(h.n_text_layer),
+        padded_text_ctx,
+        positive(h.n_text_state),
+    ) * kv_self_factor;
+    let kv_cross_bytes = kv(
+        positive(h.n_text_layer),
+        padded_audio_ctx,
+        positive(h.n_text_state),
+    );
+    let kv_pad_bytes = kv(1, padded_audio_ctx, positive(h.n_audio_state));
+    StateEstimate {
+        audio_ctx,
+        text_ctx,
+        padded_audio_ctx,
+        padded_text_ctx,
+        decoders,
+        kv_self_factor,
+        kv_self_bytes,
+        kv_cross_bytes,
+        kv_pad_bytes,
+        kv_total_bytes: kv_self_bytes + kv_cross_bytes + kv_pad_bytes,
+        logits_reserve_bytes: positive(h.n_vocab) * text_ctx * 4,
+        native_encoder_weight_bytes: totals.map(|t| t.native_encoder.payload_bytes),
+        decoder_weight_bytes: totals.map(|t| t.decoder.payload_bytes),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn large_v3_turbo() -> Hparams {
+        // openai/whisper-large-v3-turbo's published dimensions (seed 000 §3.1).
+        Hparams::from_array([51866, 1500, 1280, 20, 32, 448, 1280, 20, 4, 128, 1])
+    }
+
+    #[test]
+    fn large_v3_turbo_reserves_and_pads_as_seed_000_says() {
+        let e = estimate(&large_v3_turbo(), None, EstimateOptions::default());
+        assert_eq!(e.logits_reserve_bytes, 92_943_872);
+        assert_eq!((e.padded_text_ctx, e.padded_audio_ctx), (512, 1536));
+        assert_eq!(e.kv_self_bytes, 2 * 4 * 512 * 1280 * 2);
+        assert_eq!(e.kv_cross_bytes, 2 * 4 * 1536 * 1280 * 2);
+        assert_eq!(e.kv_pad_bytes, 2 * 1536 * 1280 * 2);
+        assert_eq!(e.native_encoder_weight_bytes, None);
+    }
+
+    #[test]
+    fn bounded_audio_context_and_beams() {
+        // 600 positions round to 768 (seed 000 §3.2).
+        let opts = EstimateOptions {
+            audio_ctx: Some(600),
+            decoders: Some(5),
+            ..Default::default()
+        };
+        let e = estimate(&large_v3_turbo(), None, opts);
+        assert_eq!(e.padded_audio_ctx, 768);
+        assert_eq!(e.kv_self_factor, 7);
+        assert_eq!(e.kv_self_bytes, 7 * 2 * 4 * 512 * 1280 * 2);
+        assert_eq!(e.kv_cross_bytes, 2 * 4 * 768 * 1280 * 2);
+    }
+
+    #[test]
+    fn tiny_en_matches_the_sizes_whisper_cpp_logs() {
+        // whisper_init_state on tiny.en: kv self 3.15 MB, cross 9.44 MB, pad 2.36 MB (1e6 bytes).
+        let h = Hparams::from_array([51864, 1500, 384, 6, 4, 448, 384, 6, 4, 80, 1]);
+        let e = estimate(&h, None, EstimateOptions::default());
+        assert_eq!(e.kv_self_bytes, 3_145_728);
+        assert_eq!(e.kv_cross_bytes, 9_437_184);
+        assert_eq!(e.kv_pad_bytes, 2_359_296);
+        let mb = |b: u64| format!("{:.2}", b as f64 / 1e6);
+        assert_eq!(
+            (
+                mb(e.kv_self_bytes),
+                mb(e.kv_cross_bytes),
+                mb(e.kv_pad_bytes)
+            ),
+            ("3.15".into(), "9.44".into(), "2.36".into())
+        );
+    }
+}

@@ -1,0 +1,177 @@
+//! Decoder-only derivation, its receipt, and the negative-control corpus.
+
+use ggml_container::cache::cached_model;
+use ggml_container::corpus::{build_corpus, rejection_of};
+use ggml_container::derive::{derive_decoder, receipt_path, verify_derivation};
+use ggml_container::synthetic::{SyntheticSpec, write_file};
+use ggml_container::{Expect, TensorClass, inspect};
+use std::path::Path;
+
+fn flip(path: &Path, at: usize) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[at] ^= 0x01;
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// Derive, verify, then check that flipping bytes of OUT or the receipt fails.
+fn derive_and_verify(
+    src: &Path,
+    dir: &Path,
+    flips: &[f64],
+) -> ggml_container::derive::DerivationReceipt {
+    let out = dir.join("decoder-only.bin");
+    let receipt = derive_decoder(src, &out, "memqual test").unwrap();
+    let source = inspect(src, Expect::Full).unwrap();
+    let stripped = inspect(&out, Expect::DecoderOnly).unwrap();
+    assert_eq!(
+        stripped.file_len,
+        source.prefix_len + source.totals.decoder.record_bytes
+    );
+    assert_eq!(receipt.output.bytes, stripped.file_len);
+    assert_eq!(receipt.output.sha256, stripped.file_sha256);
+    assert_eq!(receipt.prefix.sha256, source.prefix_sha256);
+    assert_eq!(
+        receipt.totals.removed_record_bytes,
+        source.totals.native_encoder.record_bytes
+    );
+    assert_eq!(
+        receipt.totals.retained_payload_bytes,
+        source.totals.decoder.payload_bytes
+    );
+    let rpath = receipt_path(&out);
+    assert_eq!(verify_derivation(src, &out, &rpath).unwrap(), receipt);
+
+    for &fraction in flips {
+        for target in [&out, &rpath] {
+            let len = std::fs::metadata(target).unwrap().len() as usize;
+            let at = ((len as f64 * fraction) as usize).min(len - 1);
+            flip(target, at);
+            assert!(
+                verify_derivation(src, &out, &rpath).is_err(),
+                "flipping byte {at} of {} went unnoticed",
+                target.display()
+            );
+            flip(target, at);
+        }
+    }
+    assert!(verify_derivation(src, &out, &rpath).is_ok());
+    receipt
+}
+
+#[test]
+fn synthetic_derivation_is_lossless_and_every_byte_is_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("model.bin");
+    write_file(&SyntheticSpec::miniature(), &src).unwrap();
+    // 256 positions spread over the output and over the receipt.
+    let flips: Vec<f64> = (0..256).map(|i| i as f64 / 256.0).collect();
+    let receipt = derive_and_verify(&src, dir.path(), &flips);
+    assert_eq!((receipt.retained.len(), receipt.removed.len()), (28, 22));
+    assert_eq!(receipt.source_inventory.len(), 50);
+    assert!(
+        receipt
+            .removed
+            .iter()
+            .all(|r| r.facts.name.starts_with("encoder."))
+    );
+    assert!(
+        receipt
+            .retained
+            .iter()
+            .enumerate()
+            .all(|(i, r)| r.output_index == i)
+    );
+}
+
+#[test]
+fn tiny_en_derivation() {
+    let Some(src) = cached_model("tiny.en") else {
+        eprintln!("skipped: run `memqual fixtures model tiny.en`");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let receipt = derive_and_verify(&src, dir.path(), &[0.0, 0.001, 0.007, 0.3, 0.999]);
+    assert_eq!((receipt.retained.len(), receipt.removed.len()), (100, 67));
+    assert_eq!(
+        (receipt.prefix.bytes, receipt.source.bytes),
+        (586_218, 77_704_698)
+    );
+    assert_eq!(
+        receipt.output.bytes,
+        586_218 + receipt.totals.retained_record_bytes
+    );
+    // Stripped output = full file minus every encoder record byte.
+    assert_eq!(
+        receipt.output.bytes,
+        77_704_698 - receipt.totals.removed_record_bytes
+    );
+}
+
+#[test]
+fn derivation_refuses_a_defective_source_and_keeps_no_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("model.bin");
+    write_file(&SyntheticSpec::miniature(), &src).unwrap();
+    let mut bytes = std::fs::read(&src).unwrap();
+    bytes.push(0);
+    std::fs::write(&src, bytes).unwrap();
+    let out = dir.path().join("out.bin");
+    let err = derive_decoder(&src, &out, "memqual test").unwrap_err();
+    assert!(err.to_string().contains("trailing_bytes"), "{err}");
+    assert!(!out.exists());
+}
+
+#[test]
+fn corpus_cases_are_rejected_for_their_named_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("model.bin");
+    write_file(&SyntheticSpec::miniature(), &src).unwrap();
+    let corpus = dir.path().join("corpus");
+    let manifest = build_corpus(&src, &corpus).unwrap();
+    let cases: Vec<&str> = manifest.cases.iter().map(|c| c.case.as_str()).collect();
+    assert_eq!(
+        cases,
+        [
+            "missing-decoder-record",
+            "duplicate-decoder-record",
+            "encoder-record-in-stripped",
+            "wrong-tensor-type",
+            "wrong-dims",
+            "wrong-payload-length",
+            "truncated-final-payload",
+            "header-only",
+            "trailing-bytes",
+            "renamed-tensor",
+            "negative-name-length",
+            "bad-magic",
+            "vocab-count-beyond-file",
+        ]
+    );
+    // The manifest on disk is the one returned, and every file is rejected
+    // exactly as it says, independently of the builder's own check.
+    let text = std::fs::read_to_string(corpus.join("manifest.json")).unwrap();
+    let on_disk: ggml_container::corpus::CorpusManifest = serde_json::from_str(&text).unwrap();
+    assert_eq!(on_disk, manifest);
+    for case in &manifest.cases {
+        let e = inspect(&corpus.join(&case.file), case.expect).unwrap_err();
+        assert_eq!(rejection_of(&e), case.rejection, "{}", case.case);
+    }
+    let by = |name: &str| manifest.cases.iter().find(|c| c.case == name).unwrap();
+    assert_eq!(by("header-only").bytes, 48);
+    assert_eq!(by("trailing-bytes").bytes, manifest.source_bytes + 1);
+    assert_eq!(by("encoder-record-in-stripped").expect, Expect::DecoderOnly);
+    assert_eq!(
+        by("encoder-record-in-stripped").rejection.tensor.as_deref(),
+        Some("encoder.conv1.bias")
+    );
+    let source = inspect(&src, Expect::Full).unwrap();
+    let decoders = source
+        .tensors
+        .iter()
+        .filter(|t| t.class == TensorClass::Decoder)
+        .count();
+    assert_eq!(
+        by("encoder-record-in-stripped").rejection.record,
+        Some(decoders)
+    );
+}

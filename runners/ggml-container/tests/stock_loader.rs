@@ -1,0 +1,67 @@
+//! What stock whisper.cpp 1.8.3 (through whisper-rs) does with our files, for
+//! the cases that cannot crash the test process. The cases where the stock
+//! loader aborts, segfaults or exhausts memory (negative name length, wrong
+//! payload length, vocabulary count beyond the file) belong in a child
+//! process: the whisper worker's tests.
+#![cfg(feature = "quantize")]
+
+use ggml_container::cache::cached_model;
+use ggml_container::corpus::build_corpus;
+use ggml_container::derive::derive_decoder;
+use ggml_container::synthetic::{SyntheticSpec, write_file};
+use ggml_container::{Expect, inspect};
+use std::path::Path;
+use whisper_rs::{WhisperContext, WhisperContextParameters};
+
+/// Whether whisper.cpp loads `path` and creates a state for it.
+fn stock_loads(path: &Path) -> bool {
+    let params = WhisperContextParameters::default();
+    match WhisperContext::new_with_params(path.to_str().unwrap(), params) {
+        Ok(ctx) => ctx.create_state().is_ok(),
+        Err(_) => false,
+    }
+}
+
+#[test]
+fn the_loadable_synthetic_model_loads_and_its_stripped_form_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("synthetic.bin");
+    write_file(&SyntheticSpec::loadable(), &model).unwrap();
+    assert!(stock_loads(&model));
+    let stripped = dir.path().join("decoder-only.bin");
+    derive_decoder(&model, &stripped, "test").unwrap();
+    assert!(inspect(&stripped, Expect::DecoderOnly).is_ok());
+    // Stock whisper.cpp declares the encoder tensors and counts them missing.
+    assert!(!stock_loads(&stripped));
+}
+
+#[test]
+fn stock_whisper_cpp_accepts_defects_the_strict_parser_rejects() {
+    let Some(src) = cached_model("tiny.en") else {
+        eprintln!("skipped: run `memqual fixtures model tiny.en`");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = build_corpus(&src, dir.path()).unwrap();
+    let stock = |case: &str| {
+        let c = manifest.cases.iter().find(|c| c.case == case).unwrap();
+        assert!(inspect(&dir.path().join(&c.file), c.expect).is_err());
+        stock_loads(&dir.path().join(&c.file))
+    };
+    // Loaded without complaint although the file is not what it claims.
+    assert!(stock("trailing-bytes"));
+    assert!(stock("truncated-final-payload"));
+    assert!(stock("header-only"));
+    // Rejected cleanly (whisper-rs InitError).
+    for case in [
+        "missing-decoder-record",
+        "duplicate-decoder-record",
+        "encoder-record-in-stripped",
+        "wrong-tensor-type",
+        "wrong-dims",
+        "renamed-tensor",
+        "bad-magic",
+    ] {
+        assert!(!stock(case), "{case}");
+    }
+}
