@@ -34,7 +34,7 @@ impl ModelCatalog for ModelCache {
         let model = ModelName::parse(name)?;
         let cache = crate::fixtures::cache_dir().ok()?;
         Some((
-            crate::fixtures::model_path(&cache, model),
+            ggml_container::cache::model_path(&cache, model.name()),
             model.sha256().to_string(),
         ))
     }

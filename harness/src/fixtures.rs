@@ -103,6 +103,11 @@ impl ModelName {
         self.recipe().sha256
     }
 
+    /// The model's name in protocols and the cache (`tiny.en`).
+    pub fn name(self) -> &'static str {
+        self.recipe().name
+    }
+
     /// Parse a model reference such as `tiny.en`.
     pub fn parse(name: &str) -> Option<Self> {
         <Self as clap::ValueEnum>::from_str(name, false).ok()

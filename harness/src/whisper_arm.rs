@@ -7,7 +7,8 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use worker_contract::{
-    Decoding, Encoder, FixtureInput, Initializer, ModelInput, WhisperSpec, is_sha256_hex,
+    Decoding, Encoder, FixtureInput, Initializer, ModelInput, ModelLayout, WhisperSpec,
+    is_sha256_hex,
 };
 
 /// A whisper arm's options. Unknown keys are errors.
@@ -20,6 +21,10 @@ pub struct WhisperArmDecl {
     pub model: String,
     /// Expected SHA-256 of the model; named models default to their pinned digest.
     pub model_sha256: Option<String>,
+    /// `full` (default) or `decoder_only` (a derived artifact without native
+    /// encoder tensors): what the strict parse before loading expects.
+    #[serde(default)]
+    pub model_layout: ModelLayout,
     /// The compiled Core ML encoder (`…-encoder.mlmodelc`) to use with `encoder = "coreml"`;
     /// default: whisper.cpp's own naming rule next to the model.
     pub coreml_sidecar: Option<String>,
@@ -253,6 +258,7 @@ pub fn resolve(
         model: ModelInput {
             path,
             sha256,
+            layout: decl.model_layout,
             coreml_sidecar,
         },
         threads: decl.threads.unwrap_or_else(default_threads),

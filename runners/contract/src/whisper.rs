@@ -55,6 +55,18 @@ impl Default for Decoding {
     }
 }
 
+/// Which tensors the model file must hold: what the strict pre-load parse
+/// checks before whisper.cpp sees the file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelLayout {
+    /// Every encoder and decoder tensor stock whisper.cpp declares.
+    #[default]
+    Full,
+    /// Every decoder tensor and no native-encoder tensor (a derived artifact).
+    DecoderOnly,
+}
+
 /// The model file an arm loads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -62,6 +74,8 @@ pub struct ModelInput {
     pub path: PathBuf,
     /// Expected SHA-256 (lowercase hex); the worker refuses any other file.
     pub sha256: Option<String>,
+    #[serde(default)]
+    pub layout: ModelLayout,
     /// The Core ML sidecar directory to use; when unset, whisper.cpp's own
     /// rule (model name without `.bin` and `-qX_Y`, plus `-encoder.mlmodelc`).
     #[serde(default)]
@@ -220,6 +234,7 @@ mod tests {
             model: ModelInput {
                 path: "m.bin".into(),
                 sha256: None,
+                layout: ModelLayout::Full,
                 coreml_sidecar: None,
             },
             threads: 2,

@@ -22,8 +22,8 @@ use engine::{Engine, RunSettings};
 use sampler::{Phase, clock};
 use std::path::{Path, PathBuf};
 use worker_contract::{
-    ArmSpec, CoremlIdentity, Encoder, LogLevel, ModelIdentity, RequestResult, ResultBody,
-    RuntimeReport, Topology, WhisperSpec,
+    ArmSpec, CoremlIdentity, Encoder, LogLevel, ModelIdentity, ModelLayout, RequestResult,
+    ResultBody, RuntimeReport, Topology, WhisperSpec,
 };
 
 pub const WORKER_NAME: &str = "memqual-whisper";
@@ -126,7 +126,11 @@ fn prevalidate_model(spec: &WhisperSpec) -> anyhow::Result<ModelIdentity> {
     if !path.is_file() {
         bail!("model {}: cannot open: no such file", path.display());
     }
-    let inventory = ggml_container::inspect(path, ggml_container::Expect::Full)
+    let expect = match spec.model.layout {
+        ModelLayout::Full => ggml_container::Expect::Full,
+        ModelLayout::DecoderOnly => ggml_container::Expect::DecoderOnly,
+    };
+    let inventory = ggml_container::inspect(path, expect)
         .map_err(|e| anyhow::anyhow!("model {} rejected before loading: {e}", path.display()))?;
     if let Some(expected) = &spec.model.sha256
         && &inventory.file_sha256 != expected
