@@ -95,10 +95,14 @@ idle_s = 0.3
         let long = speech
             .transcripts
             .iter()
-            .find(|t| t.fixture_id == "s1-s4")
+            .find(|t| t.result.fixture_id == "s1-s4")
             .unwrap();
-        assert!(long.eot, "the decoder ended the text itself");
-        assert!(long.text.contains("Sarah Johnson"), "{}", long.text);
+        assert!(long.result.eot, "the decoder ended the text itself");
+        assert!(
+            long.result.text.contains("Sarah Johnson"),
+            "{}",
+            long.result.text
+        );
         // Same fixture twice in one arm: identical tokens.
         let det = speech.quality.determinism.as_ref().unwrap();
         assert!(det.failures.is_empty(), "{:?}", det.failures);
@@ -321,8 +325,8 @@ fn a_synthetic_model_loads_and_runs_every_phase() {
         // Random weights never say end-of-text: the segment ends at the
         // token limit, which the stop reason shows.
         for t in &speech.transcripts {
-            assert!(!t.eot);
-            assert_eq!(t.stop_reason, worker_contract::StopReason::Truncated);
+            assert!(!t.result.eot);
+            assert_eq!(t.result.stop_reason, worker_contract::StopReason::Truncated);
         }
     }
     // Greedy decoding repeats exactly. With the fallback on, whisper.cpp judges

@@ -9,22 +9,16 @@ use crate::stats;
 use sampler::Phase;
 use serde::{Deserialize, Serialize};
 use worker_contract::{
-    FixtureInput, RequestResult, ResultBody, RuntimeReport, StopReason, TranscriptionResult,
+    FixtureInput, RequestResult, ResultBody, RuntimeReport, TranscriptionResult,
 };
 
 /// One measured request's exact output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TranscriptRow {
     pub request_id: u64,
-    pub fixture_id: String,
-    pub repetition: u32,
     pub latency_ns: u64,
-    pub tokens: Vec<i32>,
-    pub eot: bool,
-    pub stop_reason: StopReason,
-    pub text: String,
-    pub text_bytes_hex: Option<String>,
-    pub segments: u32,
+    #[serde(flatten)]
+    pub result: TranscriptionResult,
 }
 
 /// Latency with the cold parts apart from the steady requests.
@@ -165,15 +159,8 @@ pub fn assemble(
         .iter()
         .map(|(r, t)| TranscriptRow {
             request_id: r.request_id,
-            fixture_id: t.fixture_id.clone(),
-            repetition: t.repetition,
             latency_ns: r.latency_ns,
-            tokens: t.tokens.clone(),
-            eot: t.eot,
-            stop_reason: t.stop_reason,
-            text: t.text.clone(),
-            text_bytes_hex: t.text_bytes_hex.clone(),
-            segments: t.segments,
+            result: (*t).clone(),
         })
         .collect();
     let outputs: Vec<Transcription> = done.iter().map(|(_, t)| to_quality(t)).collect();
