@@ -1,8 +1,8 @@
 //! What stock whisper.cpp 1.8.3 (through whisper-rs) does with our files, for
 //! the cases that cannot crash the test process. The cases where the stock
-//! loader aborts, segfaults or exhausts memory (negative name length, wrong
-//! payload length, vocabulary count beyond the file) belong in a child
-//! process: the whisper worker's tests.
+//! loader aborts, segfaults, exhausts memory or reads uninitialised values
+//! (negative name length, wrong payload length, vocabulary count beyond the
+//! file, header only) belong in a child process: the whisper worker's tests.
 #![cfg(feature = "quantize")]
 
 use ggml_container::cache::cached_model;
@@ -51,7 +51,10 @@ fn stock_whisper_cpp_accepts_defects_the_strict_parser_rejects() {
     // Loaded without complaint although the file is not what it claims.
     assert!(stock("trailing-bytes"));
     assert!(stock("truncated-final-payload"));
-    assert!(stock("header-only"));
+    // Not here: `header-only`. whisper.cpp then reads the mel and vocabulary
+    // sizes past end of file into uninitialised integers, so the outcome is
+    // undefined: one build loaded it, a debug build threw a C++ exception and
+    // aborted the test process. Only a child process may try it.
     // Rejected cleanly (whisper-rs InitError).
     for case in [
         "missing-decoder-record",
