@@ -1,14 +1,18 @@
 //! `memqual`: memory qualification for on-device speech recognition.
 
 mod arm;
+mod boundary;
 mod calibrate;
 mod catalogs;
+mod census;
 mod exit;
 mod fixtures;
 mod import;
+mod probes;
 mod protocol;
 mod reader;
 mod run;
+mod snapshots;
 mod summary;
 mod whisper_arm;
 

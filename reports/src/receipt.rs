@@ -38,6 +38,12 @@ pub struct ArmReceipt {
     pub peak_between_samples: bool,
     /// Whisper arms: runtime, latency apart, transcripts, quality.
     pub speech: Option<SpeechReceipt>,
+    /// Tool snapshots at phase boundaries (and at the protocol's cadence).
+    #[serde(default)]
+    pub snapshots: Option<crate::snapshots::SnapshotReceipt>,
+    /// Processes beside the worker whose memory moved during the arm.
+    #[serde(default)]
+    pub census: Option<crate::census::CensusReceipt>,
 }
 
 impl ArmReceipt {
@@ -125,7 +131,7 @@ pub struct LatencySummary {
     pub max_ns: u64,
 }
 
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ReportError> {
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ReportError> {
     let text = std::fs::read_to_string(path).map_err(|source| ReportError::Io {
         path: path.into(),
         source,
@@ -138,7 +144,9 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ReportErr
 }
 
 /// Read a JSON-lines file; a missing file is empty (the arm died first).
-fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, ReportError> {
+pub(crate) fn read_jsonl<T: serde::de::DeserializeOwned>(
+    path: &Path,
+) -> Result<Vec<T>, ReportError> {
     let file = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -395,6 +403,8 @@ pub fn assemble_arm(arm_dir: &Path, id: &str, page_bytes: u64) -> Result<ArmRece
     };
     let speech = speech::assemble(&results, runtime, &fixtures, &phases);
     let peak_between_samples = phases.iter().any(|p| p.peak_between_samples == Some(true));
+    let snapshots = crate::snapshots::assemble(arm_dir, &markers, &results)?;
+    let census = crate::census::assemble(arm_dir)?.map(|(receipt, _)| receipt);
     let (status, failure, exit, timed_out, worker) = match outcome {
         Some(o) => (o.status, o.failure, o.exit, o.timed_out, o.hello),
         None => (
@@ -422,6 +432,8 @@ pub fn assemble_arm(arm_dir: &Path, id: &str, page_bytes: u64) -> Result<ArmRece
         series,
         peak_between_samples,
         speech,
+        snapshots,
+        census,
     })
 }
 
@@ -457,6 +469,12 @@ pub fn assemble(run_dir: &Path) -> Result<Receipt, ReportError> {
             control: outputs(control)?,
         };
         comparisons.push(speech::compare(a, c, &results));
+        let control_census = crate::census::assemble(&run_dir.join(files::ARMS).join(control))?;
+        if let (Some(arm), Some((_, raw))) = (arms.iter_mut().find(|a| &a.id == id), control_census)
+            && let Some(census) = &mut arm.census
+        {
+            crate::census::pair(census, control, &raw);
+        }
     }
     Ok(Receipt {
         schema_version: RECEIPT_SCHEMA_VERSION,
