@@ -22,6 +22,8 @@
 //!
 //! - [`snapshots`]: tool snapshots (smaps_rollup, cgroup files, vmmap, …)
 //!   at phase boundaries, their cost, and requests whose latency they overlap.
+//! - [`freshness`]: the real resolution of macOS system page counters
+//!   that XNU serves from a cache.
 //! - [`census`]: processes beside the worker whose memory moved during an
 //!   arm, attributed only against a matched control arm.
 //!
@@ -30,6 +32,7 @@
 pub mod calibration;
 pub mod census;
 mod error;
+pub mod freshness;
 pub mod quality;
 pub mod receipt;
 pub mod record;

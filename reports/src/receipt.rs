@@ -102,6 +102,9 @@ pub struct SeriesSummary {
     pub max_footprint_bytes: Option<u64>,
     pub max_virtual_bytes: Option<u64>,
     pub system: SystemDeltas,
+    /// macOS: the real resolution of the system page counters.
+    #[serde(default)]
+    pub system_freshness: Option<crate::freshness::SystemFreshness>,
 }
 
 /// System-wide change across the arm (last row minus first row), and extremes.
@@ -226,6 +229,7 @@ fn scan_series(
     let mut cpu_sum = 0f64;
     let (mut first, mut prev): (Option<SeriesRow>, Option<SeriesRow>) = (None, None);
     let mut next_marker = 0usize;
+    let mut freshness = crate::freshness::FreshnessScan::default();
     for (i, row) in reader.deserialize::<SeriesRow>().enumerate() {
         let row = row.map_err(|e| ReportError::Record {
             path: path.into(),
@@ -243,6 +247,7 @@ fn scan_series(
             iv.max_footprint = max_opt(iv.max_footprint, row.footprint_bytes);
         }
         summary.samples += 1;
+        freshness.push(&row);
         if row.resident_bytes.is_none() {
             summary.rows_without_process += 1;
         }
@@ -285,6 +290,7 @@ fn scan_series(
         sys.psi_full_total_delta_us = delta(f.sys_psi_full_total_us, l.sys_psi_full_total_us);
     }
     summary.median_interval_ns = stats::median(&intervals_ns);
+    summary.system_freshness = freshness.finish();
     summary.p99_lateness_ns = stats::percentile(&lateness, 99.0);
     if summary.samples > 0 {
         summary.mean_cost_ns = Some(cost_sum / summary.samples as f64);

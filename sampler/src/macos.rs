@@ -128,17 +128,19 @@ impl ProcessProbe {
 /// `vm_statistics64` for most calls within each second, so polling faster
 /// than about 1 Hz repeats old numbers. The probe keeps the last raw
 /// snapshot; when a new one is byte-identical it still fills the row from
-/// it and counts the repeat in `cached_repeats` rather than failing the
-/// tick. The sysctl fields in the same row are always fresh.
+/// it, counts the repeat in `freshness`, and stamps the row's
+/// `sys_vm_sampled_ns` with the time of the last fresh read, so no reader
+/// mistakes cached values for the tick's resolution. The sysctl fields in
+/// the same row are always fresh.
 pub struct SystemProbe {
     /// Send right from `mach_host_self()`, taken once (each call adds a user reference).
     host: mach_port_t,
     /// Kernel page size, the unit of the `vm_statistics64` page counts.
     page: u64,
     last_raw: Option<libc::vm_statistics64>,
-    /// Ticks whose `vm_statistics64` was byte-identical to the previous one
-    /// (the kernel's cache): those page fields are not fresh at this cadence.
-    pub cached_repeats: u64,
+    /// Effective sample times, and the ticks whose `vm_statistics64` was
+    /// byte-identical to the previous one (the kernel's cache).
+    pub freshness: darwin::Freshness,
 }
 
 impl Default for SystemProbe {
@@ -171,7 +173,7 @@ impl SystemProbe {
             host,
             page: page as u64,
             last_raw: None,
-            cached_repeats: 0,
+            freshness: darwin::Freshness::default(),
         }
     }
 
@@ -179,7 +181,6 @@ impl SystemProbe {
     /// `None` and is reported in the error; the other reads still happen.
     pub fn sample(&mut self, row: &mut SeriesRow) -> Result<(), SamplerError> {
         let mut first_err = None;
-        let mut stale = false;
         match self.vm_statistics() {
             Ok((stats, count)) => {
                 let vm = VmStats {
@@ -196,10 +197,11 @@ impl SystemProbe {
                 if let Err(e) = vm.fill(self.page, row) {
                     first_err = first_err.or(Some(e));
                 }
-                stale = self
+                let repeated = self
                     .last_raw
                     .as_ref()
                     .is_some_and(|last| raw_bytes(last) == raw_bytes(&stats));
+                row.sys_vm_sampled_ns = Some(self.freshness.observe(row.t_ns, repeated));
                 self.last_raw = Some(stats);
             }
             Err(e) => first_err = first_err.or(Some(e)),
@@ -231,9 +233,6 @@ impl SystemProbe {
                 }
             }
             Err(e) => first_err = first_err.or(Some(e)),
-        }
-        if stale {
-            self.cached_repeats += 1;
         }
         first_err.map_or(Ok(()), Err)
     }
