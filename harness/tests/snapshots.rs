@@ -79,6 +79,16 @@ plateau = { mib = 64 }
 
     let arm_dir = dir.join("arms/plateau");
     let receipt = receipt(&dir);
+    // The host's boot time is recorded (Linux: /proc/stat's btime).
+    let host = receipt.run.host.as_ref().expect("host identity");
+    if let Ok(stat) = std::fs::read_to_string("/proc/stat") {
+        assert_eq!(
+            host.boot_time_unix_s,
+            sampler::host::proc_stat_btime(&stat),
+            "{host:?}"
+        );
+        assert!(host.boot_time_unix_s.is_some());
+    }
     let arm = &receipt.arms[0];
     let snaps = arm.snapshots.as_ref().expect("a snapshot section");
     assert_eq!(snaps.perturbation, None, "phase boundaries only");

@@ -596,6 +596,7 @@ mod tests {
             arms: vec!["a".into(), "never-ran".into()],
             controls: Default::default(),
             params: Default::default(),
+            host: None,
         };
         std::fs::write(dir.join(files::RUN), serde_json::to_string(&run).unwrap()).unwrap();
         let arm = dir.join(files::ARMS).join("a");

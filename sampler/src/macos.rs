@@ -314,3 +314,71 @@ fn sysctl<const N: usize>(name: &CStr) -> Result<[u8; N], SamplerError> {
     }
     Ok(buf)
 }
+
+const _: () = assert!(size_of::<libc::timeval>() == crate::host::TIMEVAL_SIZE);
+
+/// Read a sysctl of variable length (a string such as `hw.model`).
+fn sysctl_vec(name: &CStr) -> Result<Vec<u8>, SamplerError> {
+    let failed = || SamplerError::Os {
+        call: "sysctlbyname",
+        reason: format!(
+            "{}: {}",
+            name.to_string_lossy(),
+            std::io::Error::last_os_error()
+        ),
+    };
+    let mut len: libc::size_t = 0;
+    // SAFETY: `name` is NUL-terminated; a null output buffer asks only for
+    // the value's length, which the kernel stores in `len`; nothing is set.
+    let rc = unsafe {
+        libc::sysctlbyname(
+            name.as_ptr(),
+            std::ptr::null_mut(),
+            &mut len,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    if rc != 0 {
+        return Err(failed());
+    }
+    let mut buf = vec![0u8; len];
+    // SAFETY: `buf` is writable for `len` bytes; the kernel writes at most
+    // that many and stores the length it wrote; nothing is set.
+    let rc = unsafe {
+        libc::sysctlbyname(
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            &mut len,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    if rc != 0 {
+        return Err(failed());
+    }
+    buf.truncate(len);
+    Ok(buf)
+}
+
+/// `hw.model` and `kern.boottime`. The thermal state is published through
+/// Foundation (`ProcessInfo.thermalState`), not a sysctl, so it is not read.
+pub fn host_identity() -> crate::host::HostIdentity {
+    use crate::host;
+    let mut notes = Vec::new();
+    let hardware_model = sysctl_vec(c"hw.model")
+        .map_err(|e| notes.push(e.to_string()))
+        .ok()
+        .and_then(|b| host::c_string(&b));
+    let boot_time_unix_s = sysctl::<{ host::TIMEVAL_SIZE }>(c"kern.boottime")
+        .map_err(|e| notes.push(e.to_string()))
+        .ok()
+        .and_then(|b| host::timeval_seconds(&b));
+    notes.push("thermal state: published through Foundation, not a sysctl; not read".into());
+    host::HostIdentity {
+        hardware_model,
+        boot_time_unix_s,
+        thermal_state: None,
+        notes,
+    }
+}
