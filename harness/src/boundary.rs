@@ -10,6 +10,10 @@
 
 use reports::snapshots::Trigger;
 use sampler::{Marker, Phase, clock};
+use serde::Serialize;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
@@ -25,6 +29,47 @@ pub(crate) trait Job: Send + 'static {
     fn skip(&mut self, seq: u64, trigger: Trigger, due_ns: u64, busy_with: u64, triggers: u64);
     /// Failures to write the records, for the arm's failure list.
     fn errors(self) -> Vec<String>;
+}
+
+/// An append-only JSON-lines file, flushed per record. The first failure is
+/// kept for the arm's failure list; later records are still attempted.
+pub(crate) struct RecordSink {
+    name: &'static str,
+    out: BufWriter<File>,
+    errors: Vec<String>,
+}
+
+impl RecordSink {
+    pub(crate) fn open(dir: &Path, name: &'static str) -> std::io::Result<Self> {
+        let file = File::options()
+            .create(true)
+            .append(true)
+            .open(dir.join(name))?;
+        Ok(RecordSink {
+            name,
+            out: BufWriter::new(file),
+            errors: Vec::new(),
+        })
+    }
+
+    pub(crate) fn append(&mut self, record: &impl Serialize) {
+        let written = serde_json::to_writer(&mut self.out, record)
+            .map_err(std::io::Error::other)
+            .and_then(|()| self.out.write_all(b"\n"))
+            .and_then(|()| self.out.flush());
+        if let Err(e) = written
+            && self.errors.is_empty()
+        {
+            self.errors.push(format!(
+                "cannot append to {}: {e} (later records may be missing)",
+                self.name
+            ));
+        }
+    }
+
+    pub(crate) fn errors(self) -> Vec<String> {
+        self.errors
+    }
 }
 
 /// Markers waiting for the worker thread; beyond this the reader drops them

@@ -3,14 +3,12 @@
 //! processes moved, and whether that can be attributed, is the receipt's
 //! business (`reports::census`).
 
-use crate::boundary::Job;
+use crate::boundary::{Job, RecordSink};
 use reports::census::{CENSUS, CensusRecord, CensusTaken, ProcessMemory};
 use reports::snapshots::Trigger;
 use sampler::clock;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::Path;
 use sysinfo::{ProcessRefreshKind, ProcessesToUpdate, System};
 
@@ -63,35 +61,15 @@ impl CensusPlan {
 /// Takes censuses into an arm folder; keeps one `sysinfo` view across them.
 pub(crate) struct Census {
     system: System,
-    records: BufWriter<File>,
-    errors: Vec<String>,
+    records: RecordSink,
 }
 
 impl Census {
     pub(crate) fn create(arm_dir: &Path) -> std::io::Result<Self> {
-        let records = File::options()
-            .create(true)
-            .append(true)
-            .open(arm_dir.join(CENSUS))?;
         Ok(Census {
             system: System::new(),
-            records: BufWriter::new(records),
-            errors: Vec::new(),
+            records: RecordSink::open(arm_dir, CENSUS)?,
         })
-    }
-
-    fn append(&mut self, record: &CensusRecord) {
-        let written = serde_json::to_writer(&mut self.records, record)
-            .map_err(std::io::Error::other)
-            .and_then(|()| self.records.write_all(b"\n"))
-            .and_then(|()| self.records.flush());
-        if let Err(e) = written
-            && self.errors.is_empty()
-        {
-            self.errors.push(format!(
-                "cannot append to {CENSUS}: {e} (later records may be missing)"
-            ));
-        }
     }
 
     /// Every live process's memory, by pid.
@@ -134,11 +112,11 @@ impl Job for Census {
                 processes,
             }),
         };
-        self.append(&record);
+        self.records.append(&record);
     }
 
     fn skip(&mut self, seq: u64, trigger: Trigger, due_ns: u64, _busy_with: u64, _triggers: u64) {
-        self.append(&CensusRecord {
+        self.records.append(&CensusRecord {
             seq,
             trigger,
             due_ns,
@@ -147,7 +125,7 @@ impl Job for Census {
     }
 
     fn errors(self) -> Vec<String> {
-        self.errors
+        self.records.errors()
     }
 }
 

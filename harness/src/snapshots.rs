@@ -6,7 +6,7 @@
 //! the worker's cgroup; macOS runs `vmmap -summary PID`, `footprint PID`,
 //! `vm_stat` and `memory_pressure` (never `-S`, which changes the system).
 
-use crate::boundary::Job;
+use crate::boundary::{Job, RecordSink};
 use reports::snapshots::{
     SNAPSHOTS, SNAPSHOTS_DIR, SnapshotOutcome, SnapshotRecord, ToolRun, Trigger,
 };
@@ -14,8 +14,7 @@ use sampler::captures::{self, ParseOptions, Tool};
 use sampler::clock;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use std::fs::File;
-use std::io::{BufWriter, Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -66,37 +65,17 @@ const TOOL_TIMEOUT: Duration = Duration::from_secs(30);
 pub(crate) struct Snapshotter {
     pid: u32,
     arm_dir: PathBuf,
-    records: BufWriter<File>,
-    errors: Vec<String>,
+    records: RecordSink,
 }
 
 impl Snapshotter {
     pub(crate) fn create(pid: u32, arm_dir: &Path) -> std::io::Result<Self> {
         std::fs::create_dir_all(arm_dir.join(SNAPSHOTS_DIR))?;
-        let records = File::options()
-            .create(true)
-            .append(true)
-            .open(arm_dir.join(SNAPSHOTS))?;
         Ok(Snapshotter {
             pid,
             arm_dir: arm_dir.to_path_buf(),
-            records: BufWriter::new(records),
-            errors: Vec::new(),
+            records: RecordSink::open(arm_dir, SNAPSHOTS)?,
         })
-    }
-
-    fn append(&mut self, record: &SnapshotRecord) {
-        let written = serde_json::to_writer(&mut self.records, record)
-            .map_err(std::io::Error::other)
-            .and_then(|()| self.records.write_all(b"\n"))
-            .and_then(|()| self.records.flush());
-        if let Err(e) = written
-            && self.errors.is_empty()
-        {
-            self.errors.push(format!(
-                "cannot append to {SNAPSHOTS}: {e} (later records may be missing)"
-            ));
-        }
     }
 }
 
@@ -118,11 +97,11 @@ impl Job for Snapshotter {
                 tools,
             },
         };
-        self.append(&record);
+        self.records.append(&record);
     }
 
     fn skip(&mut self, seq: u64, trigger: Trigger, due_ns: u64, busy_with: u64, triggers: u64) {
-        self.append(&SnapshotRecord {
+        self.records.append(&SnapshotRecord {
             seq,
             trigger,
             due_ns,
@@ -134,7 +113,7 @@ impl Job for Snapshotter {
     }
 
     fn errors(self) -> Vec<String> {
-        self.errors
+        self.records.errors()
     }
 }
 

@@ -33,6 +33,14 @@ fn lines(path: &Path) -> usize {
 
 const GROWTH_MIB: usize = 128;
 
+/// `tables`, then one arm `plateau` holding 64 MiB over `requests` requests.
+fn plateau_arm(tables: &str, requests: u32, request_ms: u32) -> String {
+    format!(
+        "{tables}\n\n[[arm]]\nid = \"plateau\"\n[arm.calibrate]\n\
+         requests = {requests}\nrequest_ms = {request_ms}\nplateau = {{ mib = 64 }}\n"
+    )
+}
+
 /// A plateau arm long enough for several phase boundaries; while it runs,
 /// this test process grows by [`GROWTH_MIB`] and a `sleep` stays idle.
 #[test]
@@ -40,17 +48,7 @@ fn snapshots_follow_the_phases_and_the_census_finds_the_process_that_grew() {
     let tmp = tempfile::tempdir().unwrap();
     let protocol = write_protocol(
         tmp.path(),
-        r#"
-[census]
-threshold_mib = 32
-
-[[arm]]
-id = "plateau"
-[arm.calibrate]
-requests = 6
-request_ms = 250
-plateau = { mib = 64 }
-"#,
+        &plateau_arm("[census]\nthreshold_mib = 32", 6, 250),
     );
     let dir = tmp.path().join("run");
     let mut idle = Command::new("sleep").arg("60").spawn().unwrap();
@@ -194,19 +192,11 @@ plateau = { mib = 64 }
 fn a_cadence_too_fast_for_the_tools_records_skipped_snapshots_and_perturbation() {
     let run = run_protocol_body(
         "run",
-        r#"
-[snapshots]
-every_ms = 1
-[census]
-enabled = false
-
-[[arm]]
-id = "plateau"
-[arm.calibrate]
-requests = 3
-request_ms = 100
-plateau = { mib = 64 }
-"#,
+        &plateau_arm(
+            "[snapshots]\nevery_ms = 1\n[census]\nenabled = false",
+            3,
+            100,
+        ),
         &[],
     );
     assert_eq!(run.out.status.code(), Some(0), "{}", stderr(&run.out));

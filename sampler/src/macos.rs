@@ -277,22 +277,20 @@ fn raw_bytes(v: &libc::vm_statistics64) -> &[u8] {
     }
 }
 
-/// Read a sysctl whose value is exactly `N` bytes.
-fn sysctl<const N: usize>(name: &CStr) -> Result<[u8; N], SamplerError> {
-    let mut buf = [0u8; N];
-    let mut len: libc::size_t = N;
-    // SAFETY: `name` is NUL-terminated; `buf` is writable for `len` bytes and
-    // the kernel writes at most that many, storing the length it wrote; no new
-    // value is set (null, 0).
-    let rc = unsafe {
-        libc::sysctlbyname(
-            name.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            &mut len,
-            std::ptr::null_mut(),
-            0,
-        )
+/// Read sysctl `name` into `buf`; returns the length the kernel stored. An
+/// empty `buf` asks only for the value's length.
+fn sysctl_read(name: &CStr, buf: &mut [u8]) -> Result<usize, SamplerError> {
+    let mut len: libc::size_t = buf.len();
+    let out: *mut libc::c_void = if buf.is_empty() {
+        std::ptr::null_mut()
+    } else {
+        buf.as_mut_ptr().cast()
     };
+    // SAFETY: `name` is NUL-terminated; `out` is null (length query) or
+    // writable for `len` bytes, and the kernel writes at most that many,
+    // storing the length it wrote (or would write); no new value is set
+    // (null, 0).
+    let rc = unsafe { libc::sysctlbyname(name.as_ptr(), out, &mut len, std::ptr::null_mut(), 0) };
     if rc != 0 {
         return Err(SamplerError::Os {
             call: "sysctlbyname",
@@ -303,6 +301,13 @@ fn sysctl<const N: usize>(name: &CStr) -> Result<[u8; N], SamplerError> {
             ),
         });
     }
+    Ok(len)
+}
+
+/// Read a sysctl whose value is exactly `N` bytes.
+fn sysctl<const N: usize>(name: &CStr) -> Result<[u8; N], SamplerError> {
+    let mut buf = [0u8; N];
+    let len = sysctl_read(name, &mut buf)?;
     if len != N {
         return Err(SamplerError::Os {
             call: "sysctlbyname",
@@ -319,44 +324,8 @@ const _: () = assert!(size_of::<libc::timeval>() == crate::host::TIMEVAL_SIZE);
 
 /// Read a sysctl of variable length (a string such as `hw.model`).
 fn sysctl_vec(name: &CStr) -> Result<Vec<u8>, SamplerError> {
-    let failed = || SamplerError::Os {
-        call: "sysctlbyname",
-        reason: format!(
-            "{}: {}",
-            name.to_string_lossy(),
-            std::io::Error::last_os_error()
-        ),
-    };
-    let mut len: libc::size_t = 0;
-    // SAFETY: `name` is NUL-terminated; a null output buffer asks only for
-    // the value's length, which the kernel stores in `len`; nothing is set.
-    let rc = unsafe {
-        libc::sysctlbyname(
-            name.as_ptr(),
-            std::ptr::null_mut(),
-            &mut len,
-            std::ptr::null_mut(),
-            0,
-        )
-    };
-    if rc != 0 {
-        return Err(failed());
-    }
-    let mut buf = vec![0u8; len];
-    // SAFETY: `buf` is writable for `len` bytes; the kernel writes at most
-    // that many and stores the length it wrote; nothing is set.
-    let rc = unsafe {
-        libc::sysctlbyname(
-            name.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            &mut len,
-            std::ptr::null_mut(),
-            0,
-        )
-    };
-    if rc != 0 {
-        return Err(failed());
-    }
+    let mut buf = vec![0u8; sysctl_read(name, &mut [])?];
+    let len = sysctl_read(name, &mut buf)?;
     buf.truncate(len);
     Ok(buf)
 }
