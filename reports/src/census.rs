@@ -334,4 +334,66 @@ mod tests {
             }
         );
     }
+
+    #[test]
+    fn the_receipt_pairs_an_arm_with_its_control_from_the_run_directory() {
+        use crate::record::{RunInfo, files};
+        let run = tempfile::tempdir().unwrap();
+        let info = RunInfo {
+            memqual_version: "0".into(),
+            protocol_name: "p".into(),
+            protocol_path: "p.toml".into(),
+            protocol_sha256: "00".into(),
+            started_utc: "now".into(),
+            platform: "linux".into(),
+            page_size_bytes: 4096,
+            hostname: None,
+            kernel: None,
+            arms: vec!["coreml".into(), "native".into()],
+            controls: [("coreml".to_string(), "native".to_string())].into(),
+            params: Default::default(),
+            host: None,
+        };
+        std::fs::write(
+            run.path().join(files::RUN),
+            serde_json::to_string(&info).unwrap(),
+        )
+        .unwrap();
+        for (arm, growth) in [("coreml", 200), ("native", 30)] {
+            let dir = run.path().join(files::ARMS).join(arm);
+            std::fs::create_dir_all(&dir).unwrap();
+            let settings = ProbeSettings {
+                snapshots_at_phases: true,
+                snapshot_every_ms: None,
+                census_threshold_bytes: Some(16 * MIB),
+                harness_pid: 7,
+                worker_pid: 8,
+            };
+            std::fs::write(dir.join(PROBES), serde_json::to_string(&settings).unwrap()).unwrap();
+            let lines: Vec<String> = arm_records(growth)
+                .iter()
+                .map(|r| serde_json::to_string(r).unwrap())
+                .collect();
+            std::fs::write(dir.join(CENSUS), lines.join("\n")).unwrap();
+        }
+        let receipt = crate::assemble(run.path()).unwrap();
+        let coreml = receipt.arms[0].census.as_ref().unwrap();
+        assert_eq!((coreml.censuses, coreml.skipped), (3, 1));
+        let service = coreml
+            .movers
+            .iter()
+            .find(|m| m.name == "modelservice")
+            .unwrap();
+        assert_eq!(
+            service.attribution,
+            Attribution::Paired {
+                control_arm: "native".into(),
+                control_moved_bytes: 30 * MIB as i64,
+                paired_delta_bytes: 170 * MIB as i64,
+            }
+        );
+        // The control itself has no control: its movers stay unattributed.
+        let native = receipt.arms[1].census.as_ref().unwrap();
+        assert!(native.movers.iter().all(|m| m.attribution == no_control()));
+    }
 }
