@@ -273,6 +273,23 @@ mod tests {
         ]
     }
 
+    /// The service grew 200 MiB in the arm and 30 MiB in the control `native`.
+    fn assert_service_paired(receipt: &CensusReceipt) {
+        let service = receipt
+            .movers
+            .iter()
+            .find(|m| m.name == "modelservice")
+            .unwrap();
+        assert_eq!(
+            service.attribution,
+            Attribution::Paired {
+                control_arm: "native".into(),
+                control_moved_bytes: 30 * MIB as i64,
+                paired_delta_bytes: 170 * MIB as i64,
+            }
+        );
+    }
+
     #[test]
     fn movers_are_beyond_the_threshold_with_their_largest_change() {
         let (got, seen) = movers(&arm_records(200), 16 * MIB, &[7]);
@@ -320,19 +337,7 @@ mod tests {
             exclude: vec![7],
         };
         pair(&mut receipt, "native", &control);
-        let service = receipt
-            .movers
-            .iter()
-            .find(|m| m.name == "modelservice")
-            .unwrap();
-        assert_eq!(
-            service.attribution,
-            Attribution::Paired {
-                control_arm: "native".into(),
-                control_moved_bytes: 30 * MIB as i64,
-                paired_delta_bytes: 170 * MIB as i64,
-            }
-        );
+        assert_service_paired(&receipt);
     }
 
     #[test]
@@ -379,19 +384,7 @@ mod tests {
         let receipt = crate::assemble(run.path()).unwrap();
         let coreml = receipt.arms[0].census.as_ref().unwrap();
         assert_eq!((coreml.censuses, coreml.skipped), (3, 1));
-        let service = coreml
-            .movers
-            .iter()
-            .find(|m| m.name == "modelservice")
-            .unwrap();
-        assert_eq!(
-            service.attribution,
-            Attribution::Paired {
-                control_arm: "native".into(),
-                control_moved_bytes: 30 * MIB as i64,
-                paired_delta_bytes: 170 * MIB as i64,
-            }
-        );
+        assert_service_paired(coreml);
         // The control itself has no control: its movers stay unattributed.
         let native = receipt.arms[1].census.as_ref().unwrap();
         assert!(native.movers.iter().all(|m| m.attribution == no_control()));
