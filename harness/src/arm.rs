@@ -1,6 +1,7 @@
 //! The executor: runs one arm's worker, watches it, times it out, and
 //! streams everything it says into the arm's directory. It never prints.
 
+use crate::probes::Probes;
 use crate::protocol::Arm;
 use crate::reader::{ChannelReader, ReaderReport};
 use command_fds::{CommandFdExt, FdMapping};
@@ -115,6 +116,8 @@ pub fn execute(
     })?;
     let pid = child.id();
     let mut failure: Vec<String> = Vec::new();
+    let (probes, probe_errors) = Probes::start(arm, pid, dir);
+    failure.extend(probe_errors);
 
     // Start the sampler before the worker has its spec: the worker is blocked
     // on stdin until then, so no phase can be missed.
@@ -148,7 +151,7 @@ pub fn execute(
     }
 
     let (tx, rx) = mpsc::channel::<Event>();
-    let reader = ChannelReader::start(pipe_reader, dir, tx.clone());
+    let reader = ChannelReader::start_observed(pipe_reader, dir, tx.clone(), probes.hook());
     let waiter_tx = tx;
     std::thread::spawn(move || {
         let _ = waiter_tx.send(Event::Exited(child.wait()));
@@ -207,6 +210,7 @@ pub fn execute(
         ));
     }
     let report: ReaderReport = reader.join();
+    failure.extend(probes.finish());
     let exit = match &status {
         Ok(s) => Some(describe_exit(s)),
         Err(e) => {

@@ -2,14 +2,18 @@
 
 mod arm;
 mod artifact;
+mod boundary;
 mod calibrate;
 mod catalogs;
+mod census;
 mod exit;
 mod fixtures;
 mod import;
+mod probes;
 mod protocol;
 mod reader;
 mod run;
+mod snapshots;
 mod summary;
 mod whisper_arm;
 

@@ -1,6 +1,8 @@
 //! Protocol files: TOML, strict (unknown keys are errors), validated before
 //! any worker starts. Errors name `file:line:col` and the key.
 
+use crate::census::CensusPlan;
+use crate::snapshots::SnapshotPlan;
 use crate::whisper_arm::{FixtureCatalog, ModelCatalog, ModelRef, WhisperArmDecl};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -30,6 +32,12 @@ pub struct Protocol {
     pub params: BTreeMap<String, String>,
     #[serde(rename = "arm", default)]
     pub arms: Vec<ArmDecl>,
+    /// Tool snapshots at phase boundaries, and an optional cadence.
+    #[serde(default)]
+    pub snapshots: SnapshotPlan,
+    /// The process census and its threshold.
+    #[serde(default)]
+    pub census: CensusPlan,
 }
 
 /// External sampler settings.
@@ -101,6 +109,8 @@ pub struct Arm {
     pub control: Option<String>,
     /// The model a whisper arm loads, as named (a named model may need building first).
     pub model: Option<ModelRef>,
+    pub snapshots: SnapshotPlan,
+    pub census: CensusPlan,
 }
 
 /// A protocol that parsed and validated, with its source text kept verbatim.
@@ -214,6 +224,12 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
         }
     };
     check_period(&raw.sampling, 0..0)?;
+    for (table, checked) in [
+        ("[snapshots]", raw.snapshots.validate()),
+        ("[census]", raw.census.validate()),
+    ] {
+        checked.map_err(|e| error_at(file, text, text.find(table).map(|s| s..s), e))?;
+    }
     let mut seen = std::collections::HashSet::new();
     let mut arms = Vec::with_capacity(raw.arms.len());
     let mut controls = Vec::with_capacity(raw.arms.len());
@@ -281,6 +297,8 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
             worker,
             control: decl.control.map(|c| c.into_inner()),
             model,
+            snapshots: raw.snapshots,
+            census: raw.census,
         });
         controls.push(control_span);
     }

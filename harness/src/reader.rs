@@ -2,6 +2,7 @@
 //! appends them to the arm's files as they arrive.
 
 use crate::arm::Event;
+use crate::probes::MarkerHook;
 use reports::record::files;
 use sampler::PhaseTracker;
 use std::fs::File;
@@ -76,6 +77,8 @@ struct State {
     report: ReaderReport,
     tracker: PhaseTracker,
     events: Sender<Event>,
+    /// Sees every accepted marker (tool snapshots, census).
+    on_marker: Option<MarkerHook>,
 }
 
 impl State {
@@ -126,6 +129,9 @@ impl State {
                 Ok(()) => {
                     self.report.markers += 1;
                     append_json(&mut sinks.markers, &m)?;
+                    if let Some(hook) = &mut self.on_marker {
+                        hook(&m);
+                    }
                 }
                 Err(e) => self.violation(line_no, e.to_string()),
             },
@@ -179,7 +185,18 @@ impl State {
 
 impl ChannelReader {
     /// Read `pipe` until end-of-file on a thread of its own.
+    #[allow(dead_code)] // kept for callers without probes
     pub fn start(pipe: std::io::PipeReader, dir: &Path, events: Sender<Event>) -> Self {
+        Self::start_observed(pipe, dir, events, None)
+    }
+
+    /// As [`Self::start`], with `on_marker` called for every accepted marker.
+    pub(crate) fn start_observed(
+        pipe: std::io::PipeReader,
+        dir: &Path,
+        events: Sender<Event>,
+        on_marker: Option<MarkerHook>,
+    ) -> Self {
         let dir = dir.to_path_buf();
         let handle = std::thread::spawn(move || {
             let mut state = State {
@@ -187,6 +204,7 @@ impl ChannelReader {
                 report: ReaderReport::default(),
                 tracker: PhaseTracker::new(),
                 events,
+                on_marker,
             };
             let mut sinks = match Sinks::open(&dir) {
                 Ok(s) => s,
@@ -266,6 +284,7 @@ mod tests {
             report: ReaderReport::default(),
             tracker: PhaseTracker::new(),
             events: tx,
+            on_marker: None,
         };
         let mut sinks = Sinks::open(dir.path()).unwrap();
         for (i, l) in lines.iter().enumerate() {

@@ -108,6 +108,7 @@ fn run_info(protocol: &LoadedProtocol) -> RunInfo {
             .filter_map(|a| Some((a.id.clone(), a.control.clone()?)))
             .collect(),
         params: protocol.params.clone(),
+        host: Some(sampler::host_identity()),
     }
 }
 

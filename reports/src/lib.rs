@@ -20,13 +20,23 @@
 //!   documented normalisation, exact parity between arms, determinism
 //!   across repetitions, silence false alarms.
 //!
+//! - [`snapshots`]: tool snapshots (smaps_rollup, cgroup files, vmmap, …)
+//!   at phase boundaries, their cost, and requests whose latency they overlap.
+//! - [`freshness`]: the real resolution of macOS system page counters
+//!   that XNU serves from a cache.
+//! - [`census`]: processes beside the worker whose memory moved during an
+//!   arm, attributed only against a matched control arm.
+//!
 //! Not here yet: gates, sealing, HTML (a later issue).
 
 pub mod calibration;
+pub mod census;
 mod error;
+pub mod freshness;
 pub mod quality;
 pub mod receipt;
 pub mod record;
+pub mod snapshots;
 pub mod speech;
 pub mod stats;
 

@@ -38,6 +38,12 @@ pub struct ArmReceipt {
     pub peak_between_samples: bool,
     /// Whisper arms: runtime, latency apart, transcripts, quality.
     pub speech: Option<SpeechReceipt>,
+    /// Tool snapshots at phase boundaries (and at the protocol's cadence).
+    #[serde(default)]
+    pub snapshots: Option<crate::snapshots::SnapshotReceipt>,
+    /// Processes beside the worker whose memory moved during the arm.
+    #[serde(default)]
+    pub census: Option<crate::census::CensusReceipt>,
 }
 
 impl ArmReceipt {
@@ -96,6 +102,9 @@ pub struct SeriesSummary {
     pub max_footprint_bytes: Option<u64>,
     pub max_virtual_bytes: Option<u64>,
     pub system: SystemDeltas,
+    /// macOS: the real resolution of the system page counters.
+    #[serde(default)]
+    pub system_freshness: Option<crate::freshness::SystemFreshness>,
 }
 
 /// System-wide change across the arm (last row minus first row), and extremes.
@@ -125,7 +134,7 @@ pub struct LatencySummary {
     pub max_ns: u64,
 }
 
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ReportError> {
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ReportError> {
     let text = std::fs::read_to_string(path).map_err(|source| ReportError::Io {
         path: path.into(),
         source,
@@ -138,7 +147,9 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ReportErr
 }
 
 /// Read a JSON-lines file; a missing file is empty (the arm died first).
-fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, ReportError> {
+pub(crate) fn read_jsonl<T: serde::de::DeserializeOwned>(
+    path: &Path,
+) -> Result<Vec<T>, ReportError> {
     let file = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -218,6 +229,7 @@ fn scan_series(
     let mut cpu_sum = 0f64;
     let (mut first, mut prev): (Option<SeriesRow>, Option<SeriesRow>) = (None, None);
     let mut next_marker = 0usize;
+    let mut freshness = crate::freshness::FreshnessScan::default();
     for (i, row) in reader.deserialize::<SeriesRow>().enumerate() {
         let row = row.map_err(|e| ReportError::Record {
             path: path.into(),
@@ -235,6 +247,7 @@ fn scan_series(
             iv.max_footprint = max_opt(iv.max_footprint, row.footprint_bytes);
         }
         summary.samples += 1;
+        freshness.push(&row);
         if row.resident_bytes.is_none() {
             summary.rows_without_process += 1;
         }
@@ -277,6 +290,7 @@ fn scan_series(
         sys.psi_full_total_delta_us = delta(f.sys_psi_full_total_us, l.sys_psi_full_total_us);
     }
     summary.median_interval_ns = stats::median(&intervals_ns);
+    summary.system_freshness = freshness.finish();
     summary.p99_lateness_ns = stats::percentile(&lateness, 99.0);
     if summary.samples > 0 {
         summary.mean_cost_ns = Some(cost_sum / summary.samples as f64);
@@ -395,6 +409,8 @@ pub fn assemble_arm(arm_dir: &Path, id: &str, page_bytes: u64) -> Result<ArmRece
     };
     let speech = speech::assemble(&results, runtime, &fixtures, &phases);
     let peak_between_samples = phases.iter().any(|p| p.peak_between_samples == Some(true));
+    let snapshots = crate::snapshots::assemble(arm_dir, &markers, &results)?;
+    let census = crate::census::assemble(arm_dir)?.map(|(receipt, _)| receipt);
     let (status, failure, exit, timed_out, worker) = match outcome {
         Some(o) => (o.status, o.failure, o.exit, o.timed_out, o.hello),
         None => (
@@ -422,6 +438,8 @@ pub fn assemble_arm(arm_dir: &Path, id: &str, page_bytes: u64) -> Result<ArmRece
         series,
         peak_between_samples,
         speech,
+        snapshots,
+        census,
     })
 }
 
@@ -457,6 +475,12 @@ pub fn assemble(run_dir: &Path) -> Result<Receipt, ReportError> {
             control: outputs(control)?,
         };
         comparisons.push(speech::compare(a, c, &results));
+        let control_census = crate::census::assemble(&run_dir.join(files::ARMS).join(control))?;
+        if let (Some(arm), Some((_, raw))) = (arms.iter_mut().find(|a| &a.id == id), control_census)
+            && let Some(census) = &mut arm.census
+        {
+            crate::census::pair(census, control, &raw);
+        }
     }
     Ok(Receipt {
         schema_version: RECEIPT_SCHEMA_VERSION,
@@ -572,6 +596,7 @@ mod tests {
             arms: vec!["a".into(), "never-ran".into()],
             controls: Default::default(),
             params: Default::default(),
+            host: None,
         };
         std::fs::write(dir.join(files::RUN), serde_json::to_string(&run).unwrap()).unwrap();
         let arm = dir.join(files::ARMS).join("a");

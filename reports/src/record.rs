@@ -45,6 +45,9 @@ pub struct RunInfo {
     /// Protocol parameters after overrides.
     #[serde(default)]
     pub params: std::collections::BTreeMap<String, String>,
+    /// Hardware model, boot time, thermal state, as far as readable.
+    #[serde(default)]
+    pub host: Option<sampler::host::HostIdentity>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

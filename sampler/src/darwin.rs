@@ -250,6 +250,34 @@ impl VmStats {
     }
 }
 
+/// When the `host_statistics64` page counters of each tick were really
+/// sampled. XNU serves callers that are not platform binaries a cached copy
+/// for most calls within each second; a read byte-identical to the previous
+/// one is that cache, so its effective time is the last fresh read's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Freshness {
+    last_fresh_ns: Option<u64>,
+    /// Reads that repeated the previous one.
+    pub cached_repeats: u64,
+}
+
+impl Freshness {
+    /// A read at `t_ns`, `repeated` when identical to the previous read;
+    /// returns the time its values were actually sampled.
+    pub fn observe(&mut self, t_ns: u64, repeated: bool) -> u64 {
+        match (repeated, self.last_fresh_ns) {
+            (true, Some(fresh)) => {
+                self.cached_repeats += 1;
+                fresh
+            }
+            _ => {
+                self.last_fresh_ns = Some(t_ns);
+                t_ns
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -479,5 +507,17 @@ mod tests {
                 .is_err()
         );
         assert_eq!(row, SeriesRow::default());
+    }
+
+    #[test]
+    fn a_repeated_read_carries_the_time_of_the_last_fresh_one() {
+        let mut f = Freshness::default();
+        // The first read is fresh even if "repeated" (nothing to repeat).
+        assert_eq!(f.observe(100, true), 100);
+        assert_eq!(f.observe(150, true), 100);
+        assert_eq!(f.observe(200, true), 100);
+        assert_eq!(f.observe(250, false), 250);
+        assert_eq!(f.observe(300, true), 250);
+        assert_eq!(f.cached_repeats, 3);
     }
 }

@@ -26,6 +26,8 @@ pub mod clock;
 pub mod darwin;
 mod error;
 mod external;
+/// Host identity (hardware model, boot time, thermal state) and its pure decoders.
+pub mod host;
 mod marker;
 mod memory;
 mod phase;
@@ -47,7 +49,7 @@ pub use external::{ExternalSampler, SamplerConfig, SamplerStats};
 pub use marker::{Marker, MarkerRecorder};
 pub use memory::{TaskMemory, snapshot_self};
 pub use phase::{Phase, PhaseError, PhaseTracker};
-pub use platform::{ProcessProbe, SystemProbe};
+pub use platform::{ProcessProbe, SystemProbe, host_identity};
 pub use series::SeriesRow;
 
 /// Serializes unit tests that measure this test process's own memory: the

@@ -9,6 +9,33 @@ use std::path::PathBuf;
 
 pub const NAME: &str = "linux";
 
+/// Hardware model from DMI (x86) or the device tree (ARM), boot time from
+/// `/proc/stat`. Linux has no unprivileged thermal state comparable to
+/// macOS's, so it stays `None`.
+pub fn host_identity() -> crate::host::HostIdentity {
+    use crate::host;
+    let mut notes = Vec::new();
+    let hardware_model = ["/sys/class/dmi/id/product_name", "/proc/device-tree/model"]
+        .iter()
+        .find_map(|p| std::fs::read(p).ok().and_then(|b| host::c_string(&b)));
+    if hardware_model.is_none() {
+        notes.push("no DMI product name or device-tree model readable".into());
+    }
+    let boot_time_unix_s = std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|t| host::proc_stat_btime(&t));
+    if boot_time_unix_s.is_none() {
+        notes.push("no btime line in /proc/stat".into());
+    }
+    notes.push("thermal state: not read on Linux".into());
+    host::HostIdentity {
+        hardware_model,
+        boot_time_unix_s,
+        thermal_state: None,
+        notes,
+    }
+}
+
 const KIB: u64 = 1024;
 
 /// memqual's Linux footprint analogue: anonymous + shmem resident + swapped.

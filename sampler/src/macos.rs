@@ -128,17 +128,19 @@ impl ProcessProbe {
 /// `vm_statistics64` for most calls within each second, so polling faster
 /// than about 1 Hz repeats old numbers. The probe keeps the last raw
 /// snapshot; when a new one is byte-identical it still fills the row from
-/// it and counts the repeat in `cached_repeats` rather than failing the
-/// tick. The sysctl fields in the same row are always fresh.
+/// it, counts the repeat in `freshness`, and stamps the row's
+/// `sys_vm_sampled_ns` with the time of the last fresh read, so no reader
+/// mistakes cached values for the tick's resolution. The sysctl fields in
+/// the same row are always fresh.
 pub struct SystemProbe {
     /// Send right from `mach_host_self()`, taken once (each call adds a user reference).
     host: mach_port_t,
     /// Kernel page size, the unit of the `vm_statistics64` page counts.
     page: u64,
     last_raw: Option<libc::vm_statistics64>,
-    /// Ticks whose `vm_statistics64` was byte-identical to the previous one
-    /// (the kernel's cache): those page fields are not fresh at this cadence.
-    pub cached_repeats: u64,
+    /// Effective sample times, and the ticks whose `vm_statistics64` was
+    /// byte-identical to the previous one (the kernel's cache).
+    pub freshness: darwin::Freshness,
 }
 
 impl Default for SystemProbe {
@@ -171,7 +173,7 @@ impl SystemProbe {
             host,
             page: page as u64,
             last_raw: None,
-            cached_repeats: 0,
+            freshness: darwin::Freshness::default(),
         }
     }
 
@@ -179,7 +181,6 @@ impl SystemProbe {
     /// `None` and is reported in the error; the other reads still happen.
     pub fn sample(&mut self, row: &mut SeriesRow) -> Result<(), SamplerError> {
         let mut first_err = None;
-        let mut stale = false;
         match self.vm_statistics() {
             Ok((stats, count)) => {
                 let vm = VmStats {
@@ -196,10 +197,11 @@ impl SystemProbe {
                 if let Err(e) = vm.fill(self.page, row) {
                     first_err = first_err.or(Some(e));
                 }
-                stale = self
+                let repeated = self
                     .last_raw
                     .as_ref()
                     .is_some_and(|last| raw_bytes(last) == raw_bytes(&stats));
+                row.sys_vm_sampled_ns = Some(self.freshness.observe(row.t_ns, repeated));
                 self.last_raw = Some(stats);
             }
             Err(e) => first_err = first_err.or(Some(e)),
@@ -231,9 +233,6 @@ impl SystemProbe {
                 }
             }
             Err(e) => first_err = first_err.or(Some(e)),
-        }
-        if stale {
-            self.cached_repeats += 1;
         }
         first_err.map_or(Ok(()), Err)
     }
@@ -278,22 +277,20 @@ fn raw_bytes(v: &libc::vm_statistics64) -> &[u8] {
     }
 }
 
-/// Read a sysctl whose value is exactly `N` bytes.
-fn sysctl<const N: usize>(name: &CStr) -> Result<[u8; N], SamplerError> {
-    let mut buf = [0u8; N];
-    let mut len: libc::size_t = N;
-    // SAFETY: `name` is NUL-terminated; `buf` is writable for `len` bytes and
-    // the kernel writes at most that many, storing the length it wrote; no new
-    // value is set (null, 0).
-    let rc = unsafe {
-        libc::sysctlbyname(
-            name.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            &mut len,
-            std::ptr::null_mut(),
-            0,
-        )
+/// Read sysctl `name` into `buf`; returns the length the kernel stored. An
+/// empty `buf` asks only for the value's length.
+fn sysctl_read(name: &CStr, buf: &mut [u8]) -> Result<usize, SamplerError> {
+    let mut len: libc::size_t = buf.len();
+    let out: *mut libc::c_void = if buf.is_empty() {
+        std::ptr::null_mut()
+    } else {
+        buf.as_mut_ptr().cast()
     };
+    // SAFETY: `name` is NUL-terminated; `out` is null (length query) or
+    // writable for `len` bytes, and the kernel writes at most that many,
+    // storing the length it wrote (or would write); no new value is set
+    // (null, 0).
+    let rc = unsafe { libc::sysctlbyname(name.as_ptr(), out, &mut len, std::ptr::null_mut(), 0) };
     if rc != 0 {
         return Err(SamplerError::Os {
             call: "sysctlbyname",
@@ -304,6 +301,13 @@ fn sysctl<const N: usize>(name: &CStr) -> Result<[u8; N], SamplerError> {
             ),
         });
     }
+    Ok(len)
+}
+
+/// Read a sysctl whose value is exactly `N` bytes.
+fn sysctl<const N: usize>(name: &CStr) -> Result<[u8; N], SamplerError> {
+    let mut buf = [0u8; N];
+    let len = sysctl_read(name, &mut buf)?;
     if len != N {
         return Err(SamplerError::Os {
             call: "sysctlbyname",
@@ -314,4 +318,36 @@ fn sysctl<const N: usize>(name: &CStr) -> Result<[u8; N], SamplerError> {
         });
     }
     Ok(buf)
+}
+
+const _: () = assert!(size_of::<libc::timeval>() == crate::host::TIMEVAL_SIZE);
+
+/// Read a sysctl of variable length (a string such as `hw.model`).
+fn sysctl_vec(name: &CStr) -> Result<Vec<u8>, SamplerError> {
+    let mut buf = vec![0u8; sysctl_read(name, &mut [])?];
+    let len = sysctl_read(name, &mut buf)?;
+    buf.truncate(len);
+    Ok(buf)
+}
+
+/// `hw.model` and `kern.boottime`. The thermal state is published through
+/// Foundation (`ProcessInfo.thermalState`), not a sysctl, so it is not read.
+pub fn host_identity() -> crate::host::HostIdentity {
+    use crate::host;
+    let mut notes = Vec::new();
+    let hardware_model = sysctl_vec(c"hw.model")
+        .map_err(|e| notes.push(e.to_string()))
+        .ok()
+        .and_then(|b| host::c_string(&b));
+    let boot_time_unix_s = sysctl::<{ host::TIMEVAL_SIZE }>(c"kern.boottime")
+        .map_err(|e| notes.push(e.to_string()))
+        .ok()
+        .and_then(|b| host::timeval_seconds(&b));
+    notes.push("thermal state: published through Foundation, not a sysctl; not read".into());
+    host::HostIdentity {
+        hardware_model,
+        boot_time_unix_s,
+        thermal_state: None,
+        notes,
+    }
 }

@@ -67,4 +67,11 @@ pub struct SeriesRow {
     pub sys_psi_full_total_us: Option<u64>,
     /// macOS `kern.memorystatus_vm_pressure_level` (1 normal, 2 warn, 4 critical).
     pub sys_pressure_level: Option<i32>,
+    /// macOS: when the `host_statistics64` page counters of this row were
+    /// really sampled. Equal to `t_ns` when fresh; earlier when XNU served a
+    /// cached copy (it does for most reads within each second), so those
+    /// fields have about 1 s resolution, not the tick's. `None` where the
+    /// counters are always fresh (Linux).
+    #[serde(default)]
+    pub sys_vm_sampled_ns: Option<u64>,
 }

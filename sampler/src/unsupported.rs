@@ -12,6 +12,13 @@ pub fn reset_peak_self() -> Option<bool> {
     None
 }
 
+pub fn host_identity() -> crate::host::HostIdentity {
+    crate::host::HostIdentity {
+        notes: vec!["host identity is not read on this platform".into()],
+        ..Default::default()
+    }
+}
+
 pub struct ProcessProbe;
 
 impl ProcessProbe {

@@ -1,0 +1,329 @@
+//! Runs slow observations (tool snapshots, the process census) beside an
+//! arm on a thread of their own, triggered by phase markers and optionally
+//! by a cadence, one at a time.
+//!
+//! The message reader must never wait for them: it hands markers over a
+//! bounded channel without blocking. A trigger that arrives while the
+//! previous observation is still running is recorded as skipped, never
+//! queued behind it, so a slow tool cannot pile up work or shift later
+//! observations away from their phases.
+
+use reports::snapshots::Trigger;
+use sampler::{Marker, Phase, clock};
+use serde::Serialize;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// An observation the worker thread runs; it writes its own records.
+pub(crate) trait Job: Send + 'static {
+    /// Observe now for `trigger`, which arrived at `due_ns`.
+    fn take(&mut self, seq: u64, trigger: Trigger, due_ns: u64);
+    /// Record that `triggers` triggers (the first `trigger`, at `due_ns`)
+    /// found observation `busy_with` still running.
+    fn skip(&mut self, seq: u64, trigger: Trigger, due_ns: u64, busy_with: u64, triggers: u64);
+    /// Failures to write the records, for the arm's failure list.
+    fn errors(self) -> Vec<String>;
+}
+
+/// An append-only JSON-lines file, flushed per record. The first failure is
+/// kept for the arm's failure list; later records are still attempted.
+pub(crate) struct RecordSink {
+    name: &'static str,
+    out: BufWriter<File>,
+    errors: Vec<String>,
+}
+
+impl RecordSink {
+    pub(crate) fn open(dir: &Path, name: &'static str) -> std::io::Result<Self> {
+        let file = File::options()
+            .create(true)
+            .append(true)
+            .open(dir.join(name))?;
+        Ok(RecordSink {
+            name,
+            out: BufWriter::new(file),
+            errors: Vec::new(),
+        })
+    }
+
+    pub(crate) fn append(&mut self, record: &impl Serialize) {
+        let written = serde_json::to_writer(&mut self.out, record)
+            .map_err(std::io::Error::other)
+            .and_then(|()| self.out.write_all(b"\n"))
+            .and_then(|()| self.out.flush());
+        if let Err(e) = written
+            && self.errors.is_empty()
+        {
+            self.errors.push(format!(
+                "cannot append to {}: {e} (later records may be missing)",
+                self.name
+            ));
+        }
+    }
+
+    pub(crate) fn errors(self) -> Vec<String> {
+        self.errors
+    }
+}
+
+/// Markers waiting for the worker thread; beyond this the reader drops them
+/// (and they are counted) rather than wait.
+const PENDING_MARKERS: usize = 256;
+
+pub(crate) struct BoundaryWorker {
+    tx: SyncSender<(Marker, u64)>,
+    dropped: Arc<AtomicU64>,
+    handle: JoinHandle<Vec<String>>,
+}
+
+/// The reader's side: hands a marker over without blocking.
+#[derive(Clone)]
+pub(crate) struct BoundarySender {
+    tx: SyncSender<(Marker, u64)>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl BoundarySender {
+    pub(crate) fn send(&self, marker: &Marker) {
+        match self.tx.try_send((marker.clone(), clock::monotonic_ns())) {
+            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+            Err(TrySendError::Full(_)) => {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl BoundaryWorker {
+    /// Start the thread. `at_phases` false: markers only name the phase a
+    /// cadence tick follows. `every` adds a cadence.
+    pub(crate) fn start<J: Job>(
+        job: J,
+        first_seq: u64,
+        at_phases: bool,
+        every: Option<Duration>,
+    ) -> Self {
+        let (tx, rx) = sync_channel(PENDING_MARKERS);
+        let handle = std::thread::spawn(move || {
+            let mut job = job;
+            run(&mut job, rx, first_seq, at_phases, every);
+            job.errors()
+        });
+        BoundaryWorker {
+            tx,
+            dropped: Arc::new(AtomicU64::new(0)),
+            handle,
+        }
+    }
+
+    pub(crate) fn sender(&self) -> BoundarySender {
+        BoundarySender {
+            tx: self.tx.clone(),
+            dropped: self.dropped.clone(),
+        }
+    }
+
+    /// Stop once every marker already sent is handled; the job's errors.
+    pub(crate) fn finish(self, what: &str) -> Vec<String> {
+        drop(self.tx);
+        let mut errors = self
+            .handle
+            .join()
+            .unwrap_or_else(|_| vec![format!("the {what} thread panicked")]);
+        let dropped = self.dropped.load(Ordering::Relaxed);
+        if dropped > 0 {
+            errors.push(format!(
+                "{dropped} phase markers reached the {what} thread while its queue of {PENDING_MARKERS} was full and were not observed"
+            ));
+        }
+        errors
+    }
+}
+
+/// The cadence grid: tick `k` is due at `start + k * period`.
+struct Cadence {
+    period_ns: u64,
+    next_ns: u64,
+}
+
+impl Cadence {
+    /// Ticks due up to `until_ns` (inclusive) that were missed; moves past them.
+    fn missed_until(&mut self, until_ns: u64) -> (u64, u64) {
+        let first = self.next_ns;
+        let mut n = 0;
+        while self.next_ns <= until_ns {
+            n += 1;
+            self.next_ns += self.period_ns.max(1);
+        }
+        (n, first)
+    }
+}
+
+/// Take one observation; its seq and when it ended.
+fn observe<J: Job>(job: &mut J, seq: &mut u64, trigger: Trigger, due_ns: u64) -> (u64, u64) {
+    let taken = *seq;
+    *seq += 1;
+    job.take(taken, trigger, due_ns);
+    (taken, clock::monotonic_ns())
+}
+
+fn run<J: Job>(
+    job: &mut J,
+    rx: Receiver<(Marker, u64)>,
+    first_seq: u64,
+    at_phases: bool,
+    every: Option<Duration>,
+) {
+    let mut seq = first_seq;
+    let mut cadence = every.map(|p| {
+        let period_ns = u64::try_from(p.as_nanos()).unwrap_or(u64::MAX);
+        Cadence {
+            period_ns,
+            next_ns: clock::monotonic_ns().saturating_add(period_ns),
+        }
+    });
+    let mut last_phase: Option<Phase> = None;
+    // The last observation taken and when it ended.
+    let mut busy: Option<(u64, u64)> = None;
+    loop {
+        let received = match &cadence {
+            Some(c) => {
+                let wait = c.next_ns.saturating_sub(clock::monotonic_ns());
+                rx.recv_timeout(Duration::from_nanos(wait))
+            }
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        let window = match received {
+            Ok((marker, arrived_ns)) => {
+                last_phase = Some(marker.phase);
+                if !at_phases {
+                    continue;
+                }
+                let trigger = Trigger::from_marker(&marker);
+                match busy {
+                    Some((busy_with, ended)) if arrived_ns < ended => {
+                        job.skip(seq, trigger, arrived_ns, busy_with, 1);
+                        seq += 1;
+                        continue;
+                    }
+                    _ => observe(job, &mut seq, trigger, arrived_ns),
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                let Some(c) = &mut cadence else { continue };
+                let due = c.next_ns;
+                c.next_ns = due.saturating_add(c.period_ns.max(1));
+                observe(
+                    job,
+                    &mut seq,
+                    Trigger::Cadence {
+                        after_phase: last_phase,
+                    },
+                    due,
+                )
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        busy = Some(window);
+        // Cadence ticks that fell due while that observation ran.
+        let (busy_with, ended) = window;
+        if let Some(c) = &mut cadence {
+            let (missed, first_due) = c.missed_until(ended);
+            if missed > 0 {
+                let trigger = Trigger::Cadence {
+                    after_phase: last_phase,
+                };
+                job.skip(seq, trigger, first_due, busy_with, missed);
+                seq += 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc::{Sender, channel};
+
+    /// Records every call; `take` blocks until the test releases it.
+    struct Gate {
+        log: Sender<String>,
+        release: Receiver<()>,
+    }
+
+    impl Job for Gate {
+        fn take(&mut self, seq: u64, trigger: Trigger, _: u64) {
+            let _ = self.log.send(format!("take {seq} {}", trigger.label()));
+            let _ = self.release.recv();
+        }
+        fn skip(&mut self, seq: u64, trigger: Trigger, _: u64, busy_with: u64, n: u64) {
+            let _ = self.log.send(format!(
+                "skip {seq} {} busy_with {busy_with} x{n}",
+                trigger.label()
+            ));
+        }
+        fn errors(self) -> Vec<String> {
+            Vec::new()
+        }
+    }
+
+    fn marker(seq: u64, phase: Phase) -> Marker {
+        Marker {
+            phase,
+            seq,
+            request_id: None,
+            t_ns: 0,
+            memory: sampler::TaskMemory::default(),
+        }
+    }
+
+    #[test]
+    fn a_marker_arriving_while_an_observation_runs_is_skipped_not_queued() {
+        let (log_tx, log) = channel();
+        let (release, release_rx) = channel();
+        let worker = BoundaryWorker::start(
+            Gate {
+                log: log_tx,
+                release: release_rx,
+            },
+            1,
+            true,
+            None,
+        );
+        let sender = worker.sender();
+        sender.send(&marker(0, Phase::ProcessStart));
+        // The first observation has started and is held open…
+        assert_eq!(log.recv().unwrap(), "take 1 process_start");
+        // …so these two arrive while it runs.
+        sender.send(&marker(1, Phase::ModelLoaded));
+        sender.send(&marker(2, Phase::StateReady));
+        release.send(()).unwrap();
+        assert_eq!(log.recv().unwrap(), "skip 2 model_loaded busy_with 1 x1");
+        assert_eq!(log.recv().unwrap(), "skip 3 state_ready busy_with 1 x1");
+        // Once it is idle, the next marker is observed again.
+        sender.send(&marker(3, Phase::WarmupDone));
+        assert_eq!(log.recv().unwrap(), "take 4 warmup_done");
+        release.send(()).unwrap();
+        drop(sender);
+        assert!(worker.finish("test").is_empty());
+        assert!(log.try_recv().is_err(), "nothing else happened");
+    }
+
+    #[test]
+    fn cadence_ticks_missed_during_an_observation_fold_into_one_record() {
+        let mut c = Cadence {
+            period_ns: 10,
+            next_ns: 100,
+        };
+        assert_eq!(c.missed_until(99), (0, 100));
+        assert_eq!(c.missed_until(135), (4, 100));
+        assert_eq!(c.next_ns, 140);
+        assert_eq!(c.missed_until(140), (1, 140));
+    }
+}

@@ -1,0 +1,392 @@
+//! The process census: every process's memory before an arm and at each of
+//! its phase boundaries (`census.jsonl`), and in the receipt the processes
+//! whose memory moved by more than the protocol's threshold during the arm.
+//!
+//! Work an arm causes may happen in processes that are not its children
+//! (Core ML's compiler and model services). No process is named here: any
+//! process that moved is listed, and a movement is attributed to the arm
+//! only against a matched control arm, as the difference between the two
+//! arms' movements of processes with the same name.
+
+use crate::ReportError;
+use crate::snapshots::{PROBES, ProbeSettings, Trigger};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+pub const CENSUS: &str = "census.jsonl";
+
+/// One line of `census.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CensusRecord {
+    pub seq: u64,
+    pub trigger: Trigger,
+    pub due_ns: u64,
+    /// `None` when the trigger found the previous census still running.
+    pub taken: Option<CensusTaken>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CensusTaken {
+    pub started_ns: u64,
+    pub wall_ns: u64,
+    pub processes: Vec<ProcessMemory>,
+}
+
+/// One process as the census saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessMemory {
+    pub pid: u32,
+    /// Seconds since the epoch; with the pid, the process's identity.
+    pub start_time_s: u64,
+    pub name: String,
+    /// Resident memory (RSS on Linux, resident size on macOS) in bytes.
+    pub memory_bytes: u64,
+    pub virtual_bytes: u64,
+}
+
+/// The census of one arm in the receipt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CensusReceipt {
+    pub threshold_bytes: u64,
+    pub censuses: u64,
+    pub skipped: u64,
+    /// Processes seen at least once (the harness and the worker excluded).
+    pub processes_seen: u64,
+    pub movers: Vec<Mover>,
+}
+
+/// A process whose memory moved by more than the threshold during the arm.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Mover {
+    pub pid: u32,
+    pub name: String,
+    /// Before the arm; `None` when the process appeared during it (counted from 0).
+    pub baseline_bytes: Option<u64>,
+    pub max_bytes: u64,
+    /// At the last census that saw it.
+    pub last_bytes: u64,
+    /// The largest change from the baseline, signed.
+    pub moved_bytes: i64,
+    pub attribution: Attribution,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Attribution {
+    /// No matched control arm: the movement may have any cause.
+    NotAttributable { reason: String },
+    /// The control arm's movement of processes with the same name, and
+    /// this arm's movement minus it.
+    Paired {
+        control_arm: String,
+        control_moved_bytes: i64,
+        paired_delta_bytes: i64,
+    },
+}
+
+fn no_control() -> Attribution {
+    Attribution::NotAttributable {
+        reason: "not attributable: no matched control arm".into(),
+    }
+}
+
+/// Signed value with the larger magnitude (the first on ties).
+fn larger_move(a: i64, b: i64) -> i64 {
+    if b.unsigned_abs() > a.unsigned_abs() {
+        b
+    } else {
+        a
+    }
+}
+
+/// The movers among `records`: each process's largest change from its
+/// before-arm memory over the phase censuses, when beyond `threshold`.
+/// `exclude` holds the harness's and the worker's pids.
+pub fn movers(records: &[CensusRecord], threshold: u64, exclude: &[u32]) -> (Vec<Mover>, u64) {
+    let mut baseline: BTreeMap<(u32, u64), u64> = BTreeMap::new();
+    // (pid, start) → (name, max, last, moved)
+    let mut seen: BTreeMap<(u32, u64), (String, u64, u64, i64)> = BTreeMap::new();
+    for rec in records {
+        let Some(taken) = &rec.taken else { continue };
+        for p in taken.processes.iter().filter(|p| !exclude.contains(&p.pid)) {
+            let key = (p.pid, p.start_time_s);
+            if rec.trigger == Trigger::BeforeArm {
+                baseline.insert(key, p.memory_bytes);
+            }
+            let base = baseline.get(&key).copied().unwrap_or(0);
+            let change = p.memory_bytes as i64 - base as i64;
+            let entry = seen.entry(key).or_insert_with(|| (p.name.clone(), 0, 0, 0));
+            entry.1 = entry.1.max(p.memory_bytes);
+            entry.2 = p.memory_bytes;
+            entry.3 = larger_move(entry.3, change);
+        }
+    }
+    let total = seen.len() as u64;
+    let mut out: Vec<Mover> = seen
+        .into_iter()
+        .filter(|(_, (_, _, _, moved))| moved.unsigned_abs() > threshold)
+        .map(|((pid, start), (name, max, last, moved))| Mover {
+            pid,
+            name,
+            baseline_bytes: baseline.get(&(pid, start)).copied(),
+            max_bytes: max,
+            last_bytes: last,
+            moved_bytes: moved,
+            attribution: no_control(),
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.moved_bytes
+            .unsigned_abs()
+            .cmp(&a.moved_bytes.unsigned_abs())
+            .then(a.pid.cmp(&b.pid))
+    });
+    (out, total)
+}
+
+/// Every process's largest signed change in `records`, by name (the
+/// largest in magnitude among processes sharing a name).
+fn moves_by_name(records: &[CensusRecord], exclude: &[u32]) -> BTreeMap<String, i64> {
+    let (all, _) = movers(records, 0, exclude);
+    let mut out: BTreeMap<String, i64> = BTreeMap::new();
+    for m in all {
+        let e = out.entry(m.name).or_insert(0);
+        *e = larger_move(*e, m.moved_bytes);
+    }
+    out
+}
+
+/// Read the census of one arm; `None` without census settings.
+pub fn assemble(arm_dir: &Path) -> Result<Option<(CensusReceipt, ArmCensus)>, ReportError> {
+    let settings_path = arm_dir.join(PROBES);
+    if !settings_path.exists() {
+        return Ok(None);
+    }
+    let settings: ProbeSettings = crate::receipt::read_json(&settings_path)?;
+    let Some(threshold) = settings.census_threshold_bytes else {
+        return Ok(None);
+    };
+    let records: Vec<CensusRecord> = crate::receipt::read_jsonl(&arm_dir.join(CENSUS))?;
+    let exclude = vec![settings.harness_pid, settings.worker_pid];
+    let (movers, processes_seen) = movers(&records, threshold, &exclude);
+    let receipt = CensusReceipt {
+        threshold_bytes: threshold,
+        censuses: records.iter().filter(|r| r.taken.is_some()).count() as u64,
+        skipped: records.iter().filter(|r| r.taken.is_none()).count() as u64,
+        processes_seen,
+        movers,
+    };
+    Ok(Some((receipt, ArmCensus { records, exclude })))
+}
+
+/// The raw census of an arm, kept while pairing arms with their controls.
+#[derive(Debug, Clone)]
+pub struct ArmCensus {
+    records: Vec<CensusRecord>,
+    exclude: Vec<u32>,
+}
+
+/// Attribute `arm`'s movers against its matched control arm's census.
+pub fn pair(arm: &mut CensusReceipt, control_arm: &str, control: &ArmCensus) {
+    let control_moves = moves_by_name(&control.records, &control.exclude);
+    for m in &mut arm.movers {
+        let control_moved = control_moves.get(&m.name).copied().unwrap_or(0);
+        m.attribution = Attribution::Paired {
+            control_arm: control_arm.to_string(),
+            control_moved_bytes: control_moved,
+            paired_delta_bytes: m.moved_bytes - control_moved,
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sampler::Phase;
+
+    const MIB: u64 = 1 << 20;
+
+    fn p(pid: u32, name: &str, mib: u64) -> ProcessMemory {
+        ProcessMemory {
+            pid,
+            start_time_s: 100,
+            name: name.into(),
+            memory_bytes: mib * MIB,
+            virtual_bytes: 0,
+        }
+    }
+
+    fn rec(seq: u64, trigger: Trigger, processes: Vec<ProcessMemory>) -> CensusRecord {
+        CensusRecord {
+            seq,
+            trigger,
+            due_ns: seq,
+            taken: Some(CensusTaken {
+                started_ns: seq,
+                wall_ns: 1,
+                processes,
+            }),
+        }
+    }
+
+    fn phase(seq: u64) -> Trigger {
+        Trigger::Phase {
+            phase: Phase::ModelLoaded,
+            marker_seq: seq,
+            request_id: None,
+        }
+    }
+
+    fn arm_records(service_growth: u64) -> Vec<CensusRecord> {
+        vec![
+            rec(
+                0,
+                Trigger::BeforeArm,
+                vec![
+                    p(1, "init", 10),
+                    p(50, "modelservice", 40),
+                    p(7, "harness", 5),
+                ],
+            ),
+            rec(
+                1,
+                phase(0),
+                vec![
+                    p(1, "init", 11),
+                    p(50, "modelservice", 40 + service_growth),
+                    p(7, "harness", 500),
+                    p(60, "compiler", 300),
+                ],
+            ),
+            CensusRecord {
+                seq: 2,
+                trigger: phase(1),
+                due_ns: 2,
+                taken: None,
+            },
+            rec(
+                3,
+                phase(2),
+                vec![p(1, "init", 10), p(50, "modelservice", 45)],
+            ),
+        ]
+    }
+
+    /// The service grew 200 MiB in the arm and 30 MiB in the control `native`.
+    fn assert_service_paired(receipt: &CensusReceipt) {
+        let service = receipt
+            .movers
+            .iter()
+            .find(|m| m.name == "modelservice")
+            .unwrap();
+        assert_eq!(
+            service.attribution,
+            Attribution::Paired {
+                control_arm: "native".into(),
+                control_moved_bytes: 30 * MIB as i64,
+                paired_delta_bytes: 170 * MIB as i64,
+            }
+        );
+    }
+
+    #[test]
+    fn movers_are_beyond_the_threshold_with_their_largest_change() {
+        let (got, seen) = movers(&arm_records(200), 16 * MIB, &[7]);
+        assert_eq!(
+            seen, 3,
+            "init, modelservice, compiler; the harness excluded"
+        );
+        assert_eq!(got.len(), 2);
+        // The compiler appeared during the arm: counted from zero.
+        assert_eq!(
+            (got[0].pid, got[0].baseline_bytes, got[0].moved_bytes),
+            (60, None, 300 * MIB as i64)
+        );
+        assert_eq!(
+            (
+                got[1].name.as_str(),
+                got[1].baseline_bytes,
+                got[1].max_bytes,
+                got[1].last_bytes,
+                got[1].moved_bytes
+            ),
+            (
+                "modelservice",
+                Some(40 * MIB),
+                240 * MIB,
+                45 * MIB,
+                200 * MIB as i64
+            )
+        );
+        assert_eq!(got[1].attribution, no_control());
+    }
+
+    #[test]
+    fn a_control_arm_gives_the_paired_delta_by_process_name() {
+        let (movers_, _) = movers(&arm_records(200), 16 * MIB, &[7]);
+        let mut receipt = CensusReceipt {
+            threshold_bytes: 16 * MIB,
+            censuses: 3,
+            skipped: 1,
+            processes_seen: 3,
+            movers: movers_,
+        };
+        let control = ArmCensus {
+            records: arm_records(30),
+            exclude: vec![7],
+        };
+        pair(&mut receipt, "native", &control);
+        assert_service_paired(&receipt);
+    }
+
+    #[test]
+    fn the_receipt_pairs_an_arm_with_its_control_from_the_run_directory() {
+        use crate::record::{RunInfo, files};
+        let run = tempfile::tempdir().unwrap();
+        let info = RunInfo {
+            memqual_version: "0".into(),
+            protocol_name: "p".into(),
+            protocol_path: "p.toml".into(),
+            protocol_sha256: "00".into(),
+            started_utc: "now".into(),
+            platform: "linux".into(),
+            page_size_bytes: 4096,
+            hostname: None,
+            kernel: None,
+            arms: vec!["coreml".into(), "native".into()],
+            controls: [("coreml".to_string(), "native".to_string())].into(),
+            params: Default::default(),
+            host: None,
+        };
+        std::fs::write(
+            run.path().join(files::RUN),
+            serde_json::to_string(&info).unwrap(),
+        )
+        .unwrap();
+        for (arm, growth) in [("coreml", 200), ("native", 30)] {
+            let dir = run.path().join(files::ARMS).join(arm);
+            std::fs::create_dir_all(&dir).unwrap();
+            let settings = ProbeSettings {
+                snapshots_at_phases: true,
+                snapshot_every_ms: None,
+                census_threshold_bytes: Some(16 * MIB),
+                harness_pid: 7,
+                worker_pid: 8,
+            };
+            std::fs::write(dir.join(PROBES), serde_json::to_string(&settings).unwrap()).unwrap();
+            let lines: Vec<String> = arm_records(growth)
+                .iter()
+                .map(|r| serde_json::to_string(r).unwrap())
+                .collect();
+            std::fs::write(dir.join(CENSUS), lines.join("\n")).unwrap();
+        }
+        let receipt = crate::assemble(run.path()).unwrap();
+        let coreml = receipt.arms[0].census.as_ref().unwrap();
+        assert_eq!((coreml.censuses, coreml.skipped), (3, 1));
+        assert_service_paired(coreml);
+        // The control itself has no control: its movers stay unattributed.
+        let native = receipt.arms[1].census.as_ref().unwrap();
+        assert!(native.movers.iter().all(|m| m.attribution == no_control()));
+    }
+}
