@@ -25,6 +25,11 @@ pub struct WhisperArmDecl {
     /// encoder tensors): what the strict parse before loading expects.
     #[serde(default)]
     pub model_layout: ModelLayout,
+    /// Default true: the worker parses the whole model strictly before
+    /// whisper.cpp sees it. `false` is for negative controls only (record what
+    /// the stock loader does with a defective file).
+    #[serde(default = "yes")]
+    pub prevalidate_model: bool,
     /// The compiled Core ML encoder (`…-encoder.mlmodelc`) to use with `encoder = "coreml"`;
     /// default: whisper.cpp's own naming rule next to the model.
     pub coreml_sidecar: Option<String>,
@@ -259,6 +264,7 @@ pub fn resolve(
             path,
             sha256,
             layout: decl.model_layout,
+            prevalidate: decl.prevalidate_model,
             coreml_sidecar,
         },
         threads: decl.threads.unwrap_or_else(default_threads),

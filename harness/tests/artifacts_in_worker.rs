@@ -160,3 +160,64 @@ fn stock_whisper_cpp_rejects_a_decoder_only_artifact_and_q5_0_transcribes() {
         );
     }
 }
+
+/// What stock whisper.cpp does with each defect, observed through the worker
+/// with the strict parse switched off. Two cases are left out on purpose:
+/// `vocab-count-beyond-file` makes the stock loader allocate until the kernel
+/// kills it (24 GB seen), and `header-only` reads uninitialised sizes, so its
+/// outcome is undefined.
+#[test]
+fn the_stock_loader_accepts_some_defects_and_crashes_on_others() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = tmp.path().join("corpus");
+    let tiny = tiny_en();
+    memqual_ok(&[
+        "artifact",
+        "corpus",
+        tiny.to_str().unwrap(),
+        corpus.to_str().unwrap(),
+        "--json",
+    ]);
+    // (case, what the stock loader does)
+    let expected = [
+        ("trailing-bytes", "loads"),
+        ("truncated-final-payload", "loads"),
+        ("missing-decoder-record", "rejects"),
+        ("duplicate-decoder-record", "rejects"),
+        ("renamed-tensor", "rejects"),
+        ("wrong-tensor-type", "rejects"),
+        ("wrong-dims", "rejects"),
+        ("bad-magic", "rejects"),
+        ("negative-name-length", "SIGABRT"),
+        ("wrong-payload-length", "SIGSEGV"),
+    ];
+    let mut body = String::new();
+    for (case, _) in expected {
+        body.push_str(&whisper_arm(
+            case,
+            &corpus.join(format!("{case}.bin")),
+            "prevalidate_model = false\nfixtures = [\"s3\"]",
+        ));
+    }
+    // `fixtures` appears twice in each arm above; keep the last one only.
+    let body = body.replace("fixtures = [\"s1-s4\"]\n", "");
+    let r = run_protocol_body("run", &body, &["--json"]);
+    let receipt = receipt(&r.dir);
+    for (case, what) in expected {
+        let a = receipt.arms.iter().find(|a| a.id == case).unwrap();
+        let exit = a.exit.as_ref().unwrap();
+        let observed = match (a.status, exit.signal_name.as_deref()) {
+            (ArmStatus::Completed, _) => "loads",
+            (_, Some(sig)) => sig,
+            _ if a
+                .failure
+                .iter()
+                .any(|f| f.contains("whisper.cpp could not load the model")) =>
+            {
+                "rejects"
+            }
+            _ => "other",
+        };
+        assert_eq!(observed, what, "{case}: {:?}", a.failure);
+    }
+}

@@ -76,6 +76,12 @@ pub struct ModelInput {
     pub sha256: Option<String>,
     #[serde(default)]
     pub layout: ModelLayout,
+    /// Parse the whole file strictly before whisper.cpp loads it (default).
+    /// `false` only for negative controls that record what the stock loader
+    /// does with a defective file; the worker is a child process, so a crash
+    /// ends that arm alone.
+    #[serde(default = "yes")]
+    pub prevalidate: bool,
     /// The Core ML sidecar directory to use; when unset, whisper.cpp's own
     /// rule (model name without `.bin` and `-qX_Y`, plus `-encoder.mlmodelc`).
     #[serde(default)]
@@ -235,6 +241,7 @@ mod tests {
                 path: "m.bin".into(),
                 sha256: None,
                 layout: ModelLayout::Full,
+                prevalidate: true,
                 coreml_sidecar: None,
             },
             threads: 2,

@@ -126,6 +126,28 @@ fn prevalidate_model(spec: &WhisperSpec) -> anyhow::Result<ModelIdentity> {
     if !path.is_file() {
         bail!("model {}: cannot open: no such file", path.display());
     }
+    if !spec.model.prevalidate {
+        // Negative controls only: a plain digest and whatever header there is.
+        use std::io::Read;
+        let (sha256, bytes) = inputs::sha256_file(path)?;
+        let mut head = Vec::with_capacity(48);
+        std::fs::File::open(path)
+            .and_then(|f| f.take(48).read_to_end(&mut head))
+            .with_context(|| format!("model {}", path.display()))?;
+        let field = |i: usize| {
+            head.get(4 * i..4 * i + 4)
+                .map_or(0, |b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        };
+        return Ok(ModelIdentity {
+            path: path.display().to_string(),
+            bytes,
+            sha256,
+            n_vocab: field(1),
+            n_audio_layer: field(5),
+            n_text_layer: field(9),
+            ftype: field(11),
+        });
+    }
     let expect = match spec.model.layout {
         ModelLayout::Full => ggml_container::Expect::Full,
         ModelLayout::DecoderOnly => ggml_container::Expect::DecoderOnly,
