@@ -20,14 +20,22 @@
 //!   documented normalisation, exact parity between arms, determinism
 //!   across repetitions, silence false alarms.
 //!
+//! - [`growth`]: growth across many requests — Theil–Sen slopes with
+//!   bootstrap intervals, minima per cycle, plateau / step / linear growth /
+//!   inconclusive, and system growth while the worker stays flat.
+//! - [`stability`]: a soak arm's verdict from its run directory (the
+//!   receipt's `stability` section, which a `stability` gate reads).
+//!
 //! Not here yet: gates, sealing, HTML (a later issue).
 
 pub mod calibration;
 mod error;
+pub mod growth;
 pub mod quality;
 pub mod receipt;
 pub mod record;
 pub mod speech;
+pub mod stability;
 pub mod stats;
 
 pub use error::ReportError;

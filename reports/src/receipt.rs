@@ -38,6 +38,9 @@ pub struct ArmReceipt {
     pub peak_between_samples: bool,
     /// Whisper arms: runtime, latency apart, transcripts, quality.
     pub speech: Option<SpeechReceipt>,
+    /// Soak arms (those with `soak.json`): growth classification and verdict.
+    #[serde(default)]
+    pub stability: Option<crate::stability::Stability>,
 }
 
 impl ArmReceipt {
@@ -394,6 +397,15 @@ pub fn assemble_arm(arm_dir: &Path, id: &str, page_bytes: u64) -> Result<ArmRece
         _ => Vec::new(),
     };
     let speech = speech::assemble(&results, runtime, &fixtures, &phases);
+    let soak_path = arm_dir.join(crate::stability::SOAK_FILE);
+    let stability = if soak_path.exists() {
+        let settings = read_json(&soak_path)?;
+        Some(crate::stability::analyse_arm(
+            arm_dir, &markers, &results, &settings,
+        )?)
+    } else {
+        None
+    };
     let peak_between_samples = phases.iter().any(|p| p.peak_between_samples == Some(true));
     let (status, failure, exit, timed_out, worker) = match outcome {
         Some(o) => (o.status, o.failure, o.exit, o.timed_out, o.hello),
@@ -422,6 +434,7 @@ pub fn assemble_arm(arm_dir: &Path, id: &str, page_bytes: u64) -> Result<ArmRece
         series,
         peak_between_samples,
         speech,
+        stability,
     })
 }
 
