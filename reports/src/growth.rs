@@ -97,6 +97,16 @@ pub enum Classification {
 }
 
 impl Classification {
+    /// The name used in receipts and tables (`linear_growth`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            Classification::Plateau => "plateau",
+            Classification::Step => "step",
+            Classification::Inconclusive => "inconclusive",
+            Classification::LinearGrowth => "linear_growth",
+        }
+    }
+
     /// True for `plateau` and `step`: bounded memory.
     pub fn is_flat(self) -> bool {
         matches!(self, Classification::Plateau | Classification::Step)
