@@ -240,13 +240,22 @@ fn run_protocol(
     loaded: &protocol::LoadedProtocol,
     common: &CommonArgs,
 ) -> Result<run::RunResult, Failure> {
+    let (workers, dir) = prepare_run(loaded, common)?;
+    run::run(loaded, &dir, &workers, &INTERRUPTED).map_err(harness)
+}
+
+/// The worker folder and the run directory, with Ctrl-C handled from here on.
+fn prepare_run(
+    loaded: &protocol::LoadedProtocol,
+    common: &CommonArgs,
+) -> Result<(run::WorkerDir, PathBuf), Failure> {
     let workers = run::WorkerDir::resolve(common.worker_dir.clone()).map_err(harness)?;
     let dir = common
         .out
         .clone()
         .unwrap_or_else(|| run::default_run_dir(&loaded.name));
     install_interrupt_handler()?;
-    run::run(loaded, &dir, &workers, &INTERRUPTED).map_err(harness)
+    Ok((workers, dir))
 }
 
 /// The exit code of a run: interrupted beats everything else.
@@ -383,12 +392,7 @@ fn soak_command(
         soak::Length::Requests(n) => Some(n),
         _ => None,
     };
-    let workers = run::WorkerDir::resolve(common.worker_dir.clone()).map_err(harness)?;
-    let dir = common
-        .out
-        .clone()
-        .unwrap_or_else(|| run::default_run_dir(&loaded.name));
-    install_interrupt_handler()?;
+    let (workers, dir) = prepare_run(&loaded, common)?;
     let result = soak::run_soak(
         &loaded,
         &settings,

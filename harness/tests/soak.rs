@@ -197,23 +197,17 @@ fn sigint_after_n_requests_leaves_the_analysis_of_those_n() {
     );
     let dir = tmp.path().join("run");
     let history = tmp.path().join("h.sqlite");
-    let child = std::process::Command::new(MEMQUAL)
-        .args([
-            "soak",
-            p.to_str().unwrap(),
-            "--requests",
-            "100000",
-            "--out",
-            dir.to_str().unwrap(),
-            "--history",
-            history.to_str().unwrap(),
-            "--json",
-        ])
-        .env("MEMQUAL_WORKER_DIR", worker_dir())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_memqual(&[
+        "soak",
+        p.to_str().unwrap(),
+        "--requests",
+        "100000",
+        "--out",
+        dir.to_str().unwrap(),
+        "--history",
+        history.to_str().unwrap(),
+        "--json",
+    ]);
     let markers_path = dir.join("arms/cal/markers.jsonl");
     let ends = |path: &Path| {
         std::fs::read_to_string(path)

@@ -5,8 +5,8 @@
 //! written here rather than taken from a crate: the estimator (Theil–Sen:
 //! the median of all pairwise slopes) and a percentile bootstrap over it are
 //! a few dozen lines, and the available crates either lack Theil–Sen or pull
-//! in a full linear-algebra stack. The bootstrap's generator is SplitMix64
-//! with the seed from the settings, so the same points always give the same
+//! in a full linear-algebra stack. The bootstrap draws from `rand_xorshift`
+//! seeded from the settings, so the same points always give the same
 //! interval.
 //!
 //! How a series is judged (every threshold comes from [`GrowthSettings`]):
@@ -23,6 +23,8 @@
 //!    (too few points, an interval straddling the threshold, more jumps than
 //!    `max_steps`) is `inconclusive`, with the reason.
 
+use rand_core::{Rng, SeedableRng};
+use rand_xorshift::XorShiftRng;
 use serde::{Deserialize, Serialize};
 
 /// Bins kept at most: bounds the pairwise work (bins² per estimate).
@@ -176,21 +178,9 @@ fn median_in_place(values: &mut [f64]) -> Option<f64> {
     Some((lo + hi) / 2.0)
 }
 
-/// SplitMix64: tiny, well-distributed, and reproducible from its seed.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
+/// A uniform index below `n` (modulo bias is negligible for n ≪ 2^64).
+fn below(rng: &mut XorShiftRng, n: usize) -> usize {
+    (rng.next_u64() % n as u64) as usize
 }
 
 /// Theil–Sen slopes of `y` against each x-axis in `axes`, with percentile
@@ -207,10 +197,10 @@ fn slopes_with_intervals(
         theil_sen(&pts)
     };
     let n = ys.len();
-    let mut rng = SplitMix64(settings.seed ^ salt);
+    let mut rng = XorShiftRng::seed_from_u64(settings.seed ^ salt);
     let mut draws: Vec<Vec<f64>> = vec![Vec::new(); axes.len()];
     for _ in 0..settings.bootstrap_resamples {
-        let sample: Vec<usize> = (0..n).map(|_| rng.below(n)).collect();
+        let sample: Vec<usize> = (0..n).map(|_| below(&mut rng, n)).collect();
         for (axis, out) in axes.iter().zip(draws.iter_mut()) {
             if let Some(s) = estimate(axis, &mut sample.iter().copied()) {
                 out.push(s);
@@ -414,8 +404,8 @@ mod tests {
 
     /// Deterministic noise in [-amp, amp].
     fn noise(i: u64, amp: f64) -> f64 {
-        let mut r = SplitMix64(i.wrapping_mul(7919));
-        (r.next() as f64 / u64::MAX as f64 * 2.0 - 1.0) * amp
+        let mut r = XorShiftRng::seed_from_u64(i);
+        (r.next_u64() as f64 / u64::MAX as f64 * 2.0 - 1.0) * amp
     }
 
     /// One request every 100 ms.

@@ -126,7 +126,6 @@ fn system_points(series: &Path, ends: &[(u64, u64)]) -> Result<Vec<Vec<Point>>, 
     if let Some(prev) = &last {
         emit(prev, None, &mut next);
     }
-    drop(emit);
     Ok(out)
 }
 

@@ -29,6 +29,17 @@ pub fn memqual(args: &[&str]) -> Output {
         .expect("memqual runs")
 }
 
+/// Start `memqual` with `args`, stdout and stderr piped, workers found.
+pub fn spawn_memqual(args: &[&str]) -> std::process::Child {
+    Command::new(MEMQUAL)
+        .args(args)
+        .env("MEMQUAL_WORKER_DIR", worker_dir())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("memqual starts")
+}
+
 pub fn write_protocol(dir: &Path, body: &str) -> PathBuf {
     let path = dir.join("protocol.toml");
     std::fs::write(

@@ -32,10 +32,10 @@ pub struct CalibrationSpec {
     #[serde(default)]
     pub growth_until_request: Option<u64>,
     /// Hold one more block at each listed measured request (allocator caching).
-    pub steps: Option<Steps>,
+    pub steps: Option<Box<Steps>>,
     /// Append to a file on a tmpfs per request with `write` (never mapped):
     /// system memory grows while the worker's resident stays flat.
-    pub shm_file: Option<ShmFile>,
+    pub shm_file: Option<Box<ShmFile>>,
     /// Allocate and free a block inside one request.
     pub spike: Option<Spike>,
     /// Reserve address space without touching it, from `model_loaded` on.
