@@ -206,3 +206,42 @@ pub enum Misbehaviour {
     /// Exit 0 without `bye`.
     NoBye,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(json: serde_json::Value) -> CalibrationSpec {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn soak_patterns_are_checked_against_the_request_count() {
+        let ok = spec(serde_json::json!({"requests": 2000,
+            "steps": {"mib": 16, "at_requests": [500, 1100]},
+            "shm_file": {"kib_per_request": 256}}));
+        assert_eq!(ok.validate(), Ok(()));
+        assert_eq!(
+            ok.shm_file.unwrap().dir,
+            std::path::PathBuf::from("/dev/shm")
+        );
+        let late = spec(serde_json::json!({"requests": 1000,
+            "steps": {"mib": 16, "at_requests": [500, 1100]}}));
+        assert_eq!(
+            late.validate().unwrap_err(),
+            "steps.at_requests has 1100 but the arm has only 1000 requests"
+        );
+        let alone = spec(serde_json::json!({"growth_until_request": 50}));
+        assert_eq!(
+            alone.validate().unwrap_err(),
+            "growth_until_request needs leak"
+        );
+        let empty = spec(serde_json::json!({"shm_file": {"kib_per_request": 0}}));
+        assert!(
+            empty
+                .validate()
+                .unwrap_err()
+                .starts_with("shm_file.kib_per_request")
+        );
+    }
+}
