@@ -301,13 +301,7 @@ fn ctrl_c_kills_the_worker_stops_the_run_and_still_writes_the_receipt() {
     let tmp = tempfile::tempdir().unwrap();
     let (child, run) = spawn_long_run(tmp.path());
     let worker = worker_pid(&run);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let out = interrupt(child);
     assert!(wait_dead(worker), "worker {worker} survived the interrupt");
     let o = outcome(&run, "long");
     assert_eq!(o.status, ArmStatus::Failed);

@@ -220,13 +220,7 @@ fn sigint_after_n_requests_leaves_the_analysis_of_those_n() {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let out = interrupt(child);
     let n = markers(&dir.join("arms/cal"))
         .iter()
         .filter(|m| m.phase == Phase::RequestEnd)
