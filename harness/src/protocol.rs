@@ -38,6 +38,8 @@ pub struct Protocol {
     /// The process census and its threshold.
     #[serde(default)]
     pub census: CensusPlan,
+    /// How `memqual soak` judges growth (thresholds, warm-up, history).
+    pub soak: Option<crate::soak::SoakDecl>,
 }
 
 /// External sampler settings.
@@ -123,6 +125,8 @@ pub struct LoadedProtocol {
     /// Parameters after `--param` overrides.
     pub params: BTreeMap<String, String>,
     pub arms: Vec<Arm>,
+    /// The `[soak]` table, if any (`memqual soak` uses defaults without it).
+    pub soak: Option<crate::soak::SoakDecl>,
 }
 
 /// What parsing needs from outside the file: parameter overrides, the
@@ -315,6 +319,16 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
             ));
         }
     }
+    if let Some(soak) = &raw.soak {
+        soak.validate().map_err(|e| {
+            error_at(
+                file,
+                text,
+                text.find("[soak]").map(|s| s..s),
+                format!("soak.{e}"),
+            )
+        })?;
+    }
     Ok(LoadedProtocol {
         path: PathBuf::from(file),
         name: raw.name.into_inner(),
@@ -322,6 +336,7 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
         text: text.to_string(),
         params,
         arms,
+        soak: raw.soak,
     })
 }
 

@@ -281,6 +281,8 @@ pub fn resolve(
         warmup: decl.warmup,
         fixtures: fixtures.select(&decl.fixtures)?,
         repetitions: decl.repetitions,
+        max_requests: None,
+        max_duration_s: None,
         idle_ms: (decl.idle_s * 1000.0).round() as u64,
         encoder: decl.encoder,
         requires: decl.requires.clone(),

@@ -277,19 +277,13 @@ const LONG_IDLE: &str = "\n[[arm]]\nid = \"long\"\n[arm.calibrate]\nrequests = 1
 fn spawn_long_run(tmp: &std::path::Path) -> (std::process::Child, std::path::PathBuf) {
     let proto = write_protocol(tmp, LONG_IDLE);
     let run = tmp.join("run");
-    let child = std::process::Command::new(MEMQUAL)
-        .args([
-            "run",
-            proto.to_str().unwrap(),
-            "--out",
-            run.to_str().unwrap(),
-            "--json",
-        ])
-        .env("MEMQUAL_WORKER_DIR", worker_dir())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_memqual(&[
+        "run",
+        proto.to_str().unwrap(),
+        "--out",
+        run.to_str().unwrap(),
+        "--json",
+    ]);
     // process_start … request_end: the worker is now in its 60 s idle.
     wait_for_lines(&run.join("arms/long/markers.jsonl"), 6);
     (child, run)
@@ -307,13 +301,7 @@ fn ctrl_c_kills_the_worker_stops_the_run_and_still_writes_the_receipt() {
     let tmp = tempfile::tempdir().unwrap();
     let (child, run) = spawn_long_run(tmp.path());
     let worker = worker_pid(&run);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let out = interrupt(child);
     assert!(wait_dead(worker), "worker {worker} survived the interrupt");
     let o = outcome(&run, "long");
     assert_eq!(o.status, ArmStatus::Failed);

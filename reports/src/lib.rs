@@ -26,6 +26,11 @@
 //!   that XNU serves from a cache.
 //! - [`census`]: processes beside the worker whose memory moved during an
 //!   arm, attributed only against a matched control arm.
+//! - [`growth`]: growth across many requests — Theil–Sen slopes with
+//!   bootstrap intervals, minima per cycle, plateau / step / linear growth /
+//!   inconclusive, and system growth while the worker stays flat.
+//! - [`stability`]: a soak arm's verdict from its run directory (the
+//!   receipt's `stability` section, which a `stability` gate reads).
 //!
 //! Not here yet: gates, sealing, HTML (a later issue).
 
@@ -33,11 +38,13 @@ pub mod calibration;
 pub mod census;
 mod error;
 pub mod freshness;
+pub mod growth;
 pub mod quality;
 pub mod receipt;
 pub mod record;
 pub mod snapshots;
 pub mod speech;
+pub mod stability;
 pub mod stats;
 
 pub use error::ReportError;

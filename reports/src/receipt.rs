@@ -44,6 +44,9 @@ pub struct ArmReceipt {
     /// Processes beside the worker whose memory moved during the arm.
     #[serde(default)]
     pub census: Option<crate::census::CensusReceipt>,
+    /// Soak arms (those with `soak.json`): growth classification and verdict.
+    #[serde(default)]
+    pub stability: Option<crate::stability::Stability>,
 }
 
 impl ArmReceipt {
@@ -408,6 +411,15 @@ pub fn assemble_arm(arm_dir: &Path, id: &str, page_bytes: u64) -> Result<ArmRece
         _ => Vec::new(),
     };
     let speech = speech::assemble(&results, runtime, &fixtures, &phases);
+    let soak_path = arm_dir.join(crate::stability::SOAK_FILE);
+    let stability = if soak_path.exists() {
+        let settings = read_json(&soak_path)?;
+        Some(crate::stability::analyse_arm(
+            arm_dir, &markers, &results, &settings,
+        )?)
+    } else {
+        None
+    };
     let peak_between_samples = phases.iter().any(|p| p.peak_between_samples == Some(true));
     let snapshots = crate::snapshots::assemble(arm_dir, &markers, &results)?;
     let census = crate::census::assemble(arm_dir)?.map(|(receipt, _)| receipt);
@@ -440,6 +452,7 @@ pub fn assemble_arm(arm_dir: &Path, id: &str, page_bytes: u64) -> Result<ArmRece
         speech,
         snapshots,
         census,
+        stability,
     })
 }
 

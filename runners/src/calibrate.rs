@@ -15,9 +15,12 @@ use worker_contract::{
 };
 
 pub const WORKER_NAME: &str = "memqual-calibrate";
-pub const CAPABILITIES: [&str; 8] = [
+pub const CAPABILITIES: [&str; 11] = [
     "plateau",
     "leak",
+    "growth_until_request",
+    "steps",
+    "shm_file",
     "spike",
     "reserve",
     "file_map",
@@ -123,6 +126,40 @@ impl Drop for MappedFile {
     }
 }
 
+/// A file on a tmpfs grown with `write` and never mapped: its pages are
+/// shared memory charged to the system, not to this process's resident set.
+struct ShmGrowth {
+    file: std::fs::File,
+    path: PathBuf,
+    chunk: Vec<u8>,
+}
+
+impl ShmGrowth {
+    fn new(dir: &Path, bytes_per_request: u64) -> anyhow::Result<Self> {
+        let path = dir.join(format!("memqual-calibrate-{}.shm", std::process::id()));
+        let file =
+            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        let len = usize::try_from(bytes_per_request).context("shm_file chunk too large")?;
+        Ok(ShmGrowth {
+            file,
+            path,
+            chunk: vec![0x3C; len],
+        })
+    }
+
+    fn grow(&mut self) -> anyhow::Result<()> {
+        self.file
+            .write_all(&self.chunk)
+            .with_context(|| format!("appending to {}", self.path.display()))
+    }
+}
+
+impl Drop for ShmGrowth {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 /// Spinning threads that keep cores busy while they live.
 struct BusyThreads {
     stop: Arc<AtomicBool>,
@@ -180,6 +217,7 @@ struct Held {
     _reserve: Option<Reservation>,
     _file: Option<MappedFile>,
     leaked: Vec<TouchedBlock>,
+    shm: Option<ShmGrowth>,
 }
 
 impl Held {
@@ -218,6 +256,11 @@ pub fn run(
             .map(|f| MappedFile::new(&spec.scratch_dir, f.mib * MIB))
             .transpose()?,
         leaked: Vec::new(),
+        shm: cal
+            .shm_file
+            .as_ref()
+            .map(|f| ShmGrowth::new(&f.dir, f.kib_per_request * 1024))
+            .transpose()?,
     };
     session.mark(Phase::ModelLoaded, None)?;
 
@@ -246,12 +289,25 @@ pub fn run(
     for request_id in 0..cal.requests {
         session.mark(Phase::RequestBegin, Some(request_id))?;
         let started = clock::monotonic_ns();
-        if leak_bytes > 0 {
+        let leaking = cal
+            .growth_until_request
+            .is_none_or(|stop| request_id < stop);
+        if leak_bytes > 0 && leaking {
             held.leaked.push(TouchedBlock::new(leak_bytes)?);
+        }
+        if let Some(steps) = cal
+            .steps
+            .as_ref()
+            .filter(|s| s.at_requests.contains(&request_id))
+        {
+            held.leaked.push(TouchedBlock::new(steps.mib * MIB)?);
+        }
+        if let Some(shm) = held.shm.as_mut() {
+            shm.grow()?;
         }
         let mut result = CalibrationResult {
             held_bytes: 0,
-            leaked_bytes: leak_bytes,
+            leaked_bytes: if leaking { leak_bytes } else { 0 },
             spike_bytes: 0,
             spike_resident_ns: None,
             spike_freed_ns: None,

@@ -29,6 +29,29 @@ pub fn memqual(args: &[&str]) -> Output {
         .expect("memqual runs")
 }
 
+/// Start `memqual` with `args`, stdout and stderr piped, workers found.
+pub fn spawn_memqual(args: &[&str]) -> std::process::Child {
+    Command::new(MEMQUAL)
+        .args(args)
+        .env("MEMQUAL_WORKER_DIR", worker_dir())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("memqual starts")
+}
+
+/// Send SIGINT to a running `memqual`, wait, and check it exited 130.
+pub fn interrupt(child: std::process::Child) -> Output {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    out
+}
+
 pub fn write_protocol(dir: &Path, body: &str) -> PathBuf {
     let path = dir.join("protocol.toml");
     std::fs::write(

@@ -28,6 +28,14 @@ pub struct CalibrationSpec {
     pub plateau: Option<Plateau>,
     /// Grow by this much per measured request, never freed.
     pub leak: Option<Leak>,
+    /// With `leak`: the leak stops after this many measured requests (a plateau).
+    #[serde(default)]
+    pub growth_until_request: Option<u64>,
+    /// Hold one more block at each listed measured request (allocator caching).
+    pub steps: Option<Box<Steps>>,
+    /// Append to a file on a tmpfs per request with `write` (never mapped):
+    /// system memory grows while the worker's resident stays flat.
+    pub shm_file: Option<Box<ShmFile>>,
     /// Allocate and free a block inside one request.
     pub spike: Option<Spike>,
     /// Reserve address space without touching it, from `model_loaded` on.
@@ -63,6 +71,9 @@ impl Default for CalibrationSpec {
             busy_threads: 0,
             plateau: None,
             leak: None,
+            growth_until_request: None,
+            steps: None,
+            shm_file: None,
             spike: None,
             reserve: None,
             file_map: None,
@@ -99,8 +110,45 @@ impl CalibrationSpec {
                 l.mib_per_request
             ));
         }
+        if self.growth_until_request.is_some() && self.leak.is_none() {
+            return Err("growth_until_request needs leak".into());
+        }
+        if let Some(s) = &self.steps
+            && let Some(r) = s.at_requests.iter().find(|&&r| r >= self.requests)
+        {
+            return Err(format!(
+                "steps.at_requests has {r} but the arm has only {} requests",
+                self.requests
+            ));
+        }
+        if let Some(f) = &self.shm_file
+            && f.kib_per_request == 0
+        {
+            return Err("shm_file.kib_per_request must be at least 1".into());
+        }
         Ok(())
     }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Steps {
+    pub mib: u64,
+    /// Measured requests (0-based) at which one more block is taken and kept.
+    pub at_requests: Vec<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShmFile {
+    pub kib_per_request: u64,
+    /// A tmpfs directory (default `/dev/shm`); the file is removed at teardown.
+    #[serde(default = "default_shm_dir")]
+    pub dir: std::path::PathBuf,
+}
+
+fn default_shm_dir() -> std::path::PathBuf {
+    "/dev/shm".into()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -157,4 +205,43 @@ pub enum Misbehaviour {
     OutOfOrder,
     /// Exit 0 without `bye`.
     NoBye,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(json: serde_json::Value) -> CalibrationSpec {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn soak_patterns_are_checked_against_the_request_count() {
+        let ok = spec(serde_json::json!({"requests": 2000,
+            "steps": {"mib": 16, "at_requests": [500, 1100]},
+            "shm_file": {"kib_per_request": 256}}));
+        assert_eq!(ok.validate(), Ok(()));
+        assert_eq!(
+            ok.shm_file.unwrap().dir,
+            std::path::PathBuf::from("/dev/shm")
+        );
+        let late = spec(serde_json::json!({"requests": 1000,
+            "steps": {"mib": 16, "at_requests": [500, 1100]}}));
+        assert_eq!(
+            late.validate().unwrap_err(),
+            "steps.at_requests has 1100 but the arm has only 1000 requests"
+        );
+        let alone = spec(serde_json::json!({"growth_until_request": 50}));
+        assert_eq!(
+            alone.validate().unwrap_err(),
+            "growth_until_request needs leak"
+        );
+        let empty = spec(serde_json::json!({"shm_file": {"kib_per_request": 0}}));
+        assert!(
+            empty
+                .validate()
+                .unwrap_err()
+                .starts_with("shm_file.kib_per_request")
+        );
+    }
 }

@@ -21,7 +21,9 @@ mod runtime;
 mod spec;
 mod whisper;
 
-pub use calibrate::{CalibrationSpec, FileMap, Leak, Misbehaviour, Plateau, Reserve, Spike};
+pub use calibrate::{
+    CalibrationSpec, FileMap, Leak, Misbehaviour, Plateau, Reserve, ShmFile, Spike, Steps,
+};
 pub use channel::{Channel, read_spec};
 pub use message::{
     Bye, CalibrationResult, DecodeError, Hello, LogLevel, LogMessage, RequestResult, ResultBody,

@@ -129,6 +129,13 @@ pub struct WhisperSpec {
     pub fixtures: Vec<FixtureInput>,
     /// Times each fixture is run; request ids count fixtures × repetitions.
     pub repetitions: u32,
+    /// Soak: stop after this many measured requests (fixtures cycled in
+    /// order); unset runs all fixtures × repetitions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_requests: Option<u64>,
+    /// Soak: start no measured request after this many seconds from `warmup_done`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_duration_s: Option<u64>,
     pub idle_ms: u64,
     pub encoder: Encoder,
     /// Capabilities the arm needs; a worker lacking one refuses the arm.
@@ -253,6 +260,8 @@ mod tests {
             audio_ctx: 0,
             max_tokens: 0,
             temperature_fallback: true,
+            max_requests: None,
+            max_duration_s: None,
             initializer: Initializer::NoState,
             extra_states: 0,
             warmup: 1,

@@ -288,8 +288,17 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
     session.mark(Phase::WarmupDone, None)?;
 
     let mut request_id = 0u64;
-    for repetition in 0..spec.repetitions {
+    let deadline = spec
+        .max_duration_s
+        .map(|s| clock::monotonic_ns().saturating_add(s.saturating_mul(1_000_000_000)));
+    'requests: for repetition in 0..spec.repetitions {
         for clip in &audio {
+            // Soak limits: a request count, or a duration.
+            if spec.max_requests.is_some_and(|n| request_id >= n)
+                || deadline.is_some_and(|d| clock::monotonic_ns() >= d)
+            {
+                break 'requests;
+            }
             session.mark(Phase::RequestBegin, Some(request_id))?;
             let t0 = clock::monotonic_ns();
             let raw = engine.transcribe(&clip.samples);

@@ -1,0 +1,281 @@
+//! The soak's watcher: tails the arm's `markers.jsonl` for the progress
+//! bar (requests, elapsed, footprint, a running slope over the last
+//! requests) and takes slow snapshots of the worker (`smaps_rollup` +
+//! `meminfo` on Linux, `vmmap -summary` on macOS) at a fixed interval and
+//! once at `idle_end`. Its memory stays bounded however long the soak runs.
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use reports::growth;
+use reports::record::files;
+use sampler::{Marker, Phase};
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// A `markers.jsonl` read as it grows: complete lines only.
+#[derive(Default)]
+pub struct MarkerTail {
+    reader: Option<BufReader<std::fs::File>>,
+    partial: String,
+}
+
+impl MarkerTail {
+    /// New complete markers since the last call (none while the file is missing).
+    pub fn poll(&mut self, path: &Path) -> Vec<Marker> {
+        if self.reader.is_none() {
+            match std::fs::File::open(path) {
+                Ok(f) => self.reader = Some(BufReader::new(f)),
+                Err(_) => return Vec::new(),
+            }
+        }
+        let mut out = Vec::new();
+        let Some(reader) = self.reader.as_mut() else {
+            return out;
+        };
+        loop {
+            let mut line = String::new();
+            match reader.read_line(&mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) if !line.ends_with('\n') => {
+                    // Half a line: keep it until the rest arrives.
+                    self.partial.push_str(&line);
+                    break;
+                }
+                Ok(_) => {
+                    let full = std::mem::take(&mut self.partial) + &line;
+                    if let Ok(m) = serde_json::from_str::<Marker>(full.trim()) {
+                        out.push(m);
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Requests kept for the running slope.
+const RUNNING_WINDOW: usize = 128;
+
+/// What the progress line shows; bounded whatever the soak's length.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub requests: u64,
+    pub footprint_bytes: Option<u64>,
+    pub idle_seen: bool,
+    recent: VecDeque<(f64, f64)>,
+}
+
+impl Progress {
+    pub fn ingest(&mut self, m: &Marker) {
+        match m.phase {
+            Phase::RequestEnd => {
+                self.requests += 1;
+                let bytes = m.memory.footprint_bytes.unwrap_or(m.memory.resident_bytes);
+                self.footprint_bytes = Some(bytes);
+                if self.recent.len() == RUNNING_WINDOW {
+                    self.recent.pop_front();
+                }
+                let x = m.request_id.unwrap_or(self.requests) as f64;
+                self.recent.push_back((x, bytes as f64));
+            }
+            Phase::IdleEnd => self.idle_seen = true,
+            _ => {}
+        }
+    }
+
+    /// Theil–Sen over the last requests, bytes per request.
+    pub fn running_slope(&self) -> Option<f64> {
+        let pts: Vec<(f64, f64)> = self.recent.iter().copied().collect();
+        growth::theil_sen(&pts)
+    }
+
+    #[cfg(test)]
+    pub fn retained(&self) -> usize {
+        self.recent.len()
+    }
+}
+
+pub fn mib(bytes: f64) -> String {
+    format!("{:.1} MiB", bytes / 1_048_576.0)
+}
+
+/// Copy the worker's slow-snapshot sources into `dir` as raw text.
+fn snapshot(dir: &Path, pid: u32, n: u32, label: &str) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let stem = format!("{n:04}-{label}");
+    let sources: Vec<(String, Result<String, String>)> = if cfg!(target_os = "linux") {
+        [
+            (format!("/proc/{pid}/smaps_rollup"), "smaps_rollup"),
+            ("/proc/meminfo".to_string(), "meminfo"),
+        ]
+        .into_iter()
+        .map(|(src, ext)| {
+            (
+                format!("{stem}.{ext}"),
+                std::fs::read_to_string(&src).map_err(|e| format!("{src}: {e}")),
+            )
+        })
+        .collect()
+    } else {
+        let out = std::process::Command::new("vmmap")
+            .args(["-summary", &pid.to_string()])
+            .output()
+            .map_err(|e| format!("vmmap: {e}"))
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+        vec![(format!("{stem}.vmmap-summary"), out)]
+    };
+    for (name, text) in sources {
+        let text = text?;
+        let path = dir.join(&name);
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn worker_pid(arm_dir: &Path) -> Option<u32> {
+    let text = std::fs::read_to_string(arm_dir.join(files::HELLO)).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    u32::try_from(v.get("pid")?.as_u64()?).ok()
+}
+
+/// What the watcher did, for the arm's record.
+#[derive(Debug, Default)]
+pub struct WatchReport {
+    pub snapshots: u32,
+    pub snapshot_errors: Vec<String>,
+}
+
+/// Tail the arm, draw progress, take snapshots, until `stop`.
+pub fn watch(
+    arm_dir: PathBuf,
+    total: Option<u64>,
+    interval: Option<Duration>,
+    stop: Arc<AtomicBool>,
+    bar: ProgressBar,
+) -> WatchReport {
+    let markers = arm_dir.join(files::MARKERS);
+    let snapshots = arm_dir.join("snapshots");
+    let mut tail = MarkerTail::default();
+    let mut progress = Progress::default();
+    let mut report = WatchReport::default();
+    let mut last_snapshot: Option<Instant> = None;
+    let mut pid = None;
+    let start = Instant::now();
+    loop {
+        let stopping = stop.load(Ordering::SeqCst);
+        let was_idle = progress.idle_seen;
+        for m in tail.poll(&markers) {
+            progress.ingest(&m);
+        }
+        pid = pid.or_else(|| worker_pid(&arm_dir));
+        if let Some(pid) = pid {
+            let due = interval.is_some_and(|i| last_snapshot.is_none_or(|t| t.elapsed() >= i));
+            let at_idle = progress.idle_seen && !was_idle;
+            if due || at_idle {
+                let label = if at_idle { "idle_end" } else { "periodic" };
+                match snapshot(&snapshots, pid, report.snapshots, label) {
+                    Ok(()) => report.snapshots += 1,
+                    // A worker that already exited has no smaps_rollup: note, go on.
+                    Err(e) if report.snapshot_errors.len() < 20 => report.snapshot_errors.push(e),
+                    Err(_) => {}
+                }
+                last_snapshot = Some(Instant::now());
+            }
+        }
+        bar.set_position(progress.requests);
+        bar.set_message(format!(
+            "{} · footprint {} · slope {}",
+            humanize(start.elapsed()),
+            progress
+                .footprint_bytes
+                .map_or("–".into(), |b| mib(b as f64)),
+            progress
+                .running_slope()
+                .map_or("–".into(), |s| format!("{:.1} KiB/req", s / 1024.0)),
+        ));
+        if stopping {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    if total.is_some() {
+        bar.abandon();
+    } else {
+        bar.finish_and_clear();
+    }
+    report
+}
+
+fn humanize(d: Duration) -> String {
+    let s = d.as_secs();
+    format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
+pub fn progress_bar(total: Option<u64>) -> ProgressBar {
+    let bar = match total {
+        Some(n) => ProgressBar::new(n).with_style(
+            ProgressStyle::with_template("{bar:30} {pos}/{len} requests · {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ),
+        None => ProgressBar::new_spinner().with_style(
+            ProgressStyle::with_template("{spinner} {pos} requests · {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        ),
+    };
+    bar.set_draw_target(ProgressDrawTarget::stderr_with_hz(2));
+    bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sampler::TaskMemory;
+    use std::io::Write;
+
+    fn end(id: u64, bytes: u64) -> Marker {
+        Marker {
+            phase: Phase::RequestEnd,
+            seq: id,
+            request_id: Some(id),
+            t_ns: id,
+            memory: TaskMemory {
+                resident_bytes: bytes,
+                footprint_bytes: Some(bytes),
+                ..TaskMemory::default()
+            },
+        }
+    }
+
+    #[test]
+    fn the_tail_waits_for_the_rest_of_a_half_written_line() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("markers.jsonl");
+        let mut tail = MarkerTail::default();
+        assert!(tail.poll(&path).is_empty(), "no file yet");
+        let line = serde_json::to_string(&end(7, 100)).unwrap();
+        let (a, b) = line.split_at(20);
+        let mut f = std::fs::File::create(&path).unwrap();
+        write!(f, "{}\n{a}", serde_json::to_string(&end(6, 90)).unwrap()).unwrap();
+        f.flush().unwrap();
+        let first = tail.poll(&path);
+        assert_eq!(first.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![6]);
+        writeln!(f, "{b}").unwrap();
+        f.flush().unwrap();
+        assert_eq!(tail.poll(&path), vec![end(7, 100)]);
+    }
+
+    #[test]
+    fn progress_keeps_a_bounded_window_and_its_slope() {
+        let mut p = Progress::default();
+        for i in 0..10_000u64 {
+            p.ingest(&end(i, 1_000_000 + 4096 * i));
+        }
+        assert_eq!(p.requests, 10_000);
+        assert_eq!(p.retained(), RUNNING_WINDOW);
+        assert_eq!(p.running_slope(), Some(4096.0));
+        assert_eq!(p.footprint_bytes, Some(1_000_000 + 4096 * 9_999));
+    }
+}

@@ -1,0 +1,289 @@
+//! The `stability` section of an arm's receipt: the soak verdict, rebuilt
+//! from the arm's directory alone.
+//!
+//! A soak writes `arms/<id>/soak.json` ([`SoakSettings`]) before its worker
+//! starts; an arm with that file gets a [`Stability`] in the receipt. The
+//! worker's series are its own footprint and resident at every
+//! `request_end` marker; the system series are the external sampler's row
+//! at or just before each `request_end` (as-of join), so every series is
+//! indexed by request. A `stability` gate reads [`Stability::stable`].
+
+use crate::growth::{self, Classification, GrowthSettings, Point, SeriesGrowth};
+use crate::{ReportError, stats};
+use sampler::{Marker, Phase, SeriesRow};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use worker_contract::RequestResult;
+
+/// The soak settings file in an arm's directory.
+pub const SOAK_FILE: &str = "soak.json";
+
+/// What a soak judges with, as the protocol's `[soak]` table set it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SoakSettings {
+    /// Thresholds for the worker's own series.
+    pub growth: GrowthSettings,
+    /// The growth threshold for system series (bytes per request).
+    pub system_slope_bytes_per_request: f64,
+}
+
+/// The soak verdict of one arm.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stability {
+    pub settings: SoakSettings,
+    /// `request_end` markers seen.
+    pub requests: u64,
+    /// The worst of the worker's series.
+    pub worker: Classification,
+    /// `worker_footprint` (where the platform has it) and `worker_resident`.
+    pub worker_series: Vec<SeriesGrowth>,
+    /// System series that count for the verdict: wired, compressor, swap
+    /// used, shared memory (tmpfs / shm) — whichever the platform reports.
+    pub system_series: Vec<SeriesGrowth>,
+    /// Host memory in use (total − available): shown, not judged, because
+    /// every other process on the host moves it.
+    pub host_used: Option<SeriesGrowth>,
+    /// System series that grow linearly while the worker's own memory is
+    /// bounded (the pattern a resident-only soak calls healthy).
+    pub system_growth_while_worker_flat: Vec<String>,
+    pub peak_footprint_bytes: Option<u64>,
+    pub peak_resident_bytes: Option<u64>,
+    pub p95_latency_ns: Option<f64>,
+    /// `Some(true)`: bounded worker and no system growth; `Some(false)`:
+    /// growth found; `None`: inconclusive, which is never a pass.
+    pub stable: Option<bool>,
+}
+
+type Pick = fn(&SeriesRow) -> Option<u64>;
+
+/// The judged system series and where each comes from.
+const SYSTEM: [(&str, Pick); 4] = [
+    ("sys_wired", |r| r.sys_wired_bytes),
+    ("sys_compressor", |r| r.sys_compressor_bytes),
+    ("sys_swap_used", |r| r.sys_swap_used_bytes),
+    ("sys_shmem", |r| r.sys_shmem_bytes),
+];
+
+fn host_used(r: &SeriesRow) -> Option<u64> {
+    Some(r.sys_total_bytes?.saturating_sub(r.sys_available_bytes?))
+}
+
+/// The system value of each series at each request end, streaming the
+/// series once (memory grows with requests, not with ticks).
+fn system_points(series: &Path, ends: &[(u64, u64)]) -> Result<Vec<Vec<Point>>, ReportError> {
+    let picks: Vec<Pick> = SYSTEM
+        .iter()
+        .map(|s| s.1)
+        .chain([host_used as Pick])
+        .collect();
+    let mut out: Vec<Vec<Point>> = vec![Vec::with_capacity(ends.len()); picks.len()];
+    let file = match std::fs::File::open(series) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(source) => {
+            return Err(ReportError::Io {
+                path: series.into(),
+                source,
+            });
+        }
+    };
+    let mut reader = csv::Reader::from_reader(std::io::BufReader::new(file));
+    let mut last: Option<SeriesRow> = None;
+    let mut next = 0usize;
+    let mut emit = |row: &SeriesRow, upto_t: Option<u64>, next: &mut usize| {
+        while *next < ends.len() && upto_t.is_none_or(|t| ends[*next].1 < t) {
+            let (request, t_ns) = ends[*next];
+            for (pick, points) in picks.iter().zip(out.iter_mut()) {
+                if let Some(v) = pick(row) {
+                    points.push(Point {
+                        request,
+                        t_ns,
+                        bytes: v as f64,
+                    });
+                }
+            }
+            *next += 1;
+        }
+    };
+    for (i, row) in reader.deserialize::<SeriesRow>().enumerate() {
+        let row = row.map_err(|e| ReportError::Record {
+            path: series.into(),
+            line: i as u64 + 2,
+            reason: e.to_string(),
+        })?;
+        match &last {
+            // Request ends before this row take the previous row's values.
+            Some(prev) => emit(prev, Some(row.t_ns), &mut next),
+            // Request ends before the first row have no system value.
+            None => {
+                while next < ends.len() && ends[next].1 < row.t_ns {
+                    next += 1;
+                }
+            }
+        }
+        last = Some(row);
+    }
+    if let Some(prev) = &last {
+        emit(prev, None, &mut next);
+    }
+    Ok(out)
+}
+
+/// Judge the arm in `arm_dir` with `settings`, from `markers.jsonl`,
+/// `series.csv` and `results.jsonl`.
+pub fn analyse_arm(
+    arm_dir: &Path,
+    markers: &[Marker],
+    results: &[RequestResult],
+    settings: &SoakSettings,
+) -> Result<Stability, ReportError> {
+    let ends: Vec<&Marker> = markers
+        .iter()
+        .filter(|m| m.phase == Phase::RequestEnd)
+        .collect();
+    let point = |m: &Marker, bytes: u64| Point {
+        request: m.request_id.unwrap_or(m.seq),
+        t_ns: m.t_ns,
+        bytes: bytes as f64,
+    };
+    let footprint: Vec<Point> = ends
+        .iter()
+        .filter_map(|m| Some(point(m, m.memory.footprint_bytes?)))
+        .collect();
+    let resident: Vec<Point> = ends
+        .iter()
+        .map(|m| point(m, m.memory.resident_bytes))
+        .collect();
+    let mut worker_series = Vec::new();
+    if !footprint.is_empty() {
+        worker_series.push(growth::analyse(
+            "worker_footprint",
+            &footprint,
+            &settings.growth,
+        ));
+    }
+    worker_series.push(growth::analyse(
+        "worker_resident",
+        &resident,
+        &settings.growth,
+    ));
+    let worker = growth::worst(&worker_series.iter().collect::<Vec<_>>());
+
+    let index: Vec<(u64, u64)> = ends
+        .iter()
+        .map(|m| (m.request_id.unwrap_or(m.seq), m.t_ns))
+        .collect();
+    let mut sys = system_points(&arm_dir.join(crate::record::files::SERIES), &index)?;
+    let system_settings = GrowthSettings {
+        linear_slope_bytes_per_request: settings.system_slope_bytes_per_request,
+        ..settings.growth.clone()
+    };
+    let host = sys.pop().filter(|p| !p.is_empty());
+    let system_series: Vec<SeriesGrowth> = SYSTEM
+        .iter()
+        .zip(&sys)
+        .filter(|(_, p)| !p.is_empty())
+        .map(|((name, _), p)| growth::analyse(name, p, &system_settings))
+        .collect();
+    let host_used = host.map(|p| growth::analyse("host_used", &p, &system_settings));
+    let flagged = growth::system_grows_while_worker_flat(worker, &system_series);
+    let system_grows = system_series
+        .iter()
+        .any(|s| s.classification == Classification::LinearGrowth);
+    let system_unclear = system_series
+        .iter()
+        .any(|s| s.classification == Classification::Inconclusive);
+    let stable = match worker {
+        Classification::LinearGrowth => Some(false),
+        _ if system_grows => Some(false),
+        Classification::Inconclusive => None,
+        _ if system_unclear => None,
+        _ => Some(true),
+    };
+    let latencies: Vec<f64> = results.iter().map(|r| r.latency_ns as f64).collect();
+    Ok(Stability {
+        settings: settings.clone(),
+        requests: ends.len() as u64,
+        worker,
+        worker_series,
+        system_series,
+        host_used,
+        system_growth_while_worker_flat: flagged,
+        peak_footprint_bytes: ends.iter().filter_map(|m| m.memory.footprint_bytes).max(),
+        peak_resident_bytes: ends.iter().map(|m| m.memory.resident_bytes).max(),
+        p95_latency_ns: stats::percentile(&latencies, 95.0),
+        stable,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sampler::TaskMemory;
+
+    fn row(t_ns: u64, shmem: u64) -> SeriesRow {
+        SeriesRow {
+            t_ns,
+            sys_shmem_bytes: Some(shmem),
+            sys_total_bytes: Some(1000),
+            sys_available_bytes: Some(400),
+            ..SeriesRow::default()
+        }
+    }
+
+    #[test]
+    fn each_request_end_takes_the_last_row_at_or_before_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("series.csv");
+        let mut w = csv::Writer::from_path(&path).unwrap();
+        for r in [row(100, 1), row(200, 2), row(300, 3)] {
+            w.serialize(r).unwrap();
+        }
+        w.flush().unwrap();
+        // Ends at 50 (before any row: none), 100 (exactly row 1), 250, 299, 900.
+        let ends = [(0, 50), (1, 100), (2, 250), (3, 299), (4, 900)];
+        let p = system_points(&path, &ends).unwrap();
+        let shmem: Vec<(u64, f64)> = p[3].iter().map(|p| (p.request, p.bytes)).collect();
+        assert_eq!(shmem, vec![(1, 1.0), (2, 2.0), (3, 2.0), (4, 3.0)]);
+        assert!(p[0].is_empty(), "no wired on Linux rows");
+        assert_eq!(p[4].len(), 4);
+        assert_eq!(p[4][0].bytes, 600.0, "host used = total - available");
+    }
+
+    #[test]
+    fn a_flat_worker_with_growing_shmem_is_not_stable() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut w = csv::Writer::from_path(tmp.path().join("series.csv")).unwrap();
+        let mut markers = Vec::new();
+        for i in 0..300u64 {
+            w.serialize(row(i * 10 + 5, i * 262_144)).unwrap();
+            markers.push(Marker {
+                phase: Phase::RequestEnd,
+                seq: i,
+                request_id: Some(i),
+                t_ns: i * 10 + 6,
+                memory: TaskMemory {
+                    resident_bytes: 40 << 20,
+                    footprint_bytes: Some(30 << 20),
+                    ..TaskMemory::default()
+                },
+            });
+        }
+        w.flush().unwrap();
+        let settings = SoakSettings {
+            growth: GrowthSettings::default(),
+            system_slope_bytes_per_request: 16_384.0,
+        };
+        let s = analyse_arm(tmp.path(), &markers, &[], &settings).unwrap();
+        assert_eq!(s.requests, 300);
+        assert_eq!(s.worker, Classification::Plateau);
+        assert_eq!(
+            s.system_growth_while_worker_flat,
+            vec!["sys_shmem".to_string()]
+        );
+        assert_eq!(s.stable, Some(false));
+        let slope = s.system_series[0].bytes_per_request.unwrap().estimate;
+        assert_eq!(slope, 262_144.0);
+        assert_eq!(s.peak_footprint_bytes, Some(30 << 20));
+    }
+}
