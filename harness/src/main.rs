@@ -1,10 +1,12 @@
 //! `memqual`: memory qualification for on-device speech recognition.
 
+mod admission;
 mod arm;
 mod calibrate;
 mod catalogs;
 mod exit;
 mod fixtures;
+mod host;
 mod import;
 mod protocol;
 mod reader;
@@ -80,8 +82,21 @@ enum Command {
         page_size: Option<u64>,
     },
     /// Print the JSON Schema of the protocol format (also committed as
-    /// protocols/protocol.schema.json), for editors that check TOML by schema.
-    Schema,
+    /// protocols/protocol.schema.json), for editors that check TOML by schema;
+    /// with --receipt, the receipt's (committed as reports/receipt.schema.json).
+    Schema {
+        #[arg(long)]
+        receipt: bool,
+    },
+    /// Check a sealed run directory: the receipt's own digest, the manifest's
+    /// digest, and every file against the manifest. Names each file that
+    /// changed, is missing or was added; exit 1 when any did.
+    #[command(after_help = exit::HELP)]
+    Verify {
+        run_dir: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
     /// Build test fixtures: real Whisper models from pinned wheels.
     #[command(subcommand)]
     Fixtures(fixtures::FixturesCommand),
@@ -98,6 +113,10 @@ struct CommonArgs {
     /// Where the worker executables are (default: next to memqual; also MEMQUAL_WORKER_DIR).
     #[arg(long, value_name = "DIR")]
     worker_dir: Option<PathBuf>,
+    /// Run even when quiet-host admission refuses the host; every arm measured
+    /// on the refused host then fails its `validity` gate, saying why.
+    #[arg(long)]
+    force: bool,
 }
 
 fn parse_param(text: &str) -> Result<(String, String), String> {
@@ -201,7 +220,17 @@ fn run_protocol(
         .clone()
         .unwrap_or_else(|| run::default_run_dir(&loaded.name));
     install_interrupt_handler()?;
-    run::run(loaded, &dir, &workers, &INTERRUPTED).map_err(harness)
+    let result = run::run(loaded, &dir, &workers, &INTERRUPTED, common.force).map_err(harness)?;
+    if let Some(reasons) = &result.refused {
+        return Err(harness(anyhow::anyhow!(
+            "the host is not quiet: {}. Nothing more was run; the observations are in {}. \
+             Wait for the host to settle, or pass --force (arms measured on a refused host \
+             fail their validity gate)",
+            reasons.join("; "),
+            result.dir.join(reports::record::files::ADMISSION).display()
+        )));
+    }
+    Ok(result)
 }
 
 /// The exit code of a run: interrupted beats everything else.
@@ -215,11 +244,52 @@ fn run_exit(result: &run::RunResult, passed: bool) -> u8 {
     }
 }
 
+/// Whether a run passed: its gate verdict when any arm declares gates,
+/// else whether every arm completed.
+fn run_passed(result: &run::RunResult) -> bool {
+    match &result.receipt.gates {
+        Some(g) => g.verdict == reports::gates::Outcome::Pass,
+        None => result.all_completed(),
+    }
+}
+
 fn main_inner(cli: Cli) -> Result<u8, Failure> {
     match cli.command {
-        Command::Schema => {
-            print!("{}", protocol::json_schema());
+        Command::Schema { receipt } => {
+            if receipt {
+                print!("{}", reports::receipt_schema());
+            } else {
+                print!("{}", protocol::json_schema());
+            }
             Ok(exit::PASS)
+        }
+        Command::Verify { run_dir, json } => {
+            if !run_dir.is_dir() {
+                return Err(usage(anyhow::anyhow!(
+                    "{} is not a directory: give the run directory that holds receipt.json",
+                    run_dir.display()
+                )));
+            }
+            let problems = reports::seal::verify(&run_dir);
+            if json {
+                print_json(&problems)?;
+            } else if problems.is_empty() {
+                println!("{}: seal verified", run_dir.display());
+            } else {
+                for p in &problems {
+                    println!("{} {}: {}", p.kind.to_uppercase(), p.path, p.detail);
+                }
+                println!(
+                    "{}: seal BROKEN ({} problems)",
+                    run_dir.display(),
+                    problems.len()
+                );
+            }
+            Ok(if problems.is_empty() {
+                exit::PASS
+            } else {
+                exit::ARM_FAILED
+            })
         }
         Command::Fixtures(command) => {
             fixtures::main(command).map_err(harness)?;
@@ -260,7 +330,7 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             } else {
                 print!("{}", summary::human(&summary));
             }
-            Ok(run_exit(&result, all))
+            Ok(run_exit(&result, run_passed(&result)))
         }
         Command::Calibrate { protocol, common } => {
             let loaded = load_protocol(
@@ -271,7 +341,7 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
                 ),
                 &[],
             )?;
-            let result = run_protocol(&loaded, &common)?;
+            let mut result = run_protocol(&loaded, &common)?;
             let report = calibrate::evaluate(&result.dir.display().to_string(), &result.receipt);
             let path = result.dir.join("calibration.json");
             let text = serde_json::to_string_pretty(&report)
@@ -279,6 +349,10 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
                 .map_err(harness)?;
             std::fs::write(&path, text + "\n")
                 .with_context(|| format!("cannot write {}", path.display()))
+                .map_err(harness)?;
+            // calibration.json is part of the run: seal again so it is bound.
+            reports::seal::seal(&result.dir, &mut result.receipt)
+                .context("cannot reseal the run directory")
                 .map_err(harness)?;
             if common.json {
                 print_json(&report)?;

@@ -2,6 +2,7 @@
 //! short human table. Both are pure functions of the receipt.
 
 use reports::Receipt;
+use reports::gates::{GateReport, Outcome};
 use reports::receipt::ArmReceipt;
 use reports::record::ArmStatus;
 use reports::speech::ControlComparison;
@@ -13,12 +14,62 @@ use std::path::Path;
 /// The `--json` document.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
-    pub schema_version: u32,
+    /// The receipt format this summary was made from.
+    pub receipt_format_version: String,
     pub run_dir: String,
     pub all_completed: bool,
     pub arms: Vec<ArmSummary>,
     /// Each arm against its control.
     pub comparisons: Vec<ComparisonSummary>,
+    /// The run verdict over the judged arms; `None` when no arm declares gates.
+    pub verdict: Option<Outcome>,
+    pub judged_arms: Vec<String>,
+    /// Per arm with gates: each gate's outcome.
+    pub gates: Vec<ArmGatesSummary>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArmGatesSummary {
+    pub arm: String,
+    pub promote: bool,
+    pub verdict: Outcome,
+    pub gates: Vec<GateLine>,
+}
+
+/// One gate: its kind, outcome, and the first check that did not pass (or the last).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GateLine {
+    pub kind: String,
+    pub outcome: Outcome,
+    pub detail: String,
+}
+
+fn gate_lines(report: &GateReport) -> Vec<ArmGatesSummary> {
+    report
+        .arms
+        .iter()
+        .map(|a| ArmGatesSummary {
+            arm: a.arm.clone(),
+            promote: a.promote,
+            verdict: a.verdict,
+            gates: a
+                .gates
+                .iter()
+                .map(|g| {
+                    let shown = g
+                        .checks
+                        .iter()
+                        .find(|c| c.outcome != Outcome::Pass)
+                        .or(g.checks.last());
+                    GateLine {
+                        kind: g.kind.clone(),
+                        outcome: g.outcome,
+                        detail: shown.map_or(String::new(), |c| format!("{}: {}", c.name, c.note)),
+                    }
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 /// Whisper arms: latency with the cold parts apart, WER, determinism.
@@ -137,11 +188,17 @@ fn comparison_summary(c: &ControlComparison) -> ComparisonSummary {
 
 pub fn run_summary(dir: &Path, receipt: &Receipt, all_completed: bool) -> RunSummary {
     RunSummary {
-        schema_version: reports::RECEIPT_SCHEMA_VERSION,
+        receipt_format_version: reports::RECEIPT_FORMAT_VERSION.to_string(),
         run_dir: dir.display().to_string(),
         all_completed,
         arms: receipt.arms.iter().map(arm_summary).collect(),
         comparisons: receipt.comparisons.iter().map(comparison_summary).collect(),
+        verdict: receipt.gates.as_ref().map(|g| g.verdict),
+        judged_arms: receipt
+            .gates
+            .as_ref()
+            .map_or(Vec::new(), |g| g.judged_arms.clone()),
+        gates: receipt.gates.as_ref().map_or(Vec::new(), gate_lines),
     }
 }
 
@@ -233,6 +290,32 @@ pub fn human(summary: &RunSummary) -> String {
             },
             delta(c.state_ready_resident_delta_bytes),
             delta(c.logged_state_bytes_delta),
+        );
+    }
+    for a in &summary.gates {
+        let _ = writeln!(
+            out,
+            "gates {}{}: {}",
+            a.arm,
+            if a.promote { " (promote)" } else { "" },
+            a.verdict.as_str()
+        );
+        for g in &a.gates {
+            let _ = writeln!(
+                out,
+                "  {:<12} {:<13} {}",
+                g.kind,
+                g.outcome.as_str(),
+                g.detail
+            );
+        }
+    }
+    if let Some(v) = summary.verdict {
+        let _ = writeln!(
+            out,
+            "verdict: {} (over {})",
+            v.as_str(),
+            summary.judged_arms.join(", ")
         );
     }
     let _ = writeln!(out, "receipt: {}/receipt.json", summary.run_dir);

@@ -117,6 +117,7 @@ fn contract_violations_fail_the_arm_with_the_reason() {
         proto.to_str().unwrap(),
         "--out",
         run.to_str().unwrap(),
+        "--force",
     ]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let expect = [
@@ -284,8 +285,10 @@ fn spawn_long_run(tmp: &std::path::Path) -> (std::process::Child, std::path::Pat
             "--out",
             run.to_str().unwrap(),
             "--json",
+            "--force",
         ])
         .env("MEMQUAL_WORKER_DIR", worker_dir())
+        .env("MEMQUAL_ADMISSION_WINDOW_MS", "50")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

@@ -20,13 +20,23 @@
 //!   documented normalisation, exact parity between arms, determinism
 //!   across repetitions, silence false alarms.
 //!
-//! Not here yet: gates, sealing, HTML (a later issue).
+//! - [`gates`]: the declared gates judged against the receipt, each with
+//!   threshold, measured and control values and evidence pointers; the
+//!   arm and run verdicts.
+//! - [`admission`]: the quiet-host admission record.
+//! - [`host`]: host and runtime identity (`host.json`).
+//! - [`seal`]: the manifest of every file, the receipt's own digest, and
+//!   `verify`.
 
+pub mod admission;
 pub mod calibration;
 mod error;
+pub mod gates;
+pub mod host;
 pub mod quality;
 pub mod receipt;
 pub mod record;
+pub mod seal;
 pub mod speech;
 pub mod stats;
 
@@ -34,5 +44,13 @@ pub use error::ReportError;
 pub use quality::{QualityError, Reference, Transcription};
 pub use receipt::{Receipt, assemble};
 
-/// Version of the receipt format.
-pub const RECEIPT_SCHEMA_VERSION: u32 = 2;
+/// Version of the receipt format, `major.minor`: the major changes when a
+/// field changes meaning or disappears, the minor when fields are added.
+pub const RECEIPT_FORMAT_VERSION: &str = "3.0";
+
+/// The JSON Schema of `receipt.json`, generated from the types (committed as
+/// `reports/receipt.schema.json`).
+pub fn receipt_schema() -> String {
+    let schema = schemars::schema_for!(Receipt);
+    serde_json::to_string_pretty(&schema).unwrap_or_default() + "\n"
+}
