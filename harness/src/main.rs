@@ -88,6 +88,11 @@ enum Command {
         #[arg(long)]
         receipt: bool,
     },
+    /// Rebuild the receipt and every report (summary.md, phases.csv,
+    /// trace.json) from the run directory alone, and seal it again.
+    Report { run_dir: PathBuf },
+    /// Arm-by-arm differences between two runs' receipts (B minus A).
+    Compare { run_a: PathBuf, run_b: PathBuf },
     /// Check a sealed run directory: the receipt's own digest, the manifest's
     /// digest, and every file against the manifest. Names each file that
     /// changed, is missing or was added; exit 1 when any did.
@@ -261,6 +266,35 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             } else {
                 print!("{}", protocol::json_schema());
             }
+            Ok(exit::PASS)
+        }
+        Command::Report { run_dir } => {
+            let mut receipt = reports::assemble(&run_dir)
+                .with_context(|| format!("cannot rebuild the receipt of {}", run_dir.display()))
+                .map_err(usage)?;
+            reports::render::write_all(&run_dir, &receipt)
+                .context("cannot write the reports")
+                .map_err(harness)?;
+            reports::seal::seal(&run_dir, &mut receipt)
+                .context("cannot seal the run directory")
+                .map_err(harness)?;
+            println!(
+                "{}: receipt, summary.md, phases.csv, trace.json rebuilt and sealed",
+                run_dir.display()
+            );
+            Ok(exit::PASS)
+        }
+        Command::Compare { run_a, run_b } => {
+            let read = |dir: &PathBuf| -> Result<reports::Receipt, Failure> {
+                let path = dir.join(reports::record::files::RECEIPT);
+                let text = std::fs::read_to_string(&path)
+                    .with_context(|| format!("cannot read {}", path.display()))
+                    .map_err(usage)?;
+                serde_json::from_str(&text)
+                    .with_context(|| format!("{} is not a receipt", path.display()))
+                    .map_err(usage)
+            };
+            print!("{}", summary::compare(&read(&run_a)?, &read(&run_b)?));
             Ok(exit::PASS)
         }
         Command::Verify { run_dir, json } => {

@@ -256,6 +256,8 @@ pub fn run(
     }
     let mut receipt = reports::assemble(dir)
         .with_context(|| format!("cannot assemble the receipt of {}", dir.display()))?;
+    reports::render::write_all(dir, &receipt)
+        .with_context(|| format!("cannot write the reports of {}", dir.display()))?;
     reports::seal::seal(dir, &mut receipt)
         .with_context(|| format!("cannot seal the run directory {}", dir.display()))?;
     Ok(RunResult {

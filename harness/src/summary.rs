@@ -210,6 +210,75 @@ fn ms(ns: Option<f64>) -> String {
     ns.map_or("-".into(), |n| format!("{:.1}", n / 1e6))
 }
 
+fn steady_p95(a: &ArmReceipt) -> Option<f64> {
+    match &a.speech {
+        Some(s) => s.latency.steady_p95_ns,
+        None => a.latency.as_ref().map(|l| l.p95_ns),
+    }
+}
+
+fn state_ready_peak(a: &ArmReceipt) -> Option<u64> {
+    let m = &a.phase(Phase::StateReady, None)?.memory;
+    m.footprint_peak_bytes.or(m.resident_peak_bytes)
+}
+
+fn arm_verdict(r: &Receipt, id: &str) -> String {
+    r.gates
+        .as_ref()
+        .and_then(|g| g.arms.iter().find(|a| a.arm == id))
+        .map_or("-".into(), |a| a.verdict.as_str().to_string())
+}
+
+/// `memqual compare`: per arm id in either run, A and B side by side with B − A.
+pub fn compare(a: &Receipt, b: &Receipt) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "A: {} {} | B: {} {}",
+        a.run.protocol_name, a.run.started_utc, b.run.protocol_name, b.run.started_utc
+    );
+    let _ = writeln!(
+        out,
+        "{:<24} {:>26} {:>26} {:>26} {:>21}",
+        "arm", "state_ready peak MiB", "max resident MiB", "steady p95 ms", "verdict"
+    );
+    let mut ids: Vec<&str> = a.arms.iter().map(|x| x.id.as_str()).collect();
+    for x in &b.arms {
+        if !ids.contains(&x.id.as_str()) {
+            ids.push(&x.id);
+        }
+    }
+    let triple = |va: Option<f64>, vb: Option<f64>, scale: f64| {
+        let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.1}", v / scale));
+        let d = match (va, vb) {
+            (Some(x), Some(y)) => format!("{:+.1}", (y - x) / scale),
+            _ => "-".into(),
+        };
+        format!("{} → {} ({d})", f(va), f(vb))
+    };
+    for id in ids {
+        let (xa, xb) = (
+            a.arms.iter().find(|x| x.id == id),
+            b.arms.iter().find(|x| x.id == id),
+        );
+        let get = |x: Option<&ArmReceipt>, f: &dyn Fn(&ArmReceipt) -> Option<f64>| x.and_then(f);
+        let peak = |x: &ArmReceipt| state_ready_peak(x).map(|v| v as f64);
+        let resident = |x: &ArmReceipt| x.series.max_resident_bytes.map(|v| v as f64);
+        let _ = writeln!(
+            out,
+            "{:<24} {:>26} {:>26} {:>26} {:>21}",
+            id,
+            triple(get(xa, &peak), get(xb, &peak), 1048576.0),
+            triple(get(xa, &resident), get(xb, &resident), 1048576.0),
+            triple(get(xa, &steady_p95), get(xb, &steady_p95), 1e6),
+            format!("{} → {}", arm_verdict(a, id), arm_verdict(b, id)),
+        );
+    }
+    let v = |r: &Receipt| r.gates.as_ref().map_or("-", |g| g.verdict.as_str());
+    let _ = writeln!(out, "run verdict: {} → {}", v(a), v(b));
+    out
+}
+
 /// A short table for people: one line per arm.
 pub fn human(summary: &RunSummary) -> String {
     let mut out = String::new();

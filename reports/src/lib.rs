@@ -25,6 +25,7 @@
 //!   arm and run verdicts.
 //! - [`admission`]: the quiet-host admission record.
 //! - [`host`]: host and runtime identity (`host.json`).
+//! - [`render`]: `summary.md`, `phases.csv`, `trace.json` (Chrome trace).
 //! - [`seal`]: the manifest of every file, the receipt's own digest, and
 //!   `verify`.
 
@@ -36,6 +37,7 @@ pub mod host;
 pub mod quality;
 pub mod receipt;
 pub mod record;
+pub mod render;
 pub mod seal;
 pub mod speech;
 pub mod stats;
