@@ -25,6 +25,7 @@
 //!   arm and run verdicts.
 //! - [`admission`]: the quiet-host admission record.
 //! - [`host`]: host and runtime identity (`host.json`).
+//! - [`html`]: `report.html`, self-contained, with plotters SVG charts.
 //! - [`render`]: `summary.md`, `phases.csv`, `trace.json` (Chrome trace).
 //! - [`seal`]: the manifest of every file, the receipt's own digest, and
 //!   `verify`.
@@ -34,6 +35,7 @@ pub mod calibration;
 mod error;
 pub mod gates;
 pub mod host;
+pub mod html;
 pub mod quality;
 pub mod receipt;
 pub mod record;

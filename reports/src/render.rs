@@ -1,4 +1,5 @@
-//! Reports derived from a receipt and its run directory: `summary.md`
+//! Reports derived from a receipt and its run directory: `report.html`
+//! (see [`crate::html`]), `summary.md`
 //! (verdict and key numbers, ready to paste into a review), `phases.csv`
 //! (every arm's phase table) and `trace.json` (Chrome trace events: memory
 //! counters from the series, slices for phases and requests; Perfetto
@@ -266,5 +267,5 @@ pub fn write_all(run_dir: &Path, r: &Receipt) -> Result<(), ReportError> {
     write(names::PHASES, phases_csv(r)?)?;
     let trace = trace_json(run_dir, r)?;
     write(names::TRACE, trace.to_string())?;
-    Ok(())
+    crate::html::write(run_dir, r)
 }

@@ -363,6 +363,26 @@ mod tests {
     }
 
     #[test]
+    fn floats_read_back_to_the_same_canonical_text() {
+        // Needs serde_json's `float_roundtrip`: without it some of these
+        // parse one ulp off and a sealed receipt no longer verifies.
+        for text in [
+            "0.30000000000000004",
+            "2.2250738585072014e-308",
+            "1.7976931348623157e308",
+            "5e-324",
+            "0.1234567890123456789",
+            "9007199254740993.0",
+        ] {
+            let v: f64 = text.parse().unwrap();
+            let written = serde_json::Value::from(v).to_string();
+            let back: serde_json::Value = serde_json::from_str(&written).unwrap();
+            assert_eq!(canonical_json(&back), written, "{text}");
+            assert_eq!(back.as_f64(), Some(v), "{text}");
+        }
+    }
+
+    #[test]
     fn sha256_of_a_known_input() {
         assert_eq!(
             sha256_hex(b"abc"),
