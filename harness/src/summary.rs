@@ -217,11 +217,6 @@ fn steady_p95(a: &ArmReceipt) -> Option<f64> {
     }
 }
 
-fn state_ready_peak(a: &ArmReceipt) -> Option<u64> {
-    let m = &a.phase(Phase::StateReady, None)?.memory;
-    m.footprint_peak_bytes.or(m.resident_peak_bytes)
-}
-
 fn arm_verdict(r: &Receipt, id: &str) -> String {
     r.gates
         .as_ref()
@@ -262,7 +257,7 @@ pub fn compare(a: &Receipt, b: &Receipt) -> String {
             b.arms.iter().find(|x| x.id == id),
         );
         let get = |x: Option<&ArmReceipt>, f: &dyn Fn(&ArmReceipt) -> Option<f64>| x.and_then(f);
-        let peak = |x: &ArmReceipt| state_ready_peak(x).map(|v| v as f64);
+        let peak = |x: &ArmReceipt| reports::render::state_ready_peak(x).map(|v| v as f64);
         let resident = |x: &ArmReceipt| x.series.max_resident_bytes.map(|v| v as f64);
         let _ = writeln!(
             out,

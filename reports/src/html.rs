@@ -13,9 +13,8 @@
 use crate::ReportError;
 use crate::gates::Outcome;
 use crate::receipt::{ArmReceipt, Receipt};
-use crate::record::files;
 use plotters::prelude::*;
-use sampler::{Phase, SeriesRow};
+use sampler::Phase;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::Path;
@@ -104,30 +103,17 @@ fn mib(v: Option<u64>) -> String {
 
 /// Read an arm's series for drawing, with the time of its first row.
 pub fn read_series(run_dir: &Path, arm: &str) -> Result<(Option<u64>, Vec<Point>), ReportError> {
-    let path = run_dir.join(files::ARMS).join(arm).join(files::SERIES);
-    if !path.exists() {
-        return Ok((None, Vec::new()));
-    }
-    let mut reader = csv::Reader::from_path(&path).map_err(|e| ReportError::Invalid {
-        path: path.clone(),
-        reason: e.to_string(),
-    })?;
-    let mut out = Vec::new();
-    let mut t0 = None;
-    for (line, row) in reader.deserialize::<SeriesRow>().enumerate() {
-        let row = row.map_err(|e| ReportError::Record {
-            path: path.clone(),
-            line: line as u64 + 2,
-            reason: e.to_string(),
-        })?;
-        let t0 = *t0.get_or_insert(row.t_ns);
-        out.push(Point {
-            t_s: row.t_ns.saturating_sub(t0) as f64 / 1e9,
+    let rows = crate::render::series_rows(run_dir, arm)?;
+    let t0 = rows.first().map(|r| r.t_ns);
+    let points = rows
+        .iter()
+        .map(|row| Point {
+            t_s: row.t_ns.saturating_sub(t0.unwrap_or(0)) as f64 / 1e9,
             resident_mib: row.resident_bytes.map(|b| b as f64 / MIB),
             footprint_mib: row.footprint_bytes.map(|b| b as f64 / MIB),
-        });
-    }
-    Ok((t0, out))
+        })
+        .collect();
+    Ok((t0, points))
 }
 
 /// The memory chart of one arm as an SVG string. `t0_ns` is the time of

@@ -27,7 +27,8 @@ fn ms(ns: Option<f64>) -> String {
     ns.map_or("–".into(), |n| format!("{:.1}", n / 1e6))
 }
 
-fn state_ready_peak(a: &ArmReceipt) -> Option<u64> {
+/// The arm's kernel peak at `state_ready`: footprint where reported, else resident.
+pub fn state_ready_peak(a: &ArmReceipt) -> Option<u64> {
     let m = &a.phase(Phase::StateReady, None)?.memory;
     m.footprint_peak_bytes.or(m.resident_peak_bytes)
 }
@@ -189,6 +190,29 @@ pub fn phases_csv(r: &Receipt) -> Result<String, ReportError> {
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
+/// Every row of an arm's `series.csv` (none when the file is absent).
+pub fn series_rows(run_dir: &Path, arm: &str) -> Result<Vec<SeriesRow>, ReportError> {
+    let path = run_dir.join(files::ARMS).join(arm).join(files::SERIES);
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let mut reader = csv::Reader::from_path(&path).map_err(|e| ReportError::Invalid {
+        path: path.clone(),
+        reason: e.to_string(),
+    })?;
+    reader
+        .deserialize::<SeriesRow>()
+        .enumerate()
+        .map(|(line, row)| {
+            row.map_err(|e| ReportError::Record {
+                path: path.clone(),
+                line: line as u64 + 2,
+                reason: e.to_string(),
+            })
+        })
+        .collect()
+}
+
 /// `trace.json` in the Chrome trace-event format: one process per arm,
 /// counters `resident` and `footprint` (MiB) from its series, a slice per
 /// phase (from the previous marker to this one) and per request.
@@ -201,18 +225,8 @@ pub fn trace_json(run_dir: &Path, r: &Receipt) -> Result<serde_json::Value, Repo
             json!({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
                            "args": {"name": a.id}}),
         );
-        let path = run_dir.join(files::ARMS).join(&a.id).join(files::SERIES);
-        if path.exists() {
-            let mut reader = csv::Reader::from_path(&path).map_err(|e| ReportError::Invalid {
-                path: path.clone(),
-                reason: e.to_string(),
-            })?;
-            for (line, row) in reader.deserialize::<SeriesRow>().enumerate() {
-                let row = row.map_err(|e| ReportError::Record {
-                    path: path.clone(),
-                    line: line as u64 + 2,
-                    reason: e.to_string(),
-                })?;
+        {
+            for row in series_rows(run_dir, &a.id)? {
                 let mut args = serde_json::Map::new();
                 if let Some(v) = row.resident_bytes {
                     args.insert("resident".into(), json!(v as f64 / 1048576.0));
