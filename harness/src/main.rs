@@ -1,5 +1,6 @@
 //! `memqual`: memory qualification for on-device speech recognition.
 
+mod admission;
 mod arm;
 mod artifact;
 mod boundary;
@@ -9,6 +10,7 @@ mod census;
 mod exit;
 mod fixtures;
 mod history;
+mod host;
 mod import;
 mod probes;
 mod protocol;
@@ -87,8 +89,26 @@ enum Command {
         page_size: Option<u64>,
     },
     /// Print the JSON Schema of the protocol format (also committed as
-    /// protocols/protocol.schema.json), for editors that check TOML by schema.
-    Schema,
+    /// protocols/protocol.schema.json), for editors that check TOML by schema;
+    /// with --receipt, the receipt's (committed as reports/receipt.schema.json).
+    Schema {
+        #[arg(long)]
+        receipt: bool,
+    },
+    /// Rebuild the receipt and every report (summary.md, phases.csv,
+    /// trace.json) from the run directory alone, and seal it again.
+    Report { run_dir: PathBuf },
+    /// Arm-by-arm differences between two runs' receipts (B minus A).
+    Compare { run_a: PathBuf, run_b: PathBuf },
+    /// Check a sealed run directory: the receipt's own digest, the manifest's
+    /// digest, and every file against the manifest. Names each file that
+    /// changed, is missing or was added; exit 1 when any did.
+    #[command(after_help = exit::HELP)]
+    Verify {
+        run_dir: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
     /// GGML model artifacts: inspect, derive a decoder-only file, quantize,
     /// build a negative-control corpus, estimate state sizes.
     #[command(subcommand, after_help = exit::HELP)]
@@ -152,6 +172,10 @@ struct CommonArgs {
     /// Where the worker executables are (default: next to memqual; also MEMQUAL_WORKER_DIR).
     #[arg(long, value_name = "DIR")]
     worker_dir: Option<PathBuf>,
+    /// Run even when quiet-host admission refuses the host; every arm measured
+    /// on the refused host then fails its `validity` gate, saying why.
+    #[arg(long)]
+    force: bool,
 }
 
 fn parse_param(text: &str) -> Result<(String, String), String> {
@@ -250,7 +274,17 @@ fn run_protocol(
     common: &CommonArgs,
 ) -> Result<run::RunResult, Failure> {
     let (workers, dir) = prepare_run(loaded, common)?;
-    run::run(loaded, &dir, &workers, &INTERRUPTED).map_err(harness)
+    let result = run::run(loaded, &dir, &workers, &INTERRUPTED, common.force).map_err(harness)?;
+    if let Some(reasons) = &result.refused {
+        return Err(harness(anyhow::anyhow!(
+            "the host is not quiet: {}. Nothing more was run; the observations are in {}. \
+             Wait for the host to settle, or pass --force (arms measured on a refused host \
+             fail their validity gate)",
+            reasons.join("; "),
+            result.dir.join(reports::record::files::ADMISSION).display()
+        )));
+    }
+    Ok(result)
 }
 
 /// The worker folder and the run directory, with Ctrl-C handled from here on.
@@ -278,16 +312,86 @@ fn run_exit(result: &run::RunResult, passed: bool) -> u8 {
     }
 }
 
+/// Whether a run passed: its gate verdict when any arm declares gates,
+/// else whether every arm completed.
+fn run_passed(result: &run::RunResult) -> bool {
+    match &result.receipt.gates {
+        Some(g) => g.verdict == reports::gates::Outcome::Pass,
+        None => result.all_completed(),
+    }
+}
+
 fn main_inner(cli: Cli) -> Result<u8, Failure> {
     match cli.command {
-        Command::Schema => {
-            print!("{}", protocol::json_schema());
+        Command::Schema { receipt } => {
+            if receipt {
+                print!("{}", reports::receipt_schema());
+            } else {
+                print!("{}", protocol::json_schema());
+            }
             Ok(exit::PASS)
         }
         Command::Artifact(command) => match artifact::main(command).map_err(harness)? {
             artifact::Outcome::Passed => Ok(exit::PASS),
             artifact::Outcome::Rejected => Ok(exit::ARM_FAILED),
         },
+        Command::Report { run_dir } => {
+            let mut receipt = reports::assemble(&run_dir)
+                .with_context(|| format!("cannot rebuild the receipt of {}", run_dir.display()))
+                .map_err(usage)?;
+            reports::render::write_all(&run_dir, &receipt)
+                .context("cannot write the reports")
+                .map_err(harness)?;
+            reports::seal::seal(&run_dir, &mut receipt)
+                .context("cannot seal the run directory")
+                .map_err(harness)?;
+            println!(
+                "{}: receipt, summary.md, phases.csv, trace.json rebuilt and sealed",
+                run_dir.display()
+            );
+            Ok(exit::PASS)
+        }
+        Command::Compare { run_a, run_b } => {
+            let read = |dir: &PathBuf| -> Result<reports::Receipt, Failure> {
+                let path = dir.join(reports::record::files::RECEIPT);
+                let text = std::fs::read_to_string(&path)
+                    .with_context(|| format!("cannot read {}", path.display()))
+                    .map_err(usage)?;
+                serde_json::from_str(&text)
+                    .with_context(|| format!("{} is not a receipt", path.display()))
+                    .map_err(usage)
+            };
+            print!("{}", summary::compare(&read(&run_a)?, &read(&run_b)?));
+            Ok(exit::PASS)
+        }
+        Command::Verify { run_dir, json } => {
+            if !run_dir.is_dir() {
+                return Err(usage(anyhow::anyhow!(
+                    "{} is not a directory: give the run directory that holds receipt.json",
+                    run_dir.display()
+                )));
+            }
+            let problems = reports::seal::verify(&run_dir);
+            if json {
+                print_json(&problems)?;
+            } else if problems.is_empty() {
+                println!("{}: seal verified", run_dir.display());
+            } else {
+                for p in &problems {
+                    println!("{} {}: {}", p.kind.to_uppercase(), p.path, p.detail);
+                }
+                println!(
+                    "{}: seal BROKEN ({} problems)",
+                    run_dir.display(),
+                    problems.len()
+                );
+            }
+            Ok(if problems.is_empty() {
+                exit::PASS
+            } else {
+                exit::ARM_FAILED
+            })
+        }
         Command::Fixtures(command) => {
             fixtures::main(command).map_err(harness)?;
             Ok(exit::PASS)
@@ -327,7 +431,7 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             } else {
                 print!("{}", summary::human(&summary));
             }
-            Ok(run_exit(&result, all))
+            Ok(run_exit(&result, run_passed(&result)))
         }
         Command::Soak {
             protocol,
@@ -366,7 +470,7 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
                 ),
                 &[],
             )?;
-            let result = run_protocol(&loaded, &common)?;
+            let mut result = run_protocol(&loaded, &common)?;
             let report = calibrate::evaluate(&result.dir.display().to_string(), &result.receipt);
             let path = result.dir.join("calibration.json");
             let text = serde_json::to_string_pretty(&report)
@@ -374,6 +478,10 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
                 .map_err(harness)?;
             std::fs::write(&path, text + "\n")
                 .with_context(|| format!("cannot write {}", path.display()))
+                .map_err(harness)?;
+            // calibration.json is part of the run: seal again so it is bound.
+            reports::seal::seal(&result.dir, &mut result.receipt)
+                .context("cannot reseal the run directory")
                 .map_err(harness)?;
             if common.json {
                 print_json(&report)?;
@@ -414,8 +522,15 @@ fn soak_command(
         &dir,
         &workers,
         &INTERRUPTED,
+        common.force,
     )
     .map_err(harness)?;
+    if let Some(reasons) = &result.run.refused {
+        return Err(harness(anyhow::anyhow!(
+            "the host is not quiet: {}. The soak did not run; pass --force to run anyway",
+            reasons.join("; ")
+        )));
+    }
     let arm = result.run.receipt.arms.first();
     let mut night = arm.and_then(|a| history::night(&result.run.receipt, a, &result.run.dir));
     // An interrupted soak is analysed but kept out of the nightly trend.

@@ -4,6 +4,8 @@
 use crate::census::CensusPlan;
 use crate::snapshots::SnapshotPlan;
 use crate::whisper_arm::{FixtureCatalog, ModelCatalog, ModelRef, WhisperArmDecl};
+use reports::admission::AdmissionThresholds;
+use reports::gates::{ArmGates, Expect, GateSpec};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -30,6 +32,9 @@ pub struct Protocol {
     /// Named strings that `${name}` in model paths refers to; `--param name=value` overrides.
     #[serde(default)]
     pub params: BTreeMap<String, String>,
+    /// Quiet-host admission thresholds and window.
+    #[serde(default)]
+    pub admission: AdmissionThresholds,
     #[serde(rename = "arm", default)]
     pub arms: Vec<ArmDecl>,
     /// Tool snapshots at phase boundaries, and an optional cadence.
@@ -93,9 +98,20 @@ pub struct ArmDecl {
     pub description: String,
     pub timeout_s: Option<u64>,
     pub sampling: Option<Sampling>,
-    /// The arm this one is compared with (parity, and later gates).
+    /// The arm this one is compared with (parity, gates).
     #[schemars(with = "Option<String>")]
     pub control: Option<toml::Spanned<String>>,
+    /// The run verdict is the conjunction over the arms marked `promote`
+    /// (over every arm with gates when none is).
+    #[serde(default)]
+    pub promote: bool,
+    /// `fail`: the arm must fail closed (needs a `fail_closed` gate).
+    #[serde(default)]
+    pub expect: Expect,
+    /// Gates (`[[arm.gate]]`), judged conjunctively.
+    #[serde(rename = "gate", default)]
+    #[schemars(with = "Vec<GateSpec>")]
+    pub gates: Vec<toml::Spanned<GateSpec>>,
     pub calibrate: Option<CalibrationSpec>,
     pub whisper: Option<WhisperArmDecl>,
 }
@@ -113,6 +129,8 @@ pub struct Arm {
     pub model: Option<ModelRef>,
     pub snapshots: SnapshotPlan,
     pub census: CensusPlan,
+    /// Declared gates, `promote` and `expect`.
+    pub gates: ArmGates,
 }
 
 /// A protocol that parsed and validated, with its source text kept verbatim.
@@ -124,6 +142,7 @@ pub struct LoadedProtocol {
     pub text: String,
     /// Parameters after `--param` overrides.
     pub params: BTreeMap<String, String>,
+    pub admission: AdmissionThresholds,
     pub arms: Vec<Arm>,
     /// The `[soak]` table, if any (`memqual soak` uses defaults without it).
     pub soak: Option<crate::soak::SoakDecl>,
@@ -234,6 +253,8 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
     ] {
         checked.map_err(|e| error_at(file, text, text.find(table).map(|s| s..s), e))?;
     }
+    check_admission(&raw.admission)
+        .map_err(|e| error_at(file, text, text.find("[admission]").map(|s| s..s), e))?;
     let mut seen = std::collections::HashSet::new();
     let mut arms = Vec::with_capacity(raw.arms.len());
     let mut controls = Vec::with_capacity(raw.arms.len());
@@ -293,6 +314,31 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
                 format!("arm `{id}`: timeout_s must be at least 1"),
             ));
         }
+        let mut gate_spans = Vec::with_capacity(decl.gates.len());
+        let mut gates = Vec::with_capacity(decl.gates.len());
+        for g in decl.gates {
+            gate_spans.push(g.span());
+            gates.push(g.into_inner());
+        }
+        let gates = ArmGates {
+            promote: decl.promote,
+            expect: decl.expect,
+            gates,
+        };
+        for (gate, gspan) in gates.gates.iter().zip(&gate_spans) {
+            gate.validate().map_err(|e| {
+                at(
+                    gspan.clone(),
+                    format!("arm `{id}`: gate `{}`: {e}", gate.kind()),
+                )
+            })?;
+        }
+        gates.validate(decl.control.is_some()).map_err(|e| {
+            at(
+                gate_spans.first().cloned().unwrap_or(span.clone()),
+                format!("arm `{id}`: {e}"),
+            )
+        })?;
         arms.push(Arm {
             id,
             description: decl.description,
@@ -303,6 +349,7 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
             model,
             snapshots: raw.snapshots,
             census: raw.census,
+            gates,
         });
         controls.push(control_span);
     }
@@ -335,9 +382,30 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
         description: raw.description,
         text: text.to_string(),
         params,
+        admission: raw.admission,
         arms,
         soak: raw.soak,
     })
+}
+
+fn check_admission(a: &AdmissionThresholds) -> Result<(), String> {
+    let finite = |key: &str, v: f64| {
+        if v.is_finite() && v >= 0.0 {
+            Ok(())
+        } else {
+            Err(format!("admission.{key} = {v} must be a finite number ≥ 0"))
+        }
+    };
+    finite("max_load_per_core", a.max_load_per_core)?;
+    finite("max_psi_some_avg10", a.max_psi_some_avg10)?;
+    finite("max_thermal_celsius", a.max_thermal_celsius)?;
+    if a.window_ms == 0 || a.window_ms > 600_000 {
+        return Err(format!(
+            "admission.window_ms = {} must be between 1 and 600000",
+            a.window_ms
+        ));
+    }
+    Ok(())
 }
 
 /// The JSON Schema of the protocol format (committed as
@@ -511,6 +579,93 @@ plateau = { mib = 8 }
         // The schema is strict like the loader: a typo fails it too.
         let typo: serde_json::Value = toml::from_str(&GOOD.replace("plateau", "platue")).unwrap();
         assert!(!validator.is_valid(&typo));
+    }
+
+    const GATED: &str = r#"schema_version = 1
+name = "t"
+
+[[arm]]
+id = "base"
+[arm.calibrate]
+plateau = { mib = 8 }
+
+[[arm]]
+id = "cand"
+control = "base"
+promote = true
+[arm.calibrate]
+plateau = { mib = 8 }
+
+[[arm.gate]]
+kind = "memory"
+phase = "state_ready"
+field = "resident_bytes"
+min_reduction = 0.1
+
+[[arm.gate]]
+kind = "parity"
+"#;
+
+    #[test]
+    fn gates_load_with_their_parameters() {
+        use reports::gates::{MemoryField, MemoryGate};
+        let p = parse_t(GATED).unwrap();
+        let g = &p.arms[1].gates;
+        assert!(g.promote);
+        assert_eq!(g.gates.len(), 2);
+        assert_eq!(
+            g.gates[0],
+            GateSpec::Memory(MemoryGate {
+                phase: sampler::Phase::StateReady,
+                field: MemoryField::ResidentBytes,
+                min_reduction: Some(0.1),
+                control_factor: None,
+                ceiling_mib: None,
+            })
+        );
+        assert!(p.arms[0].gates.gates.is_empty());
+    }
+
+    #[test]
+    fn gate_errors_name_the_line_of_the_gate() {
+        // A typo in a gate key.
+        let err =
+            parse_t(&GATED.replace("min_reduction = 0.1", "min_reduktion = 0.1")).unwrap_err();
+        assert!(
+            err.message.contains("unknown field `min_reduktion`"),
+            "{err}"
+        );
+        assert!((16..=20).contains(&err.line), "{err}");
+        // An unknown kind.
+        let err = parse_t(&GATED.replace("kind = \"parity\"", "kind = \"parrot\"")).unwrap_err();
+        assert!(err.message.contains("parrot"), "{err}");
+        assert_eq!(err.line, 23, "{err}");
+        // A bad value, located at the gate's table.
+        let err =
+            parse_t(&GATED.replace("min_reduction = 0.1", "min_reduction = 1.5")).unwrap_err();
+        assert!(
+            err.message
+                .contains("arm `cand`: gate `memory`: min_reduction = 1.5"),
+            "{err}"
+        );
+        assert_eq!(err.line, 16, "{err}");
+        // A comparing gate without a control.
+        let err = parse_t(&GATED.replace("control = \"base\"\n", "")).unwrap_err();
+        assert!(err.message.contains("add `control = "), "{err}");
+        // expect = "fail" without a fail_closed gate.
+        let err = parse_t(&GATED.replace("promote = true", "expect = \"fail\"")).unwrap_err();
+        assert!(err.message.contains("needs a `fail_closed` gate"), "{err}");
+    }
+
+    #[test]
+    fn admission_thresholds_are_checked() {
+        let p = parse_t(&format!("{GOOD}\n[admission]\nwindow_ms = 200\n")).unwrap();
+        assert_eq!(p.admission.window_ms, 200);
+        assert_eq!(p.admission.max_load_per_core, 1.5, "defaults fill the rest");
+        let err = parse_t(&format!("{GOOD}\n[admission]\nwindow_ms = 0\n")).unwrap_err();
+        assert_eq!(err.line, 9, "{err}");
+        let err = parse_t(&format!("{GOOD}\n[admission]\nwindow = 1\n")).unwrap_err();
+        assert!(err.message.contains("unknown field `window`"), "{err}");
     }
 
     #[test]

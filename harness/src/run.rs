@@ -1,9 +1,10 @@
 //! The dispatcher: one run directory, arms strictly one at a time, progress
 //! on stderr, the receipt at the end.
 
-use crate::arm;
 use crate::protocol::LoadedProtocol;
+use crate::{admission, arm, host};
 use anyhow::{Context, bail};
+use reports::admission::AdmissionRecord;
 use reports::record::{ArmOutcome, ArmStatus, RunInfo, files};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -109,6 +110,12 @@ fn run_info(protocol: &LoadedProtocol) -> RunInfo {
             .collect(),
         params: protocol.params.clone(),
         host: Some(sampler::host_identity()),
+        gates: protocol
+            .arms
+            .iter()
+            .filter(|a| !a.gates.gates.is_empty())
+            .map(|a| (a.id.clone(), a.gates.clone()))
+            .collect(),
     }
 }
 
@@ -117,6 +124,40 @@ pub struct RunResult {
     pub dir: PathBuf,
     pub receipt: reports::Receipt,
     pub interrupted: bool,
+    /// The host was refused (without `--force`) and the run stopped: why.
+    pub refused: Option<Vec<String>>,
+}
+
+/// Observe the host before `before_arm` (`None`: the run), append the check
+/// to the record and rewrite `admission.json`. Returns the refusal reasons
+/// (empty when admitted).
+fn admit(
+    dir: &Path,
+    record: &mut AdmissionRecord,
+    before_arm: Option<&str>,
+) -> anyhow::Result<Vec<String>> {
+    let check = admission::check(before_arm, &record.thresholds);
+    let when = before_arm.map_or("before the run".to_string(), |a| format!("before arm {a}"));
+    if check.admitted {
+        eprintln!(
+            "memqual: host admitted {when} ({} ms window)",
+            check.window_ms
+        );
+    } else {
+        eprintln!(
+            "memqual: host REFUSED {when}: {}{}",
+            check.reasons.join("; "),
+            if record.forced {
+                " (--force: going on; the arm fails its validity gate)"
+            } else {
+                ""
+            }
+        );
+    }
+    let reasons = check.reasons.clone();
+    record.checks.push(check);
+    write_json(&dir.join(files::ADMISSION), record)?;
+    Ok(reasons)
 }
 
 impl RunResult {
@@ -130,12 +171,14 @@ impl RunResult {
     }
 }
 
-/// Run every arm of `protocol` into `dir`, one at a time.
+/// Run every arm of `protocol` into `dir`, one at a time, each after a
+/// quiet-host admission check. A refused host stops the run unless `force`.
 pub fn run(
     protocol: &LoadedProtocol,
     dir: &Path,
     workers: &WorkerDir,
     interrupted: &AtomicBool,
+    force: bool,
 ) -> anyhow::Result<RunResult> {
     // Resolve every worker before anything runs: a missing binary is a setup error.
     let executables = protocol
@@ -147,6 +190,7 @@ pub fn run(
     std::fs::write(dir.join(files::PROTOCOL), &protocol.text)
         .with_context(|| format!("cannot write {}", dir.join(files::PROTOCOL).display()))?;
     write_json(&dir.join(files::RUN), &run_info(protocol))?;
+    write_json(&dir.join(files::HOST), &host::identity())?;
     eprintln!(
         "memqual: protocol {} ({}), run directory {}",
         protocol.name,
@@ -154,10 +198,28 @@ pub fn run(
         dir.display()
     );
 
+    let mut record = AdmissionRecord {
+        thresholds: protocol.admission.clone(),
+        forced: force,
+        checks: Vec::new(),
+    };
+    let mut refused = None;
+    let reasons = admit(dir, &mut record, None)?;
+    if !reasons.is_empty() && !force {
+        refused = Some(reasons);
+    }
     let total = protocol.arms.len();
     for (i, (arm, exe)) in protocol.arms.iter().zip(&executables).enumerate() {
+        if refused.is_some() {
+            break;
+        }
         if interrupted.load(Ordering::SeqCst) {
             eprintln!("memqual: interrupted: {} arm(s) not run", total - i);
+            break;
+        }
+        let reasons = admit(dir, &mut record, Some(&arm.id))?;
+        if !reasons.is_empty() && !force {
+            refused = Some(reasons);
             break;
         }
         let arm_dir = dir.join(files::ARMS).join(&arm.id);
@@ -193,12 +255,16 @@ pub fn run(
             ),
         }
     }
-    let receipt = reports::assemble(dir)
+    let mut receipt = reports::assemble(dir)
         .with_context(|| format!("cannot assemble the receipt of {}", dir.display()))?;
-    write_json(&dir.join(files::RECEIPT), &receipt)?;
+    reports::render::write_all(dir, &receipt)
+        .with_context(|| format!("cannot write the reports of {}", dir.display()))?;
+    reports::seal::seal(dir, &mut receipt)
+        .with_context(|| format!("cannot seal the run directory {}", dir.display()))?;
     Ok(RunResult {
         dir: dir.to_path_buf(),
         receipt,
         interrupted: interrupted.load(Ordering::SeqCst),
+        refused,
     })
 }

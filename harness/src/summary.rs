@@ -2,6 +2,7 @@
 //! short human table. Both are pure functions of the receipt.
 
 use reports::Receipt;
+use reports::gates::{GateReport, Outcome};
 use reports::receipt::ArmReceipt;
 use reports::record::ArmStatus;
 use reports::speech::ControlComparison;
@@ -13,12 +14,62 @@ use std::path::Path;
 /// The `--json` document.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
-    pub schema_version: u32,
+    /// The receipt format this summary was made from.
+    pub receipt_format_version: String,
     pub run_dir: String,
     pub all_completed: bool,
     pub arms: Vec<ArmSummary>,
     /// Each arm against its control.
     pub comparisons: Vec<ComparisonSummary>,
+    /// The run verdict over the judged arms; `None` when no arm declares gates.
+    pub verdict: Option<Outcome>,
+    pub judged_arms: Vec<String>,
+    /// Per arm with gates: each gate's outcome.
+    pub gates: Vec<ArmGatesSummary>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArmGatesSummary {
+    pub arm: String,
+    pub promote: bool,
+    pub verdict: Outcome,
+    pub gates: Vec<GateLine>,
+}
+
+/// One gate: its kind, outcome, and the first check that did not pass (or the last).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GateLine {
+    pub kind: String,
+    pub outcome: Outcome,
+    pub detail: String,
+}
+
+fn gate_lines(report: &GateReport) -> Vec<ArmGatesSummary> {
+    report
+        .arms
+        .iter()
+        .map(|a| ArmGatesSummary {
+            arm: a.arm.clone(),
+            promote: a.promote,
+            verdict: a.verdict,
+            gates: a
+                .gates
+                .iter()
+                .map(|g| {
+                    let shown = g
+                        .checks
+                        .iter()
+                        .find(|c| c.outcome != Outcome::Pass)
+                        .or(g.checks.last());
+                    GateLine {
+                        kind: g.kind.clone(),
+                        outcome: g.outcome,
+                        detail: shown.map_or(String::new(), |c| format!("{}: {}", c.name, c.note)),
+                    }
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 /// Whisper arms: latency with the cold parts apart, WER, determinism.
@@ -137,11 +188,17 @@ fn comparison_summary(c: &ControlComparison) -> ComparisonSummary {
 
 pub fn run_summary(dir: &Path, receipt: &Receipt, all_completed: bool) -> RunSummary {
     RunSummary {
-        schema_version: reports::RECEIPT_SCHEMA_VERSION,
+        receipt_format_version: reports::RECEIPT_FORMAT_VERSION.to_string(),
         run_dir: dir.display().to_string(),
         all_completed,
         arms: receipt.arms.iter().map(arm_summary).collect(),
         comparisons: receipt.comparisons.iter().map(comparison_summary).collect(),
+        verdict: receipt.gates.as_ref().map(|g| g.verdict),
+        judged_arms: receipt
+            .gates
+            .as_ref()
+            .map_or(Vec::new(), |g| g.judged_arms.clone()),
+        gates: receipt.gates.as_ref().map_or(Vec::new(), gate_lines),
     }
 }
 
@@ -151,6 +208,70 @@ fn mib(bytes: Option<u64>) -> String {
 
 fn ms(ns: Option<f64>) -> String {
     ns.map_or("-".into(), |n| format!("{:.1}", n / 1e6))
+}
+
+fn steady_p95(a: &ArmReceipt) -> Option<f64> {
+    match &a.speech {
+        Some(s) => s.latency.steady_p95_ns,
+        None => a.latency.as_ref().map(|l| l.p95_ns),
+    }
+}
+
+fn arm_verdict(r: &Receipt, id: &str) -> String {
+    r.gates
+        .as_ref()
+        .and_then(|g| g.arms.iter().find(|a| a.arm == id))
+        .map_or("-".into(), |a| a.verdict.as_str().to_string())
+}
+
+/// `memqual compare`: per arm id in either run, A and B side by side with B − A.
+pub fn compare(a: &Receipt, b: &Receipt) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "A: {} {} | B: {} {}",
+        a.run.protocol_name, a.run.started_utc, b.run.protocol_name, b.run.started_utc
+    );
+    let _ = writeln!(
+        out,
+        "{:<24} {:>26} {:>26} {:>26} {:>21}",
+        "arm", "state_ready peak MiB", "max resident MiB", "steady p95 ms", "verdict"
+    );
+    let mut ids: Vec<&str> = a.arms.iter().map(|x| x.id.as_str()).collect();
+    for x in &b.arms {
+        if !ids.contains(&x.id.as_str()) {
+            ids.push(&x.id);
+        }
+    }
+    let triple = |va: Option<f64>, vb: Option<f64>, scale: f64| {
+        let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.1}", v / scale));
+        let d = match (va, vb) {
+            (Some(x), Some(y)) => format!("{:+.1}", (y - x) / scale),
+            _ => "-".into(),
+        };
+        format!("{} → {} ({d})", f(va), f(vb))
+    };
+    for id in ids {
+        let (xa, xb) = (
+            a.arms.iter().find(|x| x.id == id),
+            b.arms.iter().find(|x| x.id == id),
+        );
+        let get = |x: Option<&ArmReceipt>, f: &dyn Fn(&ArmReceipt) -> Option<f64>| x.and_then(f);
+        let peak = |x: &ArmReceipt| reports::render::state_ready_peak(x).map(|v| v as f64);
+        let resident = |x: &ArmReceipt| x.series.max_resident_bytes.map(|v| v as f64);
+        let _ = writeln!(
+            out,
+            "{:<24} {:>26} {:>26} {:>26} {:>21}",
+            id,
+            triple(get(xa, &peak), get(xb, &peak), 1048576.0),
+            triple(get(xa, &resident), get(xb, &resident), 1048576.0),
+            triple(get(xa, &steady_p95), get(xb, &steady_p95), 1e6),
+            format!("{} → {}", arm_verdict(a, id), arm_verdict(b, id)),
+        );
+    }
+    let v = |r: &Receipt| r.gates.as_ref().map_or("-", |g| g.verdict.as_str());
+    let _ = writeln!(out, "run verdict: {} → {}", v(a), v(b));
+    out
 }
 
 /// A short table for people: one line per arm.
@@ -233,6 +354,32 @@ pub fn human(summary: &RunSummary) -> String {
             },
             delta(c.state_ready_resident_delta_bytes),
             delta(c.logged_state_bytes_delta),
+        );
+    }
+    for a in &summary.gates {
+        let _ = writeln!(
+            out,
+            "gates {}{}: {}",
+            a.arm,
+            if a.promote { " (promote)" } else { "" },
+            a.verdict.as_str()
+        );
+        for g in &a.gates {
+            let _ = writeln!(
+                out,
+                "  {:<12} {:<13} {}",
+                g.kind,
+                g.outcome.as_str(),
+                g.detail
+            );
+        }
+    }
+    if let Some(v) = summary.verdict {
+        let _ = writeln!(
+            out,
+            "verdict: {} (over {})",
+            v.as_str(),
+            summary.judged_arms.join(", ")
         );
     }
     let _ = writeln!(out, "receipt: {}/receipt.json", summary.run_dir);

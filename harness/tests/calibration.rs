@@ -16,7 +16,13 @@ fn run() -> &'static (PathBuf, reports::Receipt, serde_json::Value) {
     RUN.get_or_init(|| {
         let tmp = tempfile::tempdir().unwrap().keep();
         let out = tmp.join("run");
-        let result = memqual(&["calibrate", "--json", "--out", out.to_str().unwrap()]);
+        let result = memqual(&[
+            "calibrate",
+            "--json",
+            "--force",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
         assert_eq!(
             result.status.code(),
             Some(0),

@@ -117,6 +117,7 @@ fn contract_violations_fail_the_arm_with_the_reason() {
         proto.to_str().unwrap(),
         "--out",
         run.to_str().unwrap(),
+        "--force",
     ]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let expect = [
@@ -283,6 +284,7 @@ fn spawn_long_run(tmp: &std::path::Path) -> (std::process::Child, std::path::Pat
         "--out",
         run.to_str().unwrap(),
         "--json",
+        "--force",
     ]);
     // process_start … request_end: the worker is now in its 60 s idle.
     wait_for_lines(&run.join("arms/long/markers.jsonl"), 6);

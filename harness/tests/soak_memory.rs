@@ -36,6 +36,7 @@ fn write_run(dir: &Path, ticks: u64) {
         controls: Default::default(),
         params: Default::default(),
         host: None,
+        gates: Default::default(),
     };
     std::fs::write(dir.join(files::RUN), serde_json::to_string(&run).unwrap()).unwrap();
     let arm = dir.join(files::ARMS).join("a");

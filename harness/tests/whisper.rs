@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use reports::gates::Outcome;
 use reports::receipt::ArmReceipt;
 use reports::record::ArmStatus;
 use sampler::Phase;
@@ -32,6 +33,14 @@ fn arm<'a>(receipt: &'a reports::Receipt, id: &str) -> &'a ArmReceipt {
     receipt.arms.iter().find(|a| a.id == id).unwrap()
 }
 
+fn peak_at_state_ready(a: &ArmReceipt) -> u64 {
+    a.phase(Phase::StateReady, None)
+        .unwrap()
+        .memory
+        .resident_peak_bytes
+        .unwrap()
+}
+
 fn state_ready_resident(a: &ArmReceipt) -> u64 {
     a.phase(Phase::StateReady, None)
         .unwrap()
@@ -42,9 +51,8 @@ fn state_ready_resident(a: &ArmReceipt) -> u64 {
 #[test]
 fn tiny_en_one_state_against_one_extra_state() {
     tiny_en();
-    let r = run_protocol_body(
-        "run",
-        r#"
+    // The quickstart's arms and gates on fewer fixtures.
+    let body = r#"
 [[arm]]
 id = "one-state"
 [arm.whisper]
@@ -56,17 +64,62 @@ idle_s = 0.3
 [[arm]]
 id = "extra-state"
 control = "one-state"
+promote = true
 [arm.whisper]
 model = "tiny.en"
 extra_states = 1
 fixtures = ["s1-s4", "silence-01"]
 repetitions = 2
 idle_s = 0.3
-"#,
-        &["--json"],
-    );
-    assert_eq!(r.out.status.code(), Some(0), "{}", stderr(&r.out));
+
+[[arm.gate]]
+kind = "memory"
+phase = "state_ready"
+field = "peak"
+control_factor = 1.05
+
+[[arm.gate]]
+kind = "parity"
+"#;
+    let r = run_protocol_body("run", &format!("{body}{LENIENT_ADMISSION}"), &["--json"]);
+    // The anti-pattern is caught: the verdict is FAIL, exit 1.
+    assert_eq!(r.out.status.code(), Some(1), "{}", stderr(&r.out));
     let receipt = receipt(&r.dir);
+    let gates = receipt.gates.as_ref().expect("gates declared");
+    assert_eq!(gates.verdict, Outcome::Fail);
+    assert_eq!(gates.judged_arms, ["extra-state"]);
+    let cand = &gates.arms[0];
+    let outcomes: Vec<(&str, Outcome, bool)> = cand
+        .gates
+        .iter()
+        .map(|g| (g.kind.as_str(), g.outcome, g.declared))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("memory", Outcome::Fail, true),
+            ("parity", Outcome::Pass, true),
+            ("validity", Outcome::Pass, false),
+        ],
+        "{:#?}",
+        cand.gates
+    );
+    let mem = &cand.gates[0].checks[0];
+    assert_eq!(mem.name, "state_ready resident_peak_bytes");
+    let (one_peak, two_peak) = (
+        peak_at_state_ready(arm(&receipt, "one-state")),
+        peak_at_state_ready(arm(&receipt, "extra-state")),
+    );
+    assert_eq!(mem.measured, Some(two_peak as f64));
+    assert_eq!(mem.control, Some(one_peak as f64));
+    assert_eq!(mem.threshold, Some(one_peak as f64 * 1.05));
+    eprintln!(
+        "memory gate: extra-state {:.1} MiB against the limit {:.1} MiB",
+        two_peak as f64 / MIB,
+        one_peak as f64 * 1.05 / MIB
+    );
+    assert_eq!(cand.verdict, Outcome::Fail);
+    validate_receipt(&r.dir);
     let one = arm(&receipt, "one-state");
     let two = arm(&receipt, "extra-state");
     for a in [one, two] {
@@ -262,6 +315,7 @@ fn the_turbo_ladder_is_not_runnable_on_a_cpu_build() {
         "--out",
         dir.to_str().unwrap(),
         "--json",
+        "--force",
     ]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let receipt = receipt(&dir);

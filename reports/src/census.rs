@@ -358,6 +358,7 @@ mod tests {
             controls: [("coreml".to_string(), "native".to_string())].into(),
             params: Default::default(),
             host: None,
+            gates: Default::default(),
         };
         std::fs::write(
             run.path().join(files::RUN),

@@ -31,17 +31,30 @@
 //!   inconclusive, and system growth while the worker stays flat.
 //! - [`stability`]: a soak arm's verdict from its run directory (the
 //!   receipt's `stability` section, which a `stability` gate reads).
-//!
-//! Not here yet: gates, sealing, HTML (a later issue).
+//! - [`gates`]: the declared gates judged against the receipt, each with
+//!   threshold, measured and control values and evidence pointers; the
+//!   arm and run verdicts.
+//! - [`admission`]: the quiet-host admission record.
+//! - [`host`]: host and runtime identity (`host.json`).
+//! - [`html`]: `report.html`, self-contained, with plotters SVG charts.
+//! - [`render`]: `summary.md`, `phases.csv`, `trace.json` (Chrome trace).
+//! - [`seal`]: the manifest of every file, the receipt's own digest, and
+//!   `verify`.
 
+pub mod admission;
 pub mod calibration;
 pub mod census;
 mod error;
 pub mod freshness;
+pub mod gates;
 pub mod growth;
+pub mod host;
+pub mod html;
 pub mod quality;
 pub mod receipt;
 pub mod record;
+pub mod render;
+pub mod seal;
 pub mod snapshots;
 pub mod speech;
 pub mod stability;
@@ -51,5 +64,13 @@ pub use error::ReportError;
 pub use quality::{QualityError, Reference, Transcription};
 pub use receipt::{Receipt, assemble};
 
-/// Version of the receipt format.
-pub const RECEIPT_SCHEMA_VERSION: u32 = 2;
+/// Version of the receipt format, `major.minor`: the major changes when a
+/// field changes meaning or disappears, the minor when fields are added.
+pub const RECEIPT_FORMAT_VERSION: &str = "3.0";
+
+/// The JSON Schema of `receipt.json`, generated from the types (committed as
+/// `reports/receipt.schema.json`).
+pub fn receipt_schema() -> String {
+    let schema = schemars::schema_for!(Receipt);
+    serde_json::to_string_pretty(&schema).unwrap_or_default() + "\n"
+}

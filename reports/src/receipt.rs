@@ -1,26 +1,38 @@
 //! The receipt: what a run measured, rebuilt from its run directory.
 
+use crate::admission::AdmissionRecord;
+use crate::gates::GateReport;
 use crate::record::{ArmOutcome, ArmStatus, ExitInfo, RunInfo, files};
 use crate::speech::{self, ControlComparison, ControlResults, SpeechReceipt};
-use crate::{RECEIPT_SCHEMA_VERSION, ReportError, stats};
+use crate::{RECEIPT_FORMAT_VERSION, ReportError, stats};
 use sampler::{Marker, Phase, SeriesRow, TaskMemory};
 use serde::{Deserialize, Serialize};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use worker_contract::{ArmSpec, RequestResult, RuntimeReport, WorkerSpec};
 
-/// A run's receipt (`receipt.json`). Sealing and gates come later.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A run's receipt (`receipt.json`): everything measured, the gates and
+/// verdicts, and the seal (see [`crate::seal`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Receipt {
-    pub schema_version: u32,
+    /// `major.minor` ([`RECEIPT_FORMAT_VERSION`]).
+    pub format_version: String,
     pub run: RunInfo,
     pub arms: Vec<ArmReceipt>,
     /// Each arm that names a control, compared with it.
     pub comparisons: Vec<ControlComparison>,
+    /// Host and memqual identity (`host.json`), when the run has one.
+    pub identity: Option<crate::host::Identity>,
+    /// Quiet-host admission (`admission.json`), when the run has one.
+    pub admission: Option<AdmissionRecord>,
+    /// The declared gates and verdicts; `None` when no arm declares a gate.
+    pub gates: Option<GateReport>,
+    /// Digests of the manifest and of this receipt; `None` until sealed.
+    pub seal: Option<crate::seal::Seal>,
 }
 
 /// One arm's measurements.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ArmReceipt {
     pub id: String,
     pub status: ArmStatus,
@@ -29,6 +41,8 @@ pub struct ArmReceipt {
     pub timed_out: bool,
     /// The worker's `hello`, as sent.
     pub worker: Option<serde_json::Value>,
+    /// The arm spec sent to the worker (typed in `worker-contract`).
+    #[schemars(with = "Option<serde_json::Value>")]
     pub spec: Option<ArmSpec>,
     pub phases: Vec<PhaseRow>,
     pub series: SeriesSummary,
@@ -40,12 +54,15 @@ pub struct ArmReceipt {
     pub speech: Option<SpeechReceipt>,
     /// Tool snapshots at phase boundaries (and at the protocol's cadence).
     #[serde(default)]
+    #[schemars(with = "Option<serde_json::Value>")]
     pub snapshots: Option<crate::snapshots::SnapshotReceipt>,
     /// Processes beside the worker whose memory moved during the arm.
     #[serde(default)]
+    #[schemars(with = "Option<serde_json::Value>")]
     pub census: Option<crate::census::CensusReceipt>,
     /// Soak arms (those with `soak.json`): growth classification and verdict.
     #[serde(default)]
+    #[schemars(with = "Option<serde_json::Value>")]
     pub stability: Option<crate::stability::Stability>,
 }
 
@@ -68,12 +85,15 @@ impl ArmReceipt {
 /// is set exactly when the kernel's peak exceeds that by more than one page
 /// (or the footprint peak exceeds the observed footprint likewise): a
 /// transient that no sampler caught. `None` when there is no kernel peak.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PhaseRow {
+    #[schemars(with = "String")]
     pub phase: Phase,
     pub seq: u64,
     pub request_id: Option<u64>,
     pub t_ns: u64,
+    /// The marker's snapshot (typed in `sampler`; unavailable values are null).
+    #[schemars(with = "serde_json::Value")]
     pub memory: TaskMemory,
     pub window_start_ns: Option<u64>,
     /// Series rows inside the window.
@@ -86,7 +106,7 @@ pub struct PhaseRow {
 }
 
 /// The series of one arm in figures.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SeriesSummary {
     pub samples: u64,
     pub period_ns: Option<u64>,
@@ -107,11 +127,12 @@ pub struct SeriesSummary {
     pub system: SystemDeltas,
     /// macOS: the real resolution of the system page counters.
     #[serde(default)]
+    #[schemars(with = "Option<serde_json::Value>")]
     pub system_freshness: Option<crate::freshness::SystemFreshness>,
 }
 
 /// System-wide change across the arm (last row minus first row), and extremes.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SystemDeltas {
     pub swap_used_delta_bytes: Option<i64>,
     pub pgpgin_delta: Option<i64>,
@@ -128,7 +149,7 @@ pub struct SystemDeltas {
 }
 
 /// Latency over the measured requests.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LatencySummary {
     pub count: u64,
     pub first_ns: u64,
@@ -495,12 +516,30 @@ pub fn assemble(run_dir: &Path) -> Result<Receipt, ReportError> {
             crate::census::pair(census, control, &raw);
         }
     }
-    Ok(Receipt {
-        schema_version: RECEIPT_SCHEMA_VERSION,
+    let admission_path = run_dir.join(files::ADMISSION);
+    let admission = if admission_path.exists() {
+        Some(read_json(&admission_path)?)
+    } else {
+        None
+    };
+    let identity_path = run_dir.join(files::HOST);
+    let identity = if identity_path.exists() {
+        Some(read_json(&identity_path)?)
+    } else {
+        None
+    };
+    let mut receipt = Receipt {
+        format_version: RECEIPT_FORMAT_VERSION.to_string(),
+        identity,
         run,
         arms,
         comparisons,
-    })
+        admission,
+        gates: None,
+        seal: None,
+    };
+    receipt.gates = crate::gates::evaluate(&receipt);
+    Ok(receipt)
 }
 
 #[cfg(test)]
@@ -610,6 +649,7 @@ mod tests {
             controls: Default::default(),
             params: Default::default(),
             host: None,
+            gates: Default::default(),
         };
         std::fs::write(dir.join(files::RUN), serde_json::to_string(&run).unwrap()).unwrap();
         let arm = dir.join(files::ARMS).join("a");
@@ -757,6 +797,96 @@ mod tests {
             r.arms[0].phases.len(),
             1,
             "the markers that arrived are kept"
+        );
+    }
+
+    const COMMITTED_SCHEMA: &str = include_str!("../receipt.schema.json");
+
+    #[test]
+    fn committed_receipt_schema_is_generated_from_the_types() {
+        // Regenerate with: MEMQUAL_BLESS=1 cargo test -p reports committed_receipt_schema
+        let generated = crate::receipt_schema();
+        if std::env::var_os("MEMQUAL_BLESS").is_some() {
+            let path = concat!(env!("CARGO_MANIFEST_DIR"), "/receipt.schema.json");
+            std::fs::write(path, &generated).unwrap();
+            return;
+        }
+        assert_eq!(
+            COMMITTED_SCHEMA, generated,
+            "reports/receipt.schema.json is stale: run MEMQUAL_BLESS=1 cargo test -p reports committed_receipt_schema"
+        );
+    }
+
+    #[test]
+    fn a_sealed_run_verifies_and_any_flipped_byte_names_its_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let rows = [row(0, 100, 0, 10, 0, 7), row(1, 150, 2, 40, 0, 7)];
+        write_run(
+            tmp.path(),
+            &rows,
+            &[marker(0, Phase::ProcessStart, 120, 1, 1)],
+            true,
+        );
+        let mut r = assemble(tmp.path()).unwrap();
+        crate::seal::seal(tmp.path(), &mut r).unwrap();
+        assert_eq!(crate::seal::verify(tmp.path()), []);
+        // The sealed receipt matches the committed schema.
+        let schema: serde_json::Value = serde_json::from_str(COMMITTED_SCHEMA).unwrap();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        let text = std::fs::read_to_string(tmp.path().join(files::RECEIPT)).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let errors: Vec<String> = validator
+            .iter_errors(&value)
+            .map(|e| e.to_string())
+            .collect();
+        assert!(errors.is_empty(), "{errors:?}");
+
+        let manifest: crate::seal::Manifest =
+            serde_json::from_slice(&std::fs::read(tmp.path().join(files::MANIFEST)).unwrap())
+                .unwrap();
+        let listed: Vec<&str> = manifest.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(
+            listed,
+            [
+                "arms/a/arm.json",
+                "arms/a/markers.jsonl",
+                "arms/a/results.jsonl",
+                "arms/a/series.csv",
+                "run.json"
+            ]
+        );
+        let mut every = listed.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        every.extend([files::RECEIPT.to_string(), files::MANIFEST.to_string()]);
+        for rel in &every {
+            let path = tmp.path().join(rel);
+            let original = std::fs::read(&path).unwrap();
+            for offset in [0, original.len() / 2, original.len() - 1] {
+                let mut flipped = original.clone();
+                flipped[offset] ^= 0x01;
+                std::fs::write(&path, &flipped).unwrap();
+                let problems = crate::seal::verify(tmp.path());
+                assert!(
+                    problems.iter().any(|p| &p.path == rel),
+                    "{rel} byte {offset}: {problems:?}"
+                );
+            }
+            std::fs::write(&path, &original).unwrap();
+        }
+        assert_eq!(crate::seal::verify(tmp.path()), []);
+        // Missing and added files are named too.
+        let series = tmp.path().join("arms/a/series.csv");
+        std::fs::rename(&series, tmp.path().join("arms/a/extra.csv")).unwrap();
+        let problems = crate::seal::verify(tmp.path());
+        let named: Vec<(&str, &str)> = problems
+            .iter()
+            .map(|p| (p.path.as_str(), p.kind.as_str()))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("arms/a/series.csv", "missing"),
+                ("arms/a/extra.csv", "added")
+            ]
         );
     }
 

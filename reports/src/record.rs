@@ -7,6 +7,12 @@ pub mod files {
     pub const PROTOCOL: &str = "protocol.toml";
     pub const RUN: &str = "run.json";
     pub const RECEIPT: &str = "receipt.json";
+    /// Quiet-host admission: thresholds, observations, verdicts.
+    pub const ADMISSION: &str = "admission.json";
+    /// Host and runtime identity.
+    pub const HOST: &str = "host.json";
+    /// Every file of the run with its SHA-256 (see `seal`).
+    pub const MANIFEST: &str = "manifest.json";
     pub const ARMS: &str = "arms";
     /// Per arm, under `arms/<id>/`.
     pub const SPEC: &str = "spec.json";
@@ -25,7 +31,7 @@ pub mod files {
 }
 
 /// Written once when the run starts (`run.json`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunInfo {
     pub memqual_version: String,
     pub protocol_name: String,
@@ -47,10 +53,14 @@ pub struct RunInfo {
     pub params: std::collections::BTreeMap<String, String>,
     /// Hardware model, boot time, thermal state, as far as readable.
     #[serde(default)]
+    #[schemars(with = "Option<serde_json::Value>")]
     pub host: Option<sampler::host::HostIdentity>,
+    /// Arm id → its declared gates (arms without gates are absent).
+    #[serde(default)]
+    pub gates: std::collections::BTreeMap<String, crate::gates::ArmGates>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ArmStatus {
     /// The worker ran its whole protocol: exit 0, every phase, `bye`.
@@ -63,7 +73,7 @@ pub enum ArmStatus {
 }
 
 /// How the worker process ended.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ExitInfo {
     pub code: Option<i32>,
     pub signal: Option<i32>,

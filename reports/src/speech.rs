@@ -13,7 +13,7 @@ use worker_contract::{
 };
 
 /// One measured request's exact output.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TranscriptRow {
     pub request_id: u64,
     pub latency_ns: u64,
@@ -22,7 +22,7 @@ pub struct TranscriptRow {
 }
 
 /// Latency with the cold parts apart from the steady requests.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SpeechLatency {
     /// Context load (`whisper_init_*`), from the runtime report.
     pub cold_load_ns: Option<u64>,
@@ -42,8 +42,10 @@ pub struct SpeechLatency {
 }
 
 /// Everything speech-specific about one arm.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SpeechReceipt {
+    /// Runtime identity and topology (typed in `worker-contract`).
+    #[schemars(with = "Option<serde_json::Value>")]
     pub runtime: Option<RuntimeReport>,
     pub latency: SpeechLatency,
     pub transcripts: Vec<TranscriptRow>,
@@ -52,7 +54,7 @@ pub struct SpeechReceipt {
 
 /// WER (numbers normalised) per slice and category, determinism across
 /// repetitions, and false alarms on slices without speech.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QualityReport {
     pub wer: Option<quality::WerReport>,
     pub determinism: Option<quality::DeterminismReport>,
@@ -86,7 +88,7 @@ impl QualityReport {
 }
 
 /// An arm against its control.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ControlComparison {
     pub arm: String,
     pub control: String,
@@ -100,8 +102,9 @@ pub struct ControlComparison {
     pub logged_model_bytes_delta: Option<i64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PhaseDelta {
+    #[schemars(with = "String")]
     pub phase: Phase,
     pub resident_delta_bytes: i64,
     pub resident_peak_delta_bytes: Option<i64>,

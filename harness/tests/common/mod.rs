@@ -21,10 +21,17 @@ pub fn worker_dir() -> PathBuf {
     dir
 }
 
+/// Admission thresholds that admit any host (for tests whose gates must
+/// not depend on how busy the test machine is); append to a protocol body.
+pub const LENIENT_ADMISSION: &str = "\n[admission]\nwindow_ms = 50\nmax_load_per_core = 1000.0\n\
+min_available_mib = 0\nmax_psi_some_avg10 = 100.0\nmax_thermal_celsius = 1000.0\n";
+
+/// Runs `memqual` with the test workers and a 50 ms admission window.
 pub fn memqual(args: &[&str]) -> Output {
     Command::new(MEMQUAL)
         .args(args)
         .env("MEMQUAL_WORKER_DIR", worker_dir())
+        .env("MEMQUAL_ADMISSION_WINDOW_MS", "50")
         .output()
         .expect("memqual runs")
 }
@@ -34,6 +41,7 @@ pub fn spawn_memqual(args: &[&str]) -> std::process::Child {
     Command::new(MEMQUAL)
         .args(args)
         .env("MEMQUAL_WORKER_DIR", worker_dir())
+        .env("MEMQUAL_ADMISSION_WINDOW_MS", "50")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -62,9 +70,29 @@ pub fn write_protocol(dir: &Path, body: &str) -> PathBuf {
     path
 }
 
+/// The run's receipt, after checking it against the schema and the seal.
 pub fn receipt(run_dir: &Path) -> Receipt {
+    validate_receipt(run_dir);
     let text = std::fs::read_to_string(run_dir.join("receipt.json")).unwrap();
     serde_json::from_str(&text).unwrap()
+}
+
+/// Check `receipt.json` against the committed receipt schema and the seal.
+pub fn validate_receipt(run_dir: &Path) {
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../../../reports/receipt.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let text = std::fs::read_to_string(run_dir.join("receipt.json")).unwrap();
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&value)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "receipt.json against the schema: {errors:?}"
+    );
+    assert_eq!(reports::seal::verify(run_dir), [], "the seal holds");
 }
 
 pub fn markers(arm_dir: &Path) -> Vec<Marker> {
@@ -96,7 +124,9 @@ pub struct ProtocolRun {
 }
 
 /// Write `body` as a protocol and run `memqual run` (or `calibrate --protocol`)
-/// on it into `<tmp>/run`, with `extra` arguments.
+/// on it into `<tmp>/run`, with `extra` arguments. `--force` is passed: the
+/// test machine is busy, and these runs are judged by their arms, not by
+/// admission (tests of gates append [`LENIENT_ADMISSION`] instead).
 pub fn run_protocol_body(command: &str, body: &str, extra: &[&str]) -> ProtocolRun {
     let tmp = tempfile::tempdir().unwrap();
     let protocol = write_protocol(tmp.path(), body);
@@ -107,7 +137,7 @@ pub fn run_protocol_body(command: &str, body: &str, extra: &[&str]) -> ProtocolR
         "calibrate" => vec!["calibrate", "--protocol", p],
         other => panic!("no such command {other}"),
     };
-    args.extend(["--out", d]);
+    args.extend(["--out", d, "--force"]);
     args.extend(extra);
     let out = memqual(&args);
     ProtocolRun {

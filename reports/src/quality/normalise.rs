@@ -5,7 +5,9 @@ use serde::{Deserialize, Serialize};
 use super::numbers::spell_numbers;
 
 /// Which normalisation a comparison used.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Normalisation {
     /// Lowercase, bracketed annotations dropped, numbers spelled out,

@@ -9,7 +9,7 @@ use super::{QualityError, Transcription, group, representatives};
 const TEXT_EXCERPT_BYTES: usize = 32;
 
 /// One field that differs, with its first differing position.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "field", rename_all = "snake_case")]
 pub enum Difference {
     /// First index where the token sequences differ; when one is a prefix of
@@ -90,7 +90,7 @@ fn excerpt(text: &str, byte_offset: usize) -> String {
 /// two arms (parity: `repetition_a` from arm a, `repetition_b` from arm b),
 /// or from one arm (determinism: `repetition_a` is the fixture's lowest
 /// repetition, the baseline).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OutputMismatch {
     pub fixture_id: String,
     pub repetition_a: u32,
@@ -113,7 +113,7 @@ impl OutputMismatch {
 }
 
 /// Exact parity of two arms, fixture by fixture.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ParityReport {
     /// Fixtures both arms ran.
     pub fixtures_compared: usize,
@@ -159,7 +159,7 @@ pub fn parity(a: &[Transcription], b: &[Transcription]) -> Result<ParityReport, 
 }
 
 /// Whether one arm produced identical output for every repetition.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DeterminismReport {
     pub fixtures: usize,
     pub results: usize,

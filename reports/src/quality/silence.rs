@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use super::{Normalisation, QualityError, Reference, Transcription, normalise};
 
 /// One transcript with words on a slice without speech.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FalseAlarm {
     pub fixture_id: String,
     pub category: String,
@@ -16,7 +16,7 @@ pub struct FalseAlarm {
 }
 
 /// False alarms of one arm on its silence and noise slices.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SilenceReport {
     /// Results (every repetition) on slices without speech.
     pub results_checked: usize,

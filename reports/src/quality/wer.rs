@@ -5,7 +5,9 @@ use serde::{Deserialize, Serialize};
 use super::{Normalisation, QualityError, Reference, Transcription, normalise, representatives};
 
 /// Edits that turn the reference words into the hypothesis words.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct EditCounts {
     pub substitutions: u64,
     pub deletions: u64,
@@ -72,7 +74,7 @@ pub fn word_edits<R: AsRef<str>, H: AsRef<str>>(reference: &[R], hypothesis: &[H
 }
 
 /// WER of one fixture's transcript.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SliceWer {
     pub fixture_id: String,
     pub category: String,
@@ -86,7 +88,7 @@ pub struct SliceWer {
 }
 
 /// Sum of edits over sum of reference words for one category.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CategoryWer {
     pub category: String,
     pub slices: u32,
@@ -95,7 +97,7 @@ pub struct CategoryWer {
 }
 
 /// WER per slice and per category for one arm.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WerReport {
     pub normalisation: Normalisation,
     /// In the order of `references`; fixtures the arm did not run are absent.

@@ -208,7 +208,7 @@ pub enum StopReason {
 }
 
 /// The transcription of one request.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TranscriptionResult {
     pub fixture_id: String,
     /// 0-based repetition of this fixture.

@@ -1,0 +1,109 @@
+//! Who measured: the host's identity (OS, kernel, hardware, CPU, RAM, boot)
+//! and memqual's own (version, executable digest), for `host.json`.
+
+use reports::host::{HostIdentity, Identity, RuntimeIdentity};
+use sha2::{Digest, Sha256};
+use std::io::Read;
+use std::path::Path;
+
+fn trimmed(text: String) -> Option<String> {
+    let t = text.trim();
+    (!t.is_empty()).then(|| t.to_string())
+}
+
+/// A small sysfs/procfs text file, trimmed; `None` when absent or empty.
+fn read_text(path: &str) -> Option<String> {
+    std::fs::read_to_string(path).ok().and_then(trimmed)
+}
+
+fn hardware_model() -> Option<String> {
+    // DMI names the machine on PCs and VMs; the device tree on boards.
+    let dmi = [
+        read_text("/sys/class/dmi/id/sys_vendor"),
+        read_text("/sys/class/dmi/id/product_name"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>();
+    if !dmi.is_empty() {
+        return Some(dmi.join(" "));
+    }
+    read_text("/proc/device-tree/model").map(|m| m.trim_end_matches('\0').to_string())
+}
+
+/// SHA-256 of a file, streamed.
+pub fn file_sha256(path: &Path) -> std::io::Result<String> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+pub fn host() -> HostIdentity {
+    let mut sys = sysinfo::System::new();
+    sys.refresh_memory();
+    sys.refresh_cpu_list(sysinfo::CpuRefreshKind::nothing());
+    HostIdentity {
+        hostname: sysinfo::System::host_name(),
+        os_name: sysinfo::System::name(),
+        os_version: sysinfo::System::long_os_version().or_else(sysinfo::System::os_version),
+        kernel: sysinfo::System::kernel_version(),
+        arch: sysinfo::System::cpu_arch(),
+        hardware_model: hardware_model(),
+        cpu_brand: sys
+            .cpus()
+            .first()
+            .map(|c| c.brand().trim().to_string())
+            .filter(|b| !b.is_empty()),
+        logical_cpus: sys.cpus().len() as u64,
+        physical_cores: sysinfo::System::physical_core_count().map(|n| n as u64),
+        ram_bytes: sys.total_memory(),
+        boot_id: read_text("/proc/sys/kernel/random/boot_id"),
+        boot_time_unix_s: sysinfo::System::boot_time(),
+    }
+}
+
+pub fn runtime() -> RuntimeIdentity {
+    let exe = std::env::current_exe().ok();
+    RuntimeIdentity {
+        memqual_version: env!("CARGO_PKG_VERSION").to_string(),
+        executable: exe
+            .as_ref()
+            .map_or_else(String::new, |p| p.display().to_string()),
+        executable_sha256: exe.and_then(|p| file_sha256(&p).ok()),
+    }
+}
+
+pub fn identity() -> Identity {
+    Identity {
+        host: host(),
+        runtime: runtime(),
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    #[test]
+    fn this_host_is_identified() {
+        let h = super::host();
+        assert!(h.ram_bytes > 0);
+        assert!(h.logical_cpus >= 1);
+        assert!(h.kernel.is_some());
+        let boot_id = h.boot_id.expect("Linux has a boot id");
+        assert_eq!(boot_id.len(), 36, "{boot_id}");
+        assert!(h.boot_time_unix_s > 1_500_000_000);
+        let r = super::runtime();
+        assert_eq!(r.executable_sha256.unwrap().len(), 64);
+    }
+}

@@ -1,0 +1,110 @@
+//! Quiet-host admission records (`admission.json`): the thresholds, what the
+//! host showed in each observation window, and the verdict. The harness
+//! observes; this module only holds the record and answers for an arm.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Limits a host must stay within to be admitted (the protocol's
+/// `[admission]` table; every key is optional).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdmissionThresholds {
+    /// How long the host is watched before the run and before each arm.
+    pub window_ms: u64,
+    /// 1-minute load average divided by the core count, at most this.
+    pub max_load_per_core: f64,
+    /// Available memory at least this, in MiB.
+    pub min_available_mib: u64,
+    /// Memory pressure: PSI `some avg10` (percent) at most this.
+    pub max_psi_some_avg10: f64,
+    /// Hottest reported thermal zone at most this, in °C.
+    pub max_thermal_celsius: f64,
+}
+
+impl Default for AdmissionThresholds {
+    fn default() -> Self {
+        AdmissionThresholds {
+            window_ms: 3000,
+            max_load_per_core: 1.5,
+            min_available_mib: 1024,
+            max_psi_some_avg10: 10.0,
+            max_thermal_celsius: 90.0,
+        }
+    }
+}
+
+/// What the host showed over one window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HostObservation {
+    pub cores: u64,
+    /// Largest 1-minute load average seen in the window.
+    pub load_avg_1m: Option<f64>,
+    /// Smallest available memory seen in the window.
+    pub min_available_bytes: Option<u64>,
+    /// Pages swapped in / out during the window (`pswpin`/`pswpout` deltas).
+    pub swap_in_pages: Option<u64>,
+    pub swap_out_pages: Option<u64>,
+    /// Largest PSI memory `some avg10` seen in the window; `None` without PSI.
+    pub psi_some_avg10: Option<f64>,
+    /// Hottest thermal zone at the end of the window; `None`: not reported.
+    pub max_thermal_celsius: Option<f64>,
+    /// Which zone that was, and how many zones were read.
+    pub thermal_zone: Option<String>,
+    pub thermal_zones_read: u64,
+    /// Readings the platform did not give (a reason each).
+    pub not_reported: Vec<String>,
+}
+
+/// One admission decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AdmissionCheck {
+    /// `None`: before the first arm; `Some(id)`: right before arm `id`.
+    pub before_arm: Option<String>,
+    pub started_utc: String,
+    pub window_ms: u64,
+    pub observed: HostObservation,
+    pub admitted: bool,
+    /// Why the host was refused, each with the measured value.
+    pub reasons: Vec<String>,
+}
+
+/// The whole run's admission (`admission.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AdmissionRecord {
+    pub thresholds: AdmissionThresholds,
+    /// `--force`: the run went on although the host was refused.
+    pub forced: bool,
+    pub checks: Vec<AdmissionCheck>,
+}
+
+impl AdmissionRecord {
+    /// Why the measurement of `arm` was taken on an unadmitted host (empty:
+    /// the host was admitted before the run and before the arm). `None`
+    /// when the record has no check before that arm.
+    pub fn refusals_for(&self, arm: &str) -> Option<Vec<String>> {
+        let before_arm = self
+            .checks
+            .iter()
+            .find(|c| c.before_arm.as_deref() == Some(arm))?;
+        let mut reasons = Vec::new();
+        for check in self
+            .checks
+            .iter()
+            .filter(|c| c.before_arm.is_none())
+            .chain(std::iter::once(before_arm))
+        {
+            if !check.admitted {
+                let when = check
+                    .before_arm
+                    .as_deref()
+                    .map_or("before the run".to_string(), |a| format!("before arm {a}"));
+                reasons.extend(check.reasons.iter().map(|r| format!("{when}: {r}")));
+                if check.reasons.is_empty() {
+                    reasons.push(format!("{when}: host refused"));
+                }
+            }
+        }
+        Some(reasons)
+    }
+}

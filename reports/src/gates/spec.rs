@@ -1,0 +1,279 @@
+//! Gates as a protocol declares them (`[[arm.gate]]`), and their validation.
+
+use sampler::Phase;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// One gate: `kind` selects the check, the other keys are its parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum GateSpec {
+    /// A phase's memory field against the control or an absolute ceiling.
+    Memory(MemoryGate),
+    /// Steady p95 and max latency against the control.
+    Latency(LatencyGate),
+    /// Exact outputs against the control, and determinism across repetitions.
+    Parity(ParityGate),
+    /// WER per category against the control; named categories exactly equal.
+    Quality(QualityGate),
+    /// The arm (declared `expect = "fail"`) must fail, for the named reason.
+    FailClosed(FailClosedGate),
+    /// The measurement itself is sound.
+    Validity(ValidityGate),
+    /// The external sampler does not change what it measures.
+    Overhead(OverheadGate),
+}
+
+/// Which memory value of a phase marker a memory gate reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryField {
+    /// The platform's phase peak: `footprint_peak_bytes` where the platform
+    /// reports a footprint peak (macOS), else `resident_peak_bytes` (Linux
+    /// VmHWM, reset at every marker). The result names the field used.
+    #[default]
+    Peak,
+    ResidentBytes,
+    ResidentPeakBytes,
+    FootprintBytes,
+    FootprintPeakBytes,
+    CompressedBytes,
+    SwapBytes,
+    VirtualBytes,
+    RssAnonBytes,
+    RssFileBytes,
+    RssShmemBytes,
+}
+
+/// `phase`'s `field` (the largest over every marker of that phase) must be
+/// at most one threshold, set by exactly one of the three keys.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryGate {
+    /// The phase whose marker is read (e.g. `state_ready`).
+    #[schemars(with = "String")]
+    pub phase: Phase,
+    #[serde(default)]
+    pub field: MemoryField,
+    /// Threshold = control × (1 − min_reduction); 0 ≤ min_reduction < 1.
+    pub min_reduction: Option<f64>,
+    /// Threshold = control × control_factor (a ceiling set from the control).
+    pub control_factor: Option<f64>,
+    /// An absolute threshold in MiB; needs no control.
+    pub ceiling_mib: Option<f64>,
+}
+
+/// The arm's steady p95 and max latency ≤ control × (1 + tolerance).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LatencyGate {
+    pub tolerance: f64,
+}
+
+/// Exact token IDs, EOT, stop reason and text bytes per fixture equal to the
+/// control's, and both arms deterministic across repetitions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ParityGate {}
+
+/// Per category, WER ≤ the control's + `wer_delta`; in `exact_categories`
+/// every slice's normalised words equal the control's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QualityGate {
+    /// Absolute WER allowance, e.g. 0.01 for one point.
+    pub wer_delta: f64,
+    #[serde(default)]
+    pub exact_categories: Vec<String>,
+}
+
+/// The arm must end failed or not runnable, with a failure reason that
+/// contains `reason`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FailClosedGate {
+    pub reason: String,
+}
+
+/// The measurement is sound: the arm completed, every phase is present, at
+/// least one request was measured, skipped ticks stay within the allowance,
+/// and the host was admitted before the arm.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ValidityGate {
+    /// Skipped ticks over ticks due (samples + skipped); default 0.01.
+    #[serde(default = "default_skipped_fraction")]
+    pub max_skipped_fraction: f64,
+}
+
+fn default_skipped_fraction() -> f64 {
+    0.01
+}
+
+impl Default for ValidityGate {
+    fn default() -> Self {
+        ValidityGate {
+            max_skipped_fraction: default_skipped_fraction(),
+        }
+    }
+}
+
+/// Latency with the sampler over latency without it ≤ 1 + tolerance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OverheadGate {
+    #[serde(default = "default_overhead_tolerance")]
+    pub tolerance: f64,
+}
+
+fn default_overhead_tolerance() -> f64 {
+    0.02
+}
+
+/// What an arm is expected to do.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Expect {
+    /// Complete and be measured (the normal case).
+    #[default]
+    Pass,
+    /// Fail closed (e.g. a missing Core ML sidecar); needs a `fail_closed` gate.
+    Fail,
+}
+
+/// An arm's gate declaration, as recorded in `run.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ArmGates {
+    /// The run verdict is the conjunction over promoted arms.
+    #[serde(default)]
+    pub promote: bool,
+    #[serde(default)]
+    pub expect: Expect,
+    #[serde(default)]
+    pub gates: Vec<GateSpec>,
+}
+
+impl GateSpec {
+    /// The gate's kind as written in the protocol.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            GateSpec::Memory(_) => "memory",
+            GateSpec::Latency(_) => "latency",
+            GateSpec::Parity(_) => "parity",
+            GateSpec::Quality(_) => "quality",
+            GateSpec::FailClosed(_) => "fail_closed",
+            GateSpec::Validity(_) => "validity",
+            GateSpec::Overhead(_) => "overhead",
+        }
+    }
+
+    /// Whether the gate compares the arm with its control.
+    pub fn needs_control(&self) -> bool {
+        match self {
+            GateSpec::Memory(m) => m.ceiling_mib.is_none(),
+            GateSpec::Latency(_) | GateSpec::Parity(_) | GateSpec::Quality(_) => true,
+            GateSpec::FailClosed(_) | GateSpec::Validity(_) | GateSpec::Overhead(_) => false,
+        }
+    }
+
+    /// Check the parameters; the message names the key and what to do.
+    pub fn validate(&self) -> Result<(), String> {
+        let finite_nonneg = |key: &str, v: f64| {
+            if v.is_finite() && v >= 0.0 {
+                Ok(())
+            } else {
+                Err(format!("{key} = {v} must be a finite number ≥ 0"))
+            }
+        };
+        match self {
+            GateSpec::Memory(m) => {
+                let set = [
+                    m.min_reduction.is_some(),
+                    m.control_factor.is_some(),
+                    m.ceiling_mib.is_some(),
+                ];
+                if set.iter().filter(|s| **s).count() != 1 {
+                    return Err(
+                        "a memory gate needs exactly one of min_reduction, control_factor, ceiling_mib"
+                            .into(),
+                    );
+                }
+                if let Some(r) = m.min_reduction
+                    && !(r.is_finite() && (0.0..1.0).contains(&r))
+                {
+                    return Err(format!("min_reduction = {r} must be in [0, 1)"));
+                }
+                if let Some(f) = m.control_factor
+                    && !(f.is_finite() && f > 0.0)
+                {
+                    return Err(format!("control_factor = {f} must be a finite number > 0"));
+                }
+                if let Some(c) = m.ceiling_mib
+                    && !(c.is_finite() && c > 0.0)
+                {
+                    return Err(format!("ceiling_mib = {c} must be a finite number > 0"));
+                }
+                Ok(())
+            }
+            GateSpec::Latency(l) => finite_nonneg("tolerance", l.tolerance),
+            GateSpec::Quality(q) => {
+                finite_nonneg("wer_delta", q.wer_delta)?;
+                if q.exact_categories.iter().any(|c| c.trim().is_empty()) {
+                    return Err("exact_categories holds an empty name".into());
+                }
+                Ok(())
+            }
+            GateSpec::FailClosed(f) => {
+                if f.reason.trim().is_empty() {
+                    Err("reason must name the expected failure (a substring of it)".into())
+                } else {
+                    Ok(())
+                }
+            }
+            GateSpec::Validity(v) => {
+                if v.max_skipped_fraction.is_finite()
+                    && (0.0..=1.0).contains(&v.max_skipped_fraction)
+                {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "max_skipped_fraction = {} must be in [0, 1]",
+                        v.max_skipped_fraction
+                    ))
+                }
+            }
+            GateSpec::Overhead(o) => finite_nonneg("tolerance", o.tolerance),
+            GateSpec::Parity(_) => Ok(()),
+        }
+    }
+}
+
+impl ArmGates {
+    /// Check the declaration as a whole: `expect = "fail"` and a
+    /// `fail_closed` gate go together, and gates that compare need a control.
+    pub fn validate(&self, has_control: bool) -> Result<(), String> {
+        for gate in &self.gates {
+            gate.validate()
+                .map_err(|e| format!("gate `{}`: {e}", gate.kind()))?;
+            if gate.needs_control() && !has_control {
+                return Err(format!(
+                    "gate `{}` compares with a control: add `control = \"<arm id>\"` to the arm",
+                    gate.kind()
+                ));
+            }
+        }
+        let fail_closed = self
+            .gates
+            .iter()
+            .any(|g| matches!(g, GateSpec::FailClosed(_)));
+        match (self.expect, fail_closed) {
+            (Expect::Fail, false) => Err(
+                "expect = \"fail\" needs a `fail_closed` gate naming the expected reason".into(),
+            ),
+            (Expect::Pass, true) => {
+                Err("a `fail_closed` gate needs expect = \"fail\" on the arm".into())
+            }
+            _ => Ok(()),
+        }
+    }
+}

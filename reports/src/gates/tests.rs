@@ -1,0 +1,659 @@
+use super::*;
+use crate::admission::{AdmissionCheck, AdmissionRecord, AdmissionThresholds, HostObservation};
+use crate::quality::{Reference, Transcription};
+use crate::receipt::{ArmReceipt, PhaseRow, Receipt, SeriesSummary};
+use crate::record::{ArmStatus, RunInfo};
+use crate::speech::{self, ControlResults, QualityReport, SpeechLatency, SpeechReceipt};
+use sampler::{Phase, TaskMemory};
+
+const MIB: u64 = 1 << 20;
+
+fn row(phase: Phase, seq: u64, resident: u64, peak: u64) -> PhaseRow {
+    PhaseRow {
+        phase,
+        seq,
+        request_id: phase.is_request().then_some(0),
+        t_ns: seq * 10,
+        memory: TaskMemory {
+            resident_bytes: resident,
+            resident_peak_bytes: Some(peak),
+            ..TaskMemory::default()
+        },
+        window_start_ns: None,
+        samples: 1,
+        series_max_resident_bytes: None,
+        series_max_footprint_bytes: None,
+        observed_max_resident_bytes: resident,
+        observed_max_footprint_bytes: None,
+        peak_between_samples: None,
+    }
+}
+
+fn transcription(fixture: &str, repetition: u32, tokens: &[i32], text: &str) -> Transcription {
+    Transcription {
+        fixture_id: fixture.into(),
+        repetition,
+        token_ids: tokens.to_vec(),
+        eot: true,
+        stop_reason: "eot".into(),
+        text: text.into(),
+    }
+}
+
+fn references() -> Vec<Reference> {
+    vec![
+        Reference {
+            fixture_id: "n1".into(),
+            category: "names".into(),
+            text: "sarah johnson called".into(),
+        },
+        Reference {
+            fixture_id: "c1".into(),
+            category: "clean".into(),
+            text: "one two three four".into(),
+        },
+    ]
+}
+
+/// A completed arm: every phase, `state_ready` peak `state_peak_mib`,
+/// steady latency p95/max, the given outputs, 100 samples, none skipped.
+fn arm(id: &str, state_peak_mib: u64, steady: (f64, u64), outputs: &[Transcription]) -> ArmReceipt {
+    let phases = Phase::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let peak = if *p == Phase::StateReady {
+                state_peak_mib * MIB
+            } else {
+                10 * MIB
+            };
+            row(*p, i as u64, 10 * MIB, peak)
+        })
+        .collect();
+    ArmReceipt {
+        id: id.into(),
+        status: ArmStatus::Completed,
+        failure: vec![],
+        exit: None,
+        timed_out: false,
+        worker: None,
+        spec: None,
+        phases,
+        series: SeriesSummary {
+            samples: 100,
+            ..SeriesSummary::default()
+        },
+        requests: outputs.len() as u64,
+        latency: None,
+        peak_between_samples: false,
+        speech: Some(SpeechReceipt {
+            runtime: None,
+            latency: SpeechLatency {
+                cold_load_ns: None,
+                state_init_ns: None,
+                warmup_ns: None,
+                first_request_ns: None,
+                steady_count: 3,
+                steady_p50_ns: None,
+                steady_p95_ns: Some(steady.0),
+                steady_max_ns: Some(steady.1),
+                steady_rtf: None,
+            },
+            transcripts: vec![],
+            quality: QualityReport::build(outputs, &references()),
+        }),
+        snapshots: None,
+        census: None,
+        stability: None,
+    }
+}
+
+fn good_outputs() -> Vec<Transcription> {
+    let mut out = Vec::new();
+    for rep in 0..2 {
+        out.push(transcription(
+            "n1",
+            rep,
+            &[1, 2, 3],
+            "Sarah Johnson called.",
+        ));
+        out.push(transcription("c1", rep, &[4, 5], "One two three four."));
+    }
+    out
+}
+
+/// A receipt of `control` and `candidate` (compared with `control`), with
+/// the given gates on the candidate and an admitted host.
+fn receipt(control: ArmReceipt, candidate: ArmReceipt, gates: ArmGates) -> Receipt {
+    let run = RunInfo {
+        memqual_version: "0".into(),
+        protocol_name: "p".into(),
+        protocol_path: "p.toml".into(),
+        protocol_sha256: "00".into(),
+        started_utc: "now".into(),
+        platform: "linux".into(),
+        page_size_bytes: 4096,
+        hostname: None,
+        kernel: None,
+        arms: vec![control.id.clone(), candidate.id.clone()],
+        controls: [(candidate.id.clone(), control.id.clone())].into(),
+        params: Default::default(),
+        gates: [(candidate.id.clone(), gates)].into(),
+        host: None,
+    };
+    let admission = AdmissionRecord {
+        thresholds: AdmissionThresholds::default(),
+        forced: false,
+        checks: [None, Some(control.id.clone()), Some(candidate.id.clone())]
+            .into_iter()
+            .map(|before_arm| AdmissionCheck {
+                before_arm,
+                started_utc: "now".into(),
+                window_ms: 10,
+                observed: HostObservation::default(),
+                admitted: true,
+                reasons: vec![],
+            })
+            .collect(),
+    };
+    Receipt {
+        format_version: crate::RECEIPT_FORMAT_VERSION.into(),
+        identity: None,
+        run,
+        arms: vec![control, candidate],
+        comparisons: vec![],
+        admission: Some(admission),
+        gates: None,
+        seal: None,
+    }
+}
+
+fn with_parity(
+    mut r: Receipt,
+    control_out: &[Transcription],
+    arm_out: &[Transcription],
+) -> Receipt {
+    let results = ControlResults {
+        arm: arm_out.to_vec(),
+        control: control_out.to_vec(),
+    };
+    r.comparisons = vec![speech::compare(&r.arms[1], &r.arms[0], &results)];
+    r
+}
+
+fn gates(specs: Vec<GateSpec>) -> ArmGates {
+    ArmGates {
+        promote: true,
+        expect: Expect::Pass,
+        gates: specs,
+    }
+}
+
+fn memory_gate(phase: Phase) -> MemoryGate {
+    MemoryGate {
+        phase,
+        field: MemoryField::Peak,
+        min_reduction: None,
+        control_factor: None,
+        ceiling_mib: None,
+    }
+}
+
+fn judge(r: &Receipt) -> GateReport {
+    evaluate(r).expect("gates declared")
+}
+
+fn candidate(report: &GateReport) -> &ArmVerdict {
+    report.arms.iter().find(|a| a.arm == "cand").unwrap()
+}
+
+#[test]
+fn memory_ceiling_from_the_control_catches_an_extra_state() {
+    let out = good_outputs();
+    let gate = GateSpec::Memory(MemoryGate {
+        control_factor: Some(1.05),
+        ..memory_gate(Phase::StateReady)
+    });
+    // 100 MiB control, 120 MiB candidate: limit 105 MiB.
+    let r = receipt(
+        arm("ctl", 100, (1e6, 2_000_000), &out),
+        arm("cand", 120, (1e6, 2_000_000), &out),
+        gates(vec![gate.clone()]),
+    );
+    let rep = judge(&r);
+    let g = &candidate(&rep).gates[0];
+    assert_eq!(g.outcome, Outcome::Fail);
+    let c = &g.checks[0];
+    assert_eq!(c.name, "state_ready resident_peak_bytes");
+    assert_eq!(c.measured, Some((120 * MIB) as f64));
+    assert_eq!(c.control, Some((100 * MIB) as f64));
+    assert_eq!(c.threshold, Some(100.0 * 1.05 * MIB as f64));
+    assert_eq!(
+        c.evidence[0].pointer,
+        "/arms/1/phases/2/memory/resident_peak_bytes"
+    );
+    assert_eq!(
+        c.evidence[1].pointer,
+        "/arms/0/phases/2/memory/resident_peak_bytes"
+    );
+    assert_eq!(candidate(&rep).verdict, Outcome::Fail);
+    assert_eq!(rep.verdict, Outcome::Fail);
+
+    // 104 MiB is within the 5 % ceiling.
+    let r = receipt(
+        arm("ctl", 100, (1e6, 2_000_000), &out),
+        arm("cand", 104, (1e6, 2_000_000), &out),
+        gates(vec![gate]),
+    );
+    assert_eq!(candidate(&judge(&r)).gates[0].outcome, Outcome::Pass);
+}
+
+#[test]
+fn memory_min_reduction_and_absolute_ceiling() {
+    let out = good_outputs();
+    let reduce = |r: f64| {
+        GateSpec::Memory(MemoryGate {
+            min_reduction: Some(r),
+            ..memory_gate(Phase::StateReady)
+        })
+    };
+    let ceiling = |mib: f64| {
+        GateSpec::Memory(MemoryGate {
+            ceiling_mib: Some(mib),
+            ..memory_gate(Phase::StateReady)
+        })
+    };
+    // 80 MiB against 100 MiB: a 20 % reduction.
+    let r = receipt(
+        arm("ctl", 100, (1e6, 1), &out),
+        arm("cand", 80, (1e6, 1), &out),
+        gates(vec![
+            reduce(0.2),
+            reduce(0.25),
+            ceiling(80.0),
+            ceiling(79.5),
+        ]),
+    );
+    let rep = judge(&r);
+    let outcomes: Vec<Outcome> = candidate(&rep).gates[..4]
+        .iter()
+        .map(|g| g.outcome)
+        .collect();
+    assert_eq!(
+        outcomes,
+        [Outcome::Pass, Outcome::Fail, Outcome::Pass, Outcome::Fail]
+    );
+    assert_eq!(
+        candidate(&rep).gates[1].checks[0].threshold,
+        Some(75.0 * MIB as f64)
+    );
+    assert!(candidate(&rep).gates[2].checks[0].control.is_none());
+}
+
+#[test]
+fn a_gate_without_its_control_run_is_not_evaluated_and_the_arm_cannot_pass() {
+    let out = good_outputs();
+    let gate = GateSpec::Memory(MemoryGate {
+        control_factor: Some(1.05),
+        ..memory_gate(Phase::StateReady)
+    });
+    let mut r = receipt(
+        arm("ctl", 100, (1e6, 1), &out),
+        arm("cand", 90, (1e6, 1), &out),
+        gates(vec![gate]),
+    );
+    r.arms.remove(0); // the control never ran
+    r.admission.as_mut().unwrap().checks.remove(1);
+    let rep = judge(&r);
+    let c = candidate(&rep);
+    assert_eq!(c.gates[0].outcome, Outcome::NotEvaluated);
+    assert!(
+        c.gates[0].checks[0]
+            .note
+            .contains("control arm `ctl` has no measurements")
+    );
+    // The default validity gate passes; the arm still cannot pass.
+    assert_eq!(c.gates[1].kind, "validity");
+    assert!(!c.gates[1].declared);
+    assert_eq!(c.gates[1].outcome, Outcome::Pass);
+    assert_eq!(c.verdict, Outcome::NotEvaluated);
+    assert_eq!(rep.verdict, Outcome::NotEvaluated);
+
+    // A control that failed is no baseline either.
+    let mut r = receipt(
+        arm("ctl", 100, (1e6, 1), &out),
+        arm("cand", 90, (1e6, 1), &out),
+        gates(vec![GateSpec::Latency(LatencyGate { tolerance: 0.1 })]),
+    );
+    r.arms[0].status = ArmStatus::Failed;
+    r.arms[0].failure = vec!["worker killed by SIGKILL".into()];
+    let rep = judge(&r);
+    assert_eq!(candidate(&rep).gates[0].outcome, Outcome::NotEvaluated);
+    assert!(candidate(&rep).gates[0].checks[0].note.contains("SIGKILL"));
+}
+
+#[test]
+fn latency_p95_and_max_against_the_control() {
+    let out = good_outputs();
+    let g = gates(vec![GateSpec::Latency(LatencyGate { tolerance: 0.10 })]);
+    // p95 within 10 %, max 12 % over: the max check fails.
+    let r = receipt(
+        arm("ctl", 100, (100e6, 200_000_000), &out),
+        arm("cand", 100, (109e6, 224_000_000), &out),
+        g,
+    );
+    let rep = judge(&r);
+    let checks = &candidate(&rep).gates[0].checks;
+    assert_eq!(checks[0].outcome, Outcome::Pass);
+    assert!((checks[0].threshold.unwrap() - 110e6).abs() < 1e-3);
+    assert_eq!(checks[1].outcome, Outcome::Fail);
+    assert_eq!(checks[1].measured, Some(224e6));
+    assert_eq!(
+        checks[1].evidence[1].pointer,
+        "/arms/0/speech/latency/steady_max_ns"
+    );
+    assert_eq!(candidate(&rep).gates[0].outcome, Outcome::Fail);
+}
+
+#[test]
+fn parity_needs_exact_outputs_and_determinism() {
+    let out = good_outputs();
+    let g = || gates(vec![GateSpec::Parity(ParityGate {})]);
+    let r = with_parity(
+        receipt(
+            arm("ctl", 1, (1.0, 1), &out),
+            arm("cand", 1, (1.0, 1), &out),
+            g(),
+        ),
+        &out,
+        &out,
+    );
+    let rep = judge(&r);
+    let gate = &candidate(&rep).gates[0];
+    assert_eq!(gate.outcome, Outcome::Pass, "{gate:?}");
+    assert_eq!(gate.checks.len(), 3);
+    assert_eq!(gate.checks[0].evidence[0].pointer, "/comparisons/0/parity");
+    assert_eq!(candidate(&rep).verdict, Outcome::Pass);
+    assert_eq!(rep.verdict, Outcome::Pass);
+
+    // One token differs in the candidate's first repetition of n1.
+    let mut changed = out.clone();
+    changed[0].token_ids[2] = 99;
+    let r = with_parity(
+        receipt(
+            arm("ctl", 1, (1.0, 1), &out),
+            arm("cand", 1, (1.0, 1), &changed),
+            g(),
+        ),
+        &out,
+        &changed,
+    );
+    let rep = judge(&r);
+    let gate = &candidate(&rep).gates[0];
+    assert_eq!(gate.checks[0].outcome, Outcome::Fail);
+    assert_eq!(gate.checks[0].measured, Some(1.0));
+    assert!(
+        gate.checks[0].note.contains("`n1`"),
+        "{}",
+        gate.checks[0].note
+    );
+    // ...and so the candidate's repetitions differ too.
+    assert_eq!(gate.checks[1].outcome, Outcome::Fail);
+    assert_eq!(gate.checks[2].outcome, Outcome::Pass);
+
+    // One repetition only: determinism cannot be shown.
+    let once: Vec<Transcription> = out.iter().filter(|t| t.repetition == 0).cloned().collect();
+    let r = with_parity(
+        receipt(
+            arm("ctl", 1, (1.0, 1), &once),
+            arm("cand", 1, (1.0, 1), &once),
+            g(),
+        ),
+        &once,
+        &once,
+    );
+    let rep = judge(&r);
+    assert_eq!(candidate(&rep).gates[0].checks[0].outcome, Outcome::Pass);
+    assert_eq!(candidate(&rep).gates[0].outcome, Outcome::NotEvaluated);
+    assert_eq!(candidate(&rep).verdict, Outcome::NotEvaluated);
+}
+
+#[test]
+fn quality_allows_a_wer_delta_but_named_categories_must_match() {
+    let out = good_outputs();
+    // The candidate drops one of four clean words (WER 0.25) and keeps names.
+    let mut worse = out.clone();
+    for t in worse.iter_mut().filter(|t| t.fixture_id == "c1") {
+        t.text = "One two three.".into();
+    }
+    let g = |delta: f64| {
+        gates(vec![GateSpec::Quality(QualityGate {
+            wer_delta: delta,
+            exact_categories: vec!["names".into()],
+        })])
+    };
+    let r = receipt(
+        arm("ctl", 1, (1.0, 1), &out),
+        arm("cand", 1, (1.0, 1), &worse),
+        g(0.25),
+    );
+    let rep = judge(&r);
+    let gate = &candidate(&rep).gates[0];
+    let clean = gate
+        .checks
+        .iter()
+        .find(|c| c.name == "WER `clean`")
+        .unwrap();
+    assert_eq!((clean.measured, clean.control), (Some(0.25), Some(0.0)));
+    assert_eq!(clean.outcome, Outcome::Pass);
+    let names = gate
+        .checks
+        .iter()
+        .find(|c| c.name == "`names` words exactly as the control")
+        .unwrap();
+    assert_eq!(names.outcome, Outcome::Pass);
+    assert_eq!(gate.outcome, Outcome::Pass);
+
+    let r = receipt(
+        arm("ctl", 1, (1.0, 1), &out),
+        arm("cand", 1, (1.0, 1), &worse),
+        g(0.2),
+    );
+    assert_eq!(candidate(&judge(&r)).gates[0].outcome, Outcome::Fail);
+
+    // A name spelled differently fails the exact category whatever the delta.
+    let mut renamed = out.clone();
+    for t in renamed.iter_mut().filter(|t| t.fixture_id == "n1") {
+        t.text = "Sara Johnson called.".into();
+    }
+    let r = receipt(
+        arm("ctl", 1, (1.0, 1), &out),
+        arm("cand", 1, (1.0, 1), &renamed),
+        g(1.0),
+    );
+    let rep = judge(&r);
+    let names = candidate(&rep).gates[0]
+        .checks
+        .iter()
+        .find(|c| c.name == "`names` words exactly as the control")
+        .unwrap();
+    assert_eq!((names.outcome, names.measured), (Outcome::Fail, Some(1.0)));
+}
+
+#[test]
+fn fail_closed_needs_the_named_reason() {
+    let out = good_outputs();
+    let g = || ArmGates {
+        promote: false,
+        expect: Expect::Fail,
+        gates: vec![GateSpec::FailClosed(FailClosedGate {
+            reason: "Core ML model did not load".into(),
+        })],
+    };
+    let judge_with = |status: ArmStatus, failure: &str| {
+        let mut cand = arm("cand", 1, (1.0, 1), &out);
+        cand.status = status;
+        cand.failure = vec![failure.to_string()];
+        let rep = judge(&receipt(arm("ctl", 1, (1.0, 1), &out), cand, g()));
+        let a = candidate(&rep).clone();
+        // No default validity gate for an arm expected to fail.
+        assert_eq!(a.gates.len(), 1);
+        a.verdict
+    };
+    assert_eq!(
+        judge_with(
+            ArmStatus::Failed,
+            "encoder: Core ML model did not load (fell back)"
+        ),
+        Outcome::Pass
+    );
+    assert_eq!(
+        judge_with(ArmStatus::Failed, "worker killed by SIGSEGV"),
+        Outcome::Fail
+    );
+    assert_eq!(judge_with(ArmStatus::Completed, ""), Outcome::Fail);
+}
+
+#[test]
+fn validity_fails_an_unsound_measurement() {
+    let out = good_outputs();
+    let g = || {
+        gates(vec![GateSpec::Validity(ValidityGate {
+            max_skipped_fraction: 0.01,
+        })])
+    };
+    let mut cand = arm("cand", 1, (1.0, 1), &out);
+    cand.phases.retain(|p| p.phase != Phase::IdleEnd);
+    cand.series.samples = 98;
+    cand.series.skipped_ticks = 2;
+    let mut r = receipt(arm("ctl", 1, (1.0, 1), &out), cand, g());
+    let refused = r.admission.as_mut().unwrap().checks.last_mut().unwrap();
+    refused.admitted = false;
+    refused.reasons = vec!["load average 3.10 per core > 1.5".into()];
+    let rep = judge(&r);
+    let gate = &candidate(&rep).gates[0];
+    let by_name = |n: &str| gate.checks.iter().find(|c| c.name == n).unwrap();
+    assert_eq!(by_name("arm completed").outcome, Outcome::Pass);
+    assert_eq!(by_name("every phase present").outcome, Outcome::Fail);
+    assert_eq!(by_name("every phase present").note, "missing: idle_end");
+    let skipped = by_name("skipped ticks / ticks due");
+    assert_eq!(
+        (skipped.outcome, skipped.measured),
+        (Outcome::Fail, Some(0.02))
+    );
+    let host = by_name("host admitted before the arm");
+    assert_eq!(host.outcome, Outcome::Fail);
+    assert!(
+        host.note.contains("before arm cand: load average 3.10"),
+        "{}",
+        host.note
+    );
+    assert_eq!(host.evidence[0].file, "admission.json");
+    assert_eq!(host.evidence[0].pointer, "/checks/2");
+    assert_eq!(candidate(&rep).verdict, Outcome::Fail);
+
+    // A not-runnable arm is invalid.
+    let mut cand = arm("cand", 1, (1.0, 1), &out);
+    cand.status = ArmStatus::NotRunnable;
+    cand.failure = vec!["worker lacks loader:external_encoder_only".into()];
+    let rep = judge(&receipt(arm("ctl", 1, (1.0, 1), &out), cand, g()));
+    let c = &candidate(&rep).gates[0].checks[0];
+    assert_eq!(c.outcome, Outcome::Fail);
+    assert!(c.note.starts_with("not runnable: worker lacks"));
+}
+
+#[test]
+fn overhead_is_not_evaluated_so_the_arm_cannot_pass() {
+    let out = good_outputs();
+    let r = receipt(
+        arm("ctl", 1, (1.0, 1), &out),
+        arm("cand", 1, (1.0, 1), &out),
+        gates(vec![GateSpec::Overhead(OverheadGate { tolerance: 0.02 })]),
+    );
+    let rep = judge(&r);
+    assert_eq!(candidate(&rep).gates[0].outcome, Outcome::NotEvaluated);
+    assert_eq!(candidate(&rep).gates[1].outcome, Outcome::Pass, "validity");
+    assert_eq!(candidate(&rep).verdict, Outcome::NotEvaluated);
+}
+
+#[test]
+fn the_run_verdict_is_over_promoted_arms_else_every_gated_arm() {
+    let out = good_outputs();
+    let failing = GateSpec::Memory(MemoryGate {
+        ceiling_mib: Some(1.0),
+        ..memory_gate(Phase::StateReady)
+    });
+    let mut r = receipt(
+        arm("ctl", 100, (1.0, 1), &out),
+        arm("cand", 50, (1.0, 1), &out),
+        ArmGates {
+            promote: false,
+            ..gates(vec![failing.clone()])
+        },
+    );
+    // The control passes its own absolute ceiling and is the one promoted.
+    r.run.gates.insert(
+        "ctl".into(),
+        gates(vec![GateSpec::Memory(MemoryGate {
+            ceiling_mib: Some(200.0),
+            ..memory_gate(Phase::StateReady)
+        })]),
+    );
+    let rep = judge(&r);
+    assert_eq!(rep.judged, JudgedArms::Promoted);
+    assert_eq!(rep.judged_arms, ["ctl"]);
+    assert_eq!(rep.verdict, Outcome::Pass);
+    assert_eq!(candidate(&rep).verdict, Outcome::Fail);
+
+    r.run.gates.get_mut("ctl").unwrap().promote = false;
+    let rep = judge(&r);
+    assert_eq!(rep.judged, JudgedArms::AllGated);
+    assert_eq!(rep.judged_arms, ["ctl", "cand"]);
+    assert_eq!(rep.verdict, Outcome::Fail);
+
+    r.run.gates.clear();
+    assert!(evaluate(&r).is_none(), "no gates, no verdict");
+}
+
+#[test]
+fn declarations_are_checked() {
+    let mut m = memory_gate(Phase::StateReady);
+    assert!(
+        GateSpec::Memory(m.clone()).validate().is_err(),
+        "no threshold"
+    );
+    m.min_reduction = Some(1.0);
+    assert!(
+        GateSpec::Memory(m.clone())
+            .validate()
+            .unwrap_err()
+            .contains("[0, 1)")
+    );
+    m.min_reduction = Some(0.1);
+    m.ceiling_mib = Some(10.0);
+    assert!(
+        GateSpec::Memory(m.clone())
+            .validate()
+            .unwrap_err()
+            .contains("exactly one")
+    );
+    m.min_reduction = None;
+    let ceiling = GateSpec::Memory(m);
+    assert!(!ceiling.needs_control());
+    let parity = ArmGates {
+        gates: vec![GateSpec::Parity(ParityGate {})],
+        ..ArmGates::default()
+    };
+    assert!(parity.validate(false).unwrap_err().contains("control = "));
+    assert!(parity.validate(true).is_ok());
+    let expect_fail = ArmGates {
+        expect: Expect::Fail,
+        ..ArmGates::default()
+    };
+    assert!(
+        expect_fail
+            .validate(false)
+            .unwrap_err()
+            .contains("fail_closed")
+    );
+}

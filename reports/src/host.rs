@@ -1,0 +1,42 @@
+//! Host and runtime identity (`host.json`): which machine and which memqual
+//! took the measurements. The harness fills it in; the receipt binds it.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The machine a run was measured on. `None` where the platform did not say.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HostIdentity {
+    pub hostname: Option<String>,
+    /// e.g. "Debian GNU/Linux".
+    pub os_name: Option<String>,
+    pub os_version: Option<String>,
+    pub kernel: Option<String>,
+    pub arch: String,
+    /// DMI product name (Linux) or `hw.model` (macOS).
+    pub hardware_model: Option<String>,
+    pub cpu_brand: Option<String>,
+    pub logical_cpus: u64,
+    pub physical_cores: Option<u64>,
+    pub ram_bytes: u64,
+    /// Linux `/proc/sys/kernel/random/boot_id`: changes on every boot.
+    pub boot_id: Option<String>,
+    /// Seconds since the epoch at boot.
+    pub boot_time_unix_s: u64,
+}
+
+/// The memqual that ran.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RuntimeIdentity {
+    pub memqual_version: String,
+    pub executable: String,
+    /// SHA-256 of the `memqual` executable file.
+    pub executable_sha256: Option<String>,
+}
+
+/// `host.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Identity {
+    pub host: HostIdentity,
+    pub runtime: RuntimeIdentity,
+}

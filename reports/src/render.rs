@@ -1,0 +1,285 @@
+//! Reports derived from a receipt and its run directory: `report.html`
+//! (see [`crate::html`]), `summary.md`
+//! (verdict and key numbers, ready to paste into a review), `phases.csv`
+//! (every arm's phase table) and `trace.json` (Chrome trace events: memory
+//! counters from the series, slices for phases and requests; Perfetto
+//! opens it). All are rebuilt from the run directory alone.
+
+use crate::ReportError;
+use crate::receipt::{ArmReceipt, Receipt};
+use crate::record::files;
+use sampler::{Phase, SeriesRow};
+use std::fmt::Write;
+use std::path::Path;
+
+/// File names of the derived reports.
+pub mod names {
+    pub const SUMMARY: &str = "summary.md";
+    pub const PHASES: &str = "phases.csv";
+    pub const TRACE: &str = "trace.json";
+}
+
+fn mib(bytes: Option<u64>) -> String {
+    bytes.map_or("–".into(), |b| format!("{:.1}", b as f64 / 1048576.0))
+}
+
+fn ms(ns: Option<f64>) -> String {
+    ns.map_or("–".into(), |n| format!("{:.1}", n / 1e6))
+}
+
+/// The arm's kernel peak at `state_ready`: footprint where reported, else resident.
+pub fn state_ready_peak(a: &ArmReceipt) -> Option<u64> {
+    let m = &a.phase(Phase::StateReady, None)?.memory;
+    m.footprint_peak_bytes.or(m.resident_peak_bytes)
+}
+
+/// `summary.md`.
+pub fn summary_markdown(r: &Receipt) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# memqual run `{}`\n", r.run.protocol_name);
+    match &r.gates {
+        Some(g) => {
+            let _ = writeln!(
+                out,
+                "**Verdict: {}** (over {})\n",
+                g.verdict.as_str(),
+                g.judged_arms.join(", ")
+            );
+        }
+        None => {
+            let _ = writeln!(out, "**Verdict: none** (no arm declares gates)\n");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "Started {} on {} (memqual {}), protocol digest `{}`.\n",
+        r.run.started_utc, r.run.platform, r.run.memqual_version, r.run.protocol_sha256
+    );
+    let _ = writeln!(
+        out,
+        "| arm | status | state_ready peak MiB | max resident MiB | steady p50 / p95 / max ms | requests |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|");
+    for a in &r.arms {
+        let (p50, p95, max) = match &a.speech {
+            Some(s) => (
+                s.latency.steady_p50_ns,
+                s.latency.steady_p95_ns,
+                s.latency.steady_max_ns.map(|n| n as f64),
+            ),
+            None => match &a.latency {
+                Some(l) => (Some(l.p50_ns), Some(l.p95_ns), Some(l.max_ns as f64)),
+                None => (None, None, None),
+            },
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {:?} | {} | {} | {} / {} / {} | {} |",
+            a.id,
+            a.status,
+            mib(state_ready_peak(a)),
+            mib(a.series.max_resident_bytes),
+            ms(p50),
+            ms(p95),
+            ms(max),
+            a.requests
+        );
+    }
+    if let Some(g) = &r.gates {
+        let _ = writeln!(out, "\n## Gates\n");
+        let _ = writeln!(
+            out,
+            "| arm | gate | outcome | check | measured | threshold | control |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+        for a in &g.arms {
+            for gate in &a.gates {
+                for c in &gate.checks {
+                    let num = |v: Option<f64>| match (v, c.unit.as_str()) {
+                        (None, _) => "–".to_string(),
+                        (Some(v), "bytes") => format!("{:.2} MiB", v / 1048576.0),
+                        (Some(v), "ns") => format!("{:.1} ms", v / 1e6),
+                        (Some(v), _) => format!("{v}"),
+                    };
+                    let _ = writeln!(
+                        out,
+                        "| {} | {} | {} | {} ({}) | {} | {} | {} |",
+                        a.arm,
+                        gate.kind,
+                        c.outcome.as_str(),
+                        c.name,
+                        c.note.replace('|', "/"),
+                        num(c.measured),
+                        num(c.threshold),
+                        num(c.control)
+                    );
+                }
+            }
+            let _ = writeln!(
+                out,
+                "| **{}** | | **{}** | arm verdict | | | |",
+                a.arm,
+                a.verdict.as_str()
+            );
+        }
+    }
+    if let Some(adm) = &r.admission {
+        let refused = adm.checks.iter().filter(|c| !c.admitted).count();
+        let _ = writeln!(
+            out,
+            "\nAdmission: {} checks, {refused} refused{}.",
+            adm.checks.len(),
+            if adm.forced { " (--force)" } else { "" }
+        );
+    }
+    if let Some(seal) = &r.seal {
+        let _ = writeln!(
+            out,
+            "\nSealed: manifest `{}`, receipt `{}`.",
+            seal.manifest_sha256, seal.receipt_sha256
+        );
+    }
+    out
+}
+
+/// `phases.csv`: one row per marker of every arm.
+pub fn phases_csv(r: &Receipt) -> Result<String, ReportError> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let invalid = |e: csv::Error| ReportError::Invalid {
+        path: names::PHASES.into(),
+        reason: e.to_string(),
+    };
+    w.write_record([
+        "arm",
+        "phase",
+        "seq",
+        "request_id",
+        "t_ns",
+        "resident_bytes",
+        "resident_peak_bytes",
+        "footprint_bytes",
+        "footprint_peak_bytes",
+        "series_max_resident_bytes",
+        "peak_between_samples",
+    ])
+    .map_err(invalid)?;
+    let opt = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
+    for a in &r.arms {
+        for p in &a.phases {
+            w.write_record([
+                a.id.clone(),
+                p.phase.to_string(),
+                p.seq.to_string(),
+                opt(p.request_id),
+                p.t_ns.to_string(),
+                p.memory.resident_bytes.to_string(),
+                opt(p.memory.resident_peak_bytes),
+                opt(p.memory.footprint_bytes),
+                opt(p.memory.footprint_peak_bytes),
+                opt(p.series_max_resident_bytes),
+                p.peak_between_samples
+                    .map_or(String::new(), |b| b.to_string()),
+            ])
+            .map_err(invalid)?;
+        }
+    }
+    let bytes = w.into_inner().map_err(|e| ReportError::Invalid {
+        path: names::PHASES.into(),
+        reason: e.to_string(),
+    })?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Every row of an arm's `series.csv` (none when the file is absent).
+pub fn series_rows(run_dir: &Path, arm: &str) -> Result<Vec<SeriesRow>, ReportError> {
+    let path = run_dir.join(files::ARMS).join(arm).join(files::SERIES);
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let mut reader = csv::Reader::from_path(&path).map_err(|e| ReportError::Invalid {
+        path: path.clone(),
+        reason: e.to_string(),
+    })?;
+    reader
+        .deserialize::<SeriesRow>()
+        .enumerate()
+        .map(|(line, row)| {
+            row.map_err(|e| ReportError::Record {
+                path: path.clone(),
+                line: line as u64 + 2,
+                reason: e.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// `trace.json` in the Chrome trace-event format: one process per arm,
+/// counters `resident` and `footprint` (MiB) from its series, a slice per
+/// phase (from the previous marker to this one) and per request.
+pub fn trace_json(run_dir: &Path, r: &Receipt) -> Result<serde_json::Value, ReportError> {
+    use serde_json::json;
+    let mut events = Vec::new();
+    for (i, a) in r.arms.iter().enumerate() {
+        let pid = i + 1;
+        events.push(
+            json!({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+                           "args": {"name": a.id}}),
+        );
+        {
+            for row in series_rows(run_dir, &a.id)? {
+                let mut args = serde_json::Map::new();
+                if let Some(v) = row.resident_bytes {
+                    args.insert("resident".into(), json!(v as f64 / 1048576.0));
+                }
+                if let Some(v) = row.footprint_bytes {
+                    args.insert("footprint".into(), json!(v as f64 / 1048576.0));
+                }
+                if !args.is_empty() {
+                    events.push(
+                        json!({"ph": "C", "name": "memory MiB", "pid": pid, "tid": 0,
+                                       "ts": row.t_ns as f64 / 1000.0, "args": args}),
+                    );
+                }
+            }
+        }
+        let mut begin: Option<u64> = None;
+        for (k, p) in a.phases.iter().enumerate() {
+            let start = if k == 0 { p.t_ns } else { a.phases[k - 1].t_ns };
+            events.push(
+                json!({"ph": "X", "name": p.phase.to_string(), "cat": "phase",
+                               "pid": pid, "tid": 1, "ts": start as f64 / 1000.0,
+                               "dur": p.t_ns.saturating_sub(start) as f64 / 1000.0,
+                               "args": {"resident_bytes": p.memory.resident_bytes,
+                                        "resident_peak_bytes": p.memory.resident_peak_bytes}}),
+            );
+            match p.phase {
+                Phase::RequestBegin => begin = Some(p.t_ns),
+                Phase::RequestEnd => {
+                    if let Some(b) = begin.take() {
+                        events.push(json!({"ph": "X", "name": format!("request {}", p.request_id.unwrap_or(0)),
+                                           "cat": "request", "pid": pid, "tid": 2,
+                                           "ts": b as f64 / 1000.0,
+                                           "dur": p.t_ns.saturating_sub(b) as f64 / 1000.0}));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(json!({"traceEvents": events, "displayTimeUnit": "ms",
+              "otherData": {"protocol": r.run.protocol_name,
+                            "verdict": r.gates.as_ref().map(|g| g.verdict.as_str())}}))
+}
+
+/// Write every derived report into `run_dir`.
+pub fn write_all(run_dir: &Path, r: &Receipt) -> Result<(), ReportError> {
+    let write = |name: &str, text: String| {
+        let path = run_dir.join(name);
+        std::fs::write(&path, text).map_err(|source| ReportError::Io { path, source })
+    };
+    write(names::SUMMARY, summary_markdown(r))?;
+    write(names::PHASES, phases_csv(r)?)?;
+    let trace = trace_json(run_dir, r)?;
+    write(names::TRACE, trace.to_string())?;
+    crate::html::write(run_dir, r)
+}
