@@ -23,20 +23,12 @@ fn vm_hwm_kib() -> u64 {
 /// every 20 ticks (one a second), the worker flat at 300 MiB.
 fn write_run(dir: &Path, ticks: u64) {
     let run = RunInfo {
-        memqual_version: "0".into(),
         protocol_name: "soak".into(),
         protocol_path: "soak.toml".into(),
-        protocol_sha256: "00".into(),
         started_utc: "2026-11-29T00:00:00+00:00".into(),
-        platform: "linux".into(),
         page_size_bytes: 4096,
-        hostname: None,
-        kernel: None,
         arms: vec!["a".into()],
-        controls: Default::default(),
-        params: Default::default(),
-        host: None,
-        gates: Default::default(),
+        ..RunInfo::default()
     };
     std::fs::write(dir.join(files::RUN), serde_json::to_string(&run).unwrap()).unwrap();
     let arm = dir.join(files::ARMS).join("a");

@@ -345,20 +345,12 @@ mod tests {
         use crate::record::{RunInfo, files};
         let run = tempfile::tempdir().unwrap();
         let info = RunInfo {
-            memqual_version: "0".into(),
             protocol_name: "p".into(),
             protocol_path: "p.toml".into(),
-            protocol_sha256: "00".into(),
-            started_utc: "now".into(),
-            platform: "linux".into(),
             page_size_bytes: 4096,
-            hostname: None,
-            kernel: None,
             arms: vec!["coreml".into(), "native".into()],
             controls: [("coreml".to_string(), "native".to_string())].into(),
-            params: Default::default(),
-            host: None,
-            gates: Default::default(),
+            ..RunInfo::default()
         };
         std::fs::write(
             run.path().join(files::RUN),

@@ -636,20 +636,11 @@ mod tests {
 
     fn write_run(dir: &Path, rows: &[SeriesRow], markers: &[Marker], with_outcome: bool) {
         let run = RunInfo {
-            memqual_version: "0".into(),
             protocol_name: "p".into(),
             protocol_path: "p.toml".into(),
-            protocol_sha256: "00".into(),
-            started_utc: "now".into(),
-            platform: "linux".into(),
             page_size_bytes: 4096,
-            hostname: None,
-            kernel: None,
             arms: vec!["a".into(), "never-ran".into()],
-            controls: Default::default(),
-            params: Default::default(),
-            host: None,
-            gates: Default::default(),
+            ..RunInfo::default()
         };
         std::fs::write(dir.join(files::RUN), serde_json::to_string(&run).unwrap()).unwrap();
         let arm = dir.join(files::ARMS).join("a");

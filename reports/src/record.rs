@@ -31,7 +31,7 @@ pub mod files {
 }
 
 /// Written once when the run starts (`run.json`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunInfo {
     pub memqual_version: String,
     pub protocol_name: String,

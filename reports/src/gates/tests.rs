@@ -126,20 +126,13 @@ fn good_outputs() -> Vec<Transcription> {
 /// the given gates on the candidate and an admitted host.
 fn receipt(control: ArmReceipt, candidate: ArmReceipt, gates: ArmGates) -> Receipt {
     let run = RunInfo {
-        memqual_version: "0".into(),
         protocol_name: "p".into(),
         protocol_path: "p.toml".into(),
-        protocol_sha256: "00".into(),
-        started_utc: "now".into(),
-        platform: "linux".into(),
         page_size_bytes: 4096,
-        hostname: None,
-        kernel: None,
         arms: vec![control.id.clone(), candidate.id.clone()],
         controls: [(candidate.id.clone(), control.id.clone())].into(),
-        params: Default::default(),
         gates: [(candidate.id.clone(), gates)].into(),
-        host: None,
+        ..RunInfo::default()
     };
     let admission = AdmissionRecord {
         thresholds: AdmissionThresholds::default(),
