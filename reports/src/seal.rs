@@ -258,6 +258,17 @@ pub fn verify(dir: &Path) -> Vec<Problem> {
     };
     let mut manifest_digest = None;
     if let Some((receipt, text)) = &receipt {
+        // The digest covers the parsed value; the bytes must also be exactly
+        // the canonical form the seal wrote (`1e5` and `1E5` parse alike).
+        if let Ok(value) = serde_json::to_value(receipt)
+            && canonical_json(&value) != *text
+        {
+            problem(
+                files::RECEIPT,
+                "changed",
+                "its bytes are not the canonical form the seal wrote".into(),
+            );
+        }
         match &receipt.seal {
             None => problem(
                 files::RECEIPT,
