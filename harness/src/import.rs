@@ -134,6 +134,12 @@ pub fn human(r: &ImportReport) -> String {
                     bytes(p.phys_footprint_peak())
                 ));
             }
+            if let Some(s) = &f.summary {
+                line(format!(
+                    "  summary (shared memory counted once): {}",
+                    bytes(Some(s.footprint.bytes))
+                ));
+            }
         }
         Capture::TimeL(t) => {
             line(format!(

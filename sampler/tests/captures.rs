@@ -299,6 +299,53 @@ fn footprint_captures() {
     );
     assert_eq!(x.total.as_ref().unwrap().regions, 9386);
     assert_eq!(x.phys_footprint(), Some(922 << 20));
+    assert!(x.total.is_some() && ferryx.summary.is_none());
+}
+
+#[test]
+fn footprint_multi_process_summaries() {
+    let f = |file: &str| {
+        footprint::parse(&load("footprint", file), STRICT)
+            .unwrap()
+            .value
+    };
+    let bytes = f("macos-arm64-muxbase-5-processes-bytes.txt");
+    let pids: Vec<i32> = bytes.processes.iter().map(|p| p.pid).collect();
+    assert_eq!(pids, [14756, 14768, 14694, 17302, 14757]);
+    assert_eq!(bytes.processes[1].name, "MuxBase Helper (Renderer)");
+    assert_eq!(bytes.processes[1].footprint.bytes, 96_454_216);
+    assert_eq!(bytes.processes[0].phys_footprint_peak(), Some(425_788_640));
+    assert_eq!(bytes.processes[4].phys_footprint(), Some(7_013_216));
+    // --noCategories: no tables at all.
+    assert!(
+        bytes
+            .processes
+            .iter()
+            .all(|p| p.categories.is_empty() && p.total.is_none())
+    );
+    let summary = bytes.summary.as_ref().unwrap();
+    assert_eq!((summary.line, summary.footprint.bytes), (42, 368_056_728));
+    // Shared memory counted once: below the sum of the headline figures.
+    let sum: u64 = bytes.processes.iter().map(|p| p.footprint.bytes).sum();
+    assert_eq!(sum - summary.footprint.bytes, 1_277_952);
+    assert!(summary.categories.is_empty() && summary.auxiliary.is_empty());
+
+    let formatted = f("macos-arm64-muxbase-2-processes-formatted.txt");
+    let helper = &formatted.processes[1];
+    assert_eq!(
+        (
+            helper.pid,
+            helper.footprint.bytes,
+            helper.phys_footprint_peak()
+        ),
+        (14757, 6817 * 1024, Some(6897 * 1024))
+    );
+    assert_eq!(formatted.processes[0].phys_footprint(), Some(67 << 20));
+    let summary = formatted.summary.unwrap();
+    assert_eq!(
+        (summary.footprint.raw.as_str(), summary.footprint.bytes),
+        ("74 MB", 74 << 20)
+    );
 }
 
 #[test]
@@ -517,6 +564,16 @@ fn cgroup_v2_files() {
         (pg.max, pg.oom, pg.oom_group_kill),
         (Some(13_693), Some(0), Some(0))
     );
+    let vps = e("linux-vps-systemd-255-oom.txt");
+    assert_eq!(
+        (vps.high, vps.max, vps.oom, vps.oom_kill, vps.oom_group_kill),
+        (Some(0), Some(37), Some(1), Some(1), Some(0))
+    );
+    let run = e("linux-systemd-run-512mib-oom.txt");
+    assert_eq!(
+        (run.max, run.oom_kill, run.entries.len()),
+        (Some(35), Some(1), 6)
+    );
 
     let peak = cgroup::parse_memory_peak(
         &load("memory.peak", "linux-systemd-run-512mib-oom.txt"),
@@ -525,6 +582,15 @@ fn cgroup_v2_files() {
     .unwrap()
     .value;
     assert_eq!(peak.bytes, 536_870_912);
+    let peak = |f: &str| {
+        cgroup::parse_memory_peak(&load("memory.peak", f), STRICT)
+            .unwrap()
+            .value
+            .bytes
+    };
+    assert_eq!(peak("linux-vps-systemd-255-oom.txt"), 173_756_416);
+    // The 50M limit exactly: the peak never passes memory.max.
+    assert_eq!(peak("linux-stress-ng-oomable.txt"), 50 << 20);
 }
 
 #[test]
@@ -546,5 +612,5 @@ fn every_capture_parses_strictly_and_round_trips() {
             n += 1;
         }
     }
-    assert_eq!(n, 50);
+    assert_eq!(n, 56);
 }

@@ -1,6 +1,10 @@
-//! `footprint PID`: per process, the headline footprint, the dirty / clean /
+//! `footprint PID…`: per process, the headline footprint, the dirty / clean /
 //! reclaimable table by category, its TOTAL row and the auxiliary data
 //! (`phys_footprint`, `phys_footprint_peak`). Units are binary (`KB` = 1024).
+//!
+//! With more than one process the tool ends with `Summary Footprint:`, the
+//! footprint of all of them with shared memory counted once, optionally
+//! followed by its own category table and auxiliary data.
 
 use super::lines::{Lines, fatal, parse_u64};
 use super::{CaptureError, ParseOptions, Parsed, Size};
@@ -9,6 +13,19 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Footprint {
     pub processes: Vec<ProcessFootprint>,
+    /// Present when the capture covers several processes.
+    pub summary: Option<SummaryFootprint>,
+}
+
+/// The multi-process block: `Summary Footprint: N UNIT` and what follows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SummaryFootprint {
+    pub line: usize,
+    /// De-duplicated: less than the sum of the processes when they share memory.
+    pub footprint: Size,
+    pub categories: Vec<CategoryRow>,
+    pub total: Option<CategoryRow>,
+    pub auxiliary: Vec<AuxEntry>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,9 +86,17 @@ enum Part {
     Auxiliary,
 }
 
+/// Where table rows and auxiliary lines go: the latest process, or the summary.
+struct Block<'a> {
+    categories: &'a mut Vec<CategoryRow>,
+    total: &'a mut Option<CategoryRow>,
+    auxiliary: &'a mut Vec<AuxEntry>,
+}
+
 pub fn parse(text: &str, opts: ParseOptions) -> Result<Parsed<Footprint>, CaptureError> {
     let mut lines = Lines::new(text, opts);
     let mut processes: Vec<ProcessFootprint> = Vec::new();
+    let mut summary: Option<SummaryFootprint> = None;
     let mut part = Part::Start;
     while let Some((no, line)) = lines.next_line() {
         let t = line.trim();
@@ -79,13 +104,52 @@ pub fn parse(text: &str, opts: ParseOptions) -> Result<Parsed<Footprint>, Captur
             continue;
         }
         if let Some(p) = process_header(no, t) {
+            if summary.is_some() {
+                return Err(fatal(no, line, "a process after 'Summary Footprint:'"));
+            }
             processes.push(p);
             part = Part::Start;
             continue;
         }
-        let Some(current) = processes.last_mut() else {
-            lines.unknown(no, line, "expected 'NAME [PID]: … Footprint: …' first")?;
+        if let Some(rest) = t.strip_prefix("Summary Footprint: ") {
+            if processes.is_empty() || summary.is_some() {
+                return Err(fatal(
+                    no,
+                    line,
+                    "'Summary Footprint:' must follow the processes, once",
+                ));
+            }
+            let Some(footprint) = rest
+                .split_once(' ')
+                .and_then(|(n, u)| Size::parse_number_unit(n, u))
+            else {
+                return Err(fatal(no, line, "expected 'Summary Footprint: N UNIT'"));
+            };
+            summary = Some(SummaryFootprint {
+                line: no,
+                footprint,
+                categories: Vec::new(),
+                total: None,
+                auxiliary: Vec::new(),
+            });
+            part = Part::Start;
             continue;
+        }
+        let block = match (summary.as_mut(), processes.last_mut()) {
+            (Some(s), _) => Block {
+                categories: &mut s.categories,
+                total: &mut s.total,
+                auxiliary: &mut s.auxiliary,
+            },
+            (None, Some(p)) => Block {
+                categories: &mut p.categories,
+                total: &mut p.total,
+                auxiliary: &mut p.auxiliary,
+            },
+            (None, None) => {
+                lines.unknown(no, line, "expected 'NAME [PID]: … Footprint: …' first")?;
+                continue;
+            }
         };
         if t.split_whitespace()
             .eq(["Dirty", "Clean", "Reclaimable", "Regions", "Category"])
@@ -94,7 +158,7 @@ pub fn parse(text: &str, opts: ParseOptions) -> Result<Parsed<Footprint>, Captur
             continue;
         }
         if t.split_whitespace().all(|w| w == "---") {
-            if part == Part::Table && !current.categories.is_empty() {
+            if part == Part::Table && !block.categories.is_empty() {
                 part = Part::Total;
             }
             continue;
@@ -106,15 +170,15 @@ pub fn parse(text: &str, opts: ParseOptions) -> Result<Parsed<Footprint>, Captur
         match part {
             Part::Table | Part::Total => match category_row(no, t) {
                 Some(row) if part == Part::Total => {
-                    if current.total.replace(row).is_some() {
+                    if block.total.replace(row).is_some() {
                         return Err(fatal(no, line, "a second TOTAL row"));
                     }
                 }
-                Some(row) => current.categories.push(row),
+                Some(row) => block.categories.push(row),
                 None => lines.unknown(no, line, "expected 'SIZE SIZE SIZE REGIONS CATEGORY'")?,
             },
             Part::Auxiliary => match aux_line(no, t) {
-                Some(a) => current.auxiliary.push(a),
+                Some(a) => block.auxiliary.push(a),
                 None => lines.unknown(no, line, "expected 'name: N UNIT'")?,
             },
             Part::Start => lines.unknown(no, line, "not a footprint line")?,
@@ -125,7 +189,7 @@ pub fn parse(text: &str, opts: ParseOptions) -> Result<Parsed<Footprint>, Captur
             "no 'NAME [PID]: … Footprint: N UNIT' line",
         ));
     }
-    Ok(lines.finish(Footprint { processes }))
+    Ok(lines.finish(Footprint { processes, summary }))
 }
 
 /// `sleep [39461]: 64-bit    Footprint: 832 KB (16384 bytes per page)`

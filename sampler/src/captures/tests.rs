@@ -64,3 +64,43 @@ fn tool_names_round_trip() {
             .contains("vm_stat")
     );
 }
+
+#[test]
+fn a_footprint_summary_must_close_the_processes_and_carry_a_size() {
+    let process = "sleep [1]: 64-bit    Footprint: 832 KB (16384 bytes per page)\n";
+    let err = |text: &str| match footprint::parse(text, ParseOptions::lenient()) {
+        Err(CaptureError::Line { line, reason, .. }) => (line, reason),
+        other => panic!("{other:?}"),
+    };
+    let order = "'Summary Footprint:' must follow the processes, once".to_string();
+    assert_eq!(err("Summary Footprint: 1 MB\n"), (1, order.clone()));
+    let twice = format!("{process}Summary Footprint: 1 MB\nSummary Footprint: 1 MB\n");
+    assert_eq!(err(&twice), (3, order));
+    let after = format!("{process}Summary Footprint: 1 MB\n{process}");
+    assert_eq!(
+        err(&after),
+        (3, "a process after 'Summary Footprint:'".to_string())
+    );
+    let garbled = format!("{process}Summary Footprint: 1 MiB\n");
+    assert_eq!(
+        err(&garbled),
+        (2, "expected 'Summary Footprint: N UNIT'".to_string())
+    );
+    // A summary table and its auxiliary data belong to the summary.
+    let table = format!(
+        "{process}Summary Footprint: 48 KB\n  Dirty      Clean  Reclaimable    Regions    Category\n    ---        ---          ---        ---    ---\n  48 KB        0 B          0 B          3    stack\n    ---        ---          ---        ---    ---\n  48 KB        0 B          0 B          3    TOTAL\n\nAuxiliary data:\n    phys_footprint: 64 KB\n"
+    );
+    let f = footprint::parse(&table, ParseOptions::strict())
+        .unwrap()
+        .value;
+    let s = f.summary.unwrap();
+    assert_eq!(
+        (
+            s.categories.len(),
+            s.total.unwrap().regions,
+            s.auxiliary[0].size.bytes
+        ),
+        (1, 3, 64 * 1024)
+    );
+    assert!(f.processes[0].categories.is_empty());
+}
