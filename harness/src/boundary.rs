@@ -7,6 +7,10 @@
 //! previous observation is still running is recorded as skipped, never
 //! queued behind it, so a slow tool cannot pile up work or shift later
 //! observations away from their phases.
+//!
+//! Request markers can be thinned before they are handed over
+//! ([`MarkerFilter`]): a soak of thousands of requests would otherwise mean
+//! thousands of observations.
 
 use reports::snapshots::Trigger;
 use sampler::{Marker, Phase, clock};
@@ -15,7 +19,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -79,7 +83,108 @@ const PENDING_MARKERS: usize = 256;
 pub(crate) struct BoundaryWorker {
     tx: SyncSender<(Marker, u64)>,
     dropped: Arc<AtomicU64>,
+    filter: MarkerFilter,
+    latest: LatestPhase,
     handle: JoinHandle<Vec<String>>,
+}
+
+/// Which phase markers trigger an observation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MarkerFilter {
+    /// Observe at phase markers at all.
+    pub at_phases: bool,
+    /// Observe the `request_begin`/`request_end` markers of every n-th
+    /// measured request (the 1st, the n+1-th, …); `None`: of none.
+    pub every_n_requests: Option<u64>,
+}
+
+impl MarkerFilter {
+    pub(crate) const ALL: MarkerFilter = MarkerFilter {
+        at_phases: true,
+        every_n_requests: Some(1),
+    };
+}
+
+impl MarkerFilter {
+    /// From a protocol table's `at_request_markers` / `every_n_requests`;
+    /// `table` names it in the error.
+    pub(crate) fn from_plan(
+        table: &str,
+        at_phases: bool,
+        at_request_markers: bool,
+        every_n_requests: Option<u64>,
+    ) -> Result<Self, String> {
+        let every_n_requests = match (at_request_markers, every_n_requests) {
+            (_, Some(0)) => {
+                return Err(format!("{table}.every_n_requests must be at least 1"));
+            }
+            (false, Some(n)) => {
+                return Err(format!(
+                    "{table}.every_n_requests = {n} needs at_request_markers = true"
+                ));
+            }
+            (false, None) => None,
+            (true, n) => Some(n.unwrap_or(1)),
+        };
+        Ok(MarkerFilter {
+            at_phases,
+            every_n_requests,
+        })
+    }
+}
+
+/// A [`MarkerFilter`] applied to the marker stream in order.
+#[derive(Debug, Clone)]
+struct MarkerGate {
+    filter: MarkerFilter,
+    requests_seen: u64,
+    /// Whether the open request's markers pass.
+    request_passes: bool,
+}
+
+impl MarkerGate {
+    fn new(filter: MarkerFilter) -> Self {
+        MarkerGate {
+            filter,
+            requests_seen: 0,
+            request_passes: false,
+        }
+    }
+
+    fn passes(&mut self, phase: Phase) -> bool {
+        match phase {
+            Phase::RequestBegin => {
+                let nth = self.requests_seen;
+                self.requests_seen += 1;
+                self.request_passes = self
+                    .filter
+                    .every_n_requests
+                    .is_some_and(|n| nth % n.max(1) == 0);
+                self.filter.at_phases && self.request_passes
+            }
+            Phase::RequestEnd => self.filter.at_phases && self.request_passes,
+            _ => self.filter.at_phases,
+        }
+    }
+}
+
+/// The latest phase any marker announced, shared with the worker thread so
+/// cadence ticks name it even when its marker was not handed over.
+#[derive(Clone, Default)]
+struct LatestPhase(Arc<AtomicU8>);
+
+impl LatestPhase {
+    fn set(&self, phase: Phase) {
+        let index = Phase::ALL.iter().position(|p| *p == phase).unwrap_or(0);
+        self.0.store(index as u8 + 1, Ordering::Relaxed);
+    }
+
+    fn get(&self) -> Option<Phase> {
+        let stored = usize::from(self.0.load(Ordering::Relaxed));
+        stored
+            .checked_sub(1)
+            .and_then(|i| Phase::ALL.get(i).copied())
+    }
 }
 
 /// The reader's side: hands a marker over without blocking.
@@ -87,10 +192,16 @@ pub(crate) struct BoundaryWorker {
 pub(crate) struct BoundarySender {
     tx: SyncSender<(Marker, u64)>,
     dropped: Arc<AtomicU64>,
+    gate: MarkerGate,
+    latest: LatestPhase,
 }
 
 impl BoundarySender {
-    pub(crate) fn send(&self, marker: &Marker) {
+    pub(crate) fn send(&mut self, marker: &Marker) {
+        self.latest.set(marker.phase);
+        if !self.gate.passes(marker.phase) {
+            return;
+        }
         match self.tx.try_send((marker.clone(), clock::monotonic_ns())) {
             Ok(()) | Err(TrySendError::Disconnected(_)) => {}
             Err(TrySendError::Full(_)) => {
@@ -101,31 +212,40 @@ impl BoundarySender {
 }
 
 impl BoundaryWorker {
-    /// Start the thread. `at_phases` false: markers only name the phase a
-    /// cadence tick follows. `every` adds a cadence.
+    /// Start the thread. Markers the filter holds back only name the phase
+    /// a cadence tick follows. `every` adds a cadence.
     pub(crate) fn start<J: Job>(
         job: J,
         first_seq: u64,
-        at_phases: bool,
+        filter: MarkerFilter,
         every: Option<Duration>,
     ) -> Self {
         let (tx, rx) = sync_channel(PENDING_MARKERS);
-        let handle = std::thread::spawn(move || {
-            let mut job = job;
-            run(&mut job, rx, first_seq, at_phases, every);
-            job.errors()
-        });
+        let latest = LatestPhase::default();
+        let handle = {
+            let latest = latest.clone();
+            std::thread::spawn(move || {
+                let mut job = job;
+                run(&mut job, rx, first_seq, &latest, every);
+                job.errors()
+            })
+        };
         BoundaryWorker {
             tx,
             dropped: Arc::new(AtomicU64::new(0)),
+            filter,
+            latest,
             handle,
         }
     }
 
+    /// The reader's side; call once (it counts requests for the filter).
     pub(crate) fn sender(&self) -> BoundarySender {
         BoundarySender {
             tx: self.tx.clone(),
             dropped: self.dropped.clone(),
+            gate: MarkerGate::new(self.filter),
+            latest: self.latest.clone(),
         }
     }
 
@@ -177,7 +297,7 @@ fn run<J: Job>(
     job: &mut J,
     rx: Receiver<(Marker, u64)>,
     first_seq: u64,
-    at_phases: bool,
+    latest: &LatestPhase,
     every: Option<Duration>,
 ) {
     let mut seq = first_seq;
@@ -188,7 +308,6 @@ fn run<J: Job>(
             next_ns: clock::monotonic_ns().saturating_add(period_ns),
         }
     });
-    let mut last_phase: Option<Phase> = None;
     // The last observation taken and when it ended.
     let mut busy: Option<(u64, u64)> = None;
     loop {
@@ -201,10 +320,6 @@ fn run<J: Job>(
         };
         let window = match received {
             Ok((marker, arrived_ns)) => {
-                last_phase = Some(marker.phase);
-                if !at_phases {
-                    continue;
-                }
                 let trigger = Trigger::from_marker(&marker);
                 match busy {
                     Some((busy_with, ended)) if arrived_ns < ended => {
@@ -223,7 +338,7 @@ fn run<J: Job>(
                     job,
                     &mut seq,
                     Trigger::Cadence {
-                        after_phase: last_phase,
+                        after_phase: latest.get(),
                     },
                     due,
                 )
@@ -237,7 +352,7 @@ fn run<J: Job>(
             let (missed, first_due) = c.missed_until(ended);
             if missed > 0 {
                 let trigger = Trigger::Cadence {
-                    after_phase: last_phase,
+                    after_phase: latest.get(),
                 };
                 job.skip(seq, trigger, first_due, busy_with, missed);
                 seq += 1;
@@ -293,10 +408,10 @@ mod tests {
                 release: release_rx,
             },
             1,
-            true,
+            MarkerFilter::ALL,
             None,
         );
-        let sender = worker.sender();
+        let mut sender = worker.sender();
         sender.send(&marker(0, Phase::ProcessStart));
         // The first observation has started and is held open…
         assert_eq!(log.recv().unwrap(), "take 1 process_start");
@@ -325,5 +440,55 @@ mod tests {
         assert_eq!(c.missed_until(135), (4, 100));
         assert_eq!(c.next_ns, 140);
         assert_eq!(c.missed_until(140), (1, 140));
+    }
+
+    #[test]
+    fn request_markers_pass_for_every_nth_request_or_none() {
+        use Phase::*;
+        let stream = [
+            ProcessStart,
+            WarmupDone,
+            RequestBegin,
+            RequestEnd,
+            RequestBegin,
+            RequestEnd,
+            RequestBegin,
+            RequestEnd,
+            IdleEnd,
+        ];
+        let passed = |filter| {
+            let mut gate = MarkerGate::new(filter);
+            stream
+                .iter()
+                .map(|p| gate.passes(*p))
+                .collect::<Vec<bool>>()
+        };
+        let (t, f) = (true, false);
+        assert_eq!(passed(MarkerFilter::ALL), [t, t, t, t, t, t, t, t, t]);
+        let every_2nd = MarkerFilter {
+            at_phases: true,
+            every_n_requests: Some(2),
+        };
+        assert_eq!(passed(every_2nd), [t, t, t, t, f, f, t, t, t]);
+        let none = MarkerFilter {
+            at_phases: true,
+            every_n_requests: None,
+        };
+        assert_eq!(passed(none), [t, t, f, f, f, f, f, f, t]);
+        let cadence_only = MarkerFilter {
+            at_phases: false,
+            every_n_requests: Some(1),
+        };
+        assert_eq!(passed(cadence_only), [f; 9]);
+    }
+
+    #[test]
+    fn the_latest_phase_round_trips_for_every_phase() {
+        let latest = LatestPhase::default();
+        assert_eq!(latest.get(), None);
+        for phase in Phase::ALL {
+            latest.set(phase);
+            assert_eq!(latest.get(), Some(phase));
+        }
     }
 }

@@ -3,7 +3,7 @@
 //! processes moved, and whether that can be attributed, is the receipt's
 //! business (`reports::census`).
 
-use crate::boundary::{Job, RecordSink};
+use crate::boundary::{Job, MarkerFilter, RecordSink};
 use reports::census::{CENSUS, CensusRecord, CensusTaken, ProcessMemory};
 use reports::snapshots::Trigger;
 use sampler::clock;
@@ -23,6 +23,14 @@ pub struct CensusPlan {
     /// (MiB, default 16).
     #[serde(default = "default_threshold_mib")]
     pub threshold_mib: f64,
+    /// Also at the `request_begin` / `request_end` markers (default true).
+    /// Soaks set it false: a census per request marker walks every process
+    /// thousands of times.
+    #[serde(default = "yes")]
+    pub at_request_markers: bool,
+    /// With `at_request_markers`, only at the markers of every n-th measured
+    /// request (the 1st, the n+1-th, …; default 1: each).
+    pub every_n_requests: Option<u64>,
 }
 
 fn yes() -> bool {
@@ -38,6 +46,8 @@ impl Default for CensusPlan {
         CensusPlan {
             enabled: true,
             threshold_mib: default_threshold_mib(),
+            at_request_markers: true,
+            every_n_requests: None,
         }
     }
 }
@@ -50,7 +60,21 @@ impl CensusPlan {
                 self.threshold_mib
             ));
         }
-        Ok(())
+        self.filter().map(|_| ())
+    }
+
+    fn filter(&self) -> Result<MarkerFilter, String> {
+        MarkerFilter::from_plan(
+            "census",
+            true,
+            self.at_request_markers,
+            self.every_n_requests,
+        )
+    }
+
+    /// The markers that trigger a census (a validated plan's).
+    pub(crate) fn marker_filter(&self) -> MarkerFilter {
+        self.filter().unwrap_or(MarkerFilter::ALL)
     }
 
     pub fn threshold_bytes(&self) -> u64 {
@@ -164,8 +188,8 @@ mod tests {
     #[test]
     fn a_threshold_is_validated_and_converted_to_bytes() {
         let plan = CensusPlan {
-            enabled: true,
             threshold_mib: 1.5,
+            ..CensusPlan::default()
         };
         assert_eq!(plan.threshold_bytes(), 1572864);
         assert!(plan.validate().is_ok());
@@ -174,5 +198,38 @@ mod tests {
             ..plan
         };
         assert!(bad.validate().unwrap_err().contains("threshold_mib = -1"));
+    }
+
+    #[test]
+    fn request_markers_are_each_by_default_and_thinned_or_dropped_on_request() {
+        let each = CensusPlan::default().marker_filter();
+        assert_eq!(each.every_n_requests, Some(1));
+        let tenth = CensusPlan {
+            every_n_requests: Some(10),
+            ..CensusPlan::default()
+        };
+        assert_eq!(tenth.marker_filter().every_n_requests, Some(10));
+        let none = CensusPlan {
+            at_request_markers: false,
+            ..CensusPlan::default()
+        };
+        assert_eq!(none.marker_filter().every_n_requests, None);
+        assert!(none.marker_filter().at_phases);
+        let zero = CensusPlan {
+            every_n_requests: Some(0),
+            ..CensusPlan::default()
+        };
+        assert_eq!(
+            zero.validate().unwrap_err(),
+            "census.every_n_requests must be at least 1"
+        );
+        let contradiction = CensusPlan {
+            every_n_requests: Some(5),
+            ..none
+        };
+        assert_eq!(
+            contradiction.validate().unwrap_err(),
+            "census.every_n_requests = 5 needs at_request_markers = true"
+        );
     }
 }

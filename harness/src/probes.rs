@@ -42,7 +42,7 @@ impl Probes {
                 Ok(s) => Some(BoundaryWorker::start(
                     s,
                     0,
-                    arm.snapshots.at_phases,
+                    arm.snapshots.marker_filter(),
                     arm.snapshots.every_ms.map(Duration::from_millis),
                 )),
                 Err(e) => {
@@ -57,7 +57,12 @@ impl Probes {
             match Census::create(dir) {
                 Ok(mut c) => {
                     c.take(0, Trigger::BeforeArm, clock::monotonic_ns());
-                    Some(BoundaryWorker::start(c, 1, true, None))
+                    Some(BoundaryWorker::start(
+                        c,
+                        1,
+                        arm.census.marker_filter(),
+                        None,
+                    ))
                 }
                 Err(e) => {
                     errors.push(format!("the census cannot start in {}: {e}", dir.display()));
@@ -72,7 +77,7 @@ impl Probes {
 
     /// The reader's hook: hands each marker to both threads.
     pub(crate) fn hook(&self) -> Option<MarkerHook> {
-        let senders: Vec<BoundarySender> = [&self.snapshots, &self.census]
+        let mut senders: Vec<BoundarySender> = [&self.snapshots, &self.census]
             .into_iter()
             .flatten()
             .map(BoundaryWorker::sender)
@@ -81,7 +86,7 @@ impl Probes {
             return None;
         }
         Some(Box::new(move |m: &Marker| {
-            for s in &senders {
+            for s in &mut senders {
                 s.send(m);
             }
         }))

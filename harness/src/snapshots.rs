@@ -6,7 +6,7 @@
 //! the worker's cgroup; macOS runs `vmmap -summary PID`, `footprint PID`,
 //! `vm_stat` and `memory_pressure` (never `-S`, which changes the system).
 
-use crate::boundary::{Job, RecordSink};
+use crate::boundary::{Job, MarkerFilter, RecordSink};
 use reports::snapshots::{
     SNAPSHOTS, SNAPSHOTS_DIR, SnapshotOutcome, SnapshotRecord, ToolRun, Trigger,
 };
@@ -26,6 +26,14 @@ pub struct SnapshotPlan {
     /// Take a snapshot at every phase marker (default true).
     #[serde(default = "yes")]
     pub at_phases: bool,
+    /// With `at_phases`, also at the `request_begin` / `request_end` markers
+    /// (default true). Soaks set it false: one snapshot per request marker
+    /// is thousands of tool runs.
+    #[serde(default = "yes")]
+    pub at_request_markers: bool,
+    /// With `at_request_markers`, only at the markers of every n-th measured
+    /// request (the 1st, the n+1-th, …; default 1: each).
+    pub every_n_requests: Option<u64>,
     /// Also take one every this many milliseconds. Soaks use a slow cadence;
     /// under 1000 ms the receipt flags the perturbation.
     pub every_ms: Option<u64>,
@@ -39,6 +47,8 @@ impl Default for SnapshotPlan {
     fn default() -> Self {
         SnapshotPlan {
             at_phases: true,
+            at_request_markers: true,
+            every_n_requests: None,
             every_ms: None,
         }
     }
@@ -49,7 +59,21 @@ impl SnapshotPlan {
         if self.every_ms == Some(0) {
             return Err("snapshots.every_ms must be at least 1".into());
         }
-        Ok(())
+        self.filter().map(|_| ())
+    }
+
+    fn filter(&self) -> Result<MarkerFilter, String> {
+        MarkerFilter::from_plan(
+            "snapshots",
+            self.at_phases,
+            self.at_request_markers,
+            self.every_n_requests,
+        )
+    }
+
+    /// The markers that trigger a snapshot (a validated plan's).
+    pub(crate) fn marker_filter(&self) -> MarkerFilter {
+        self.filter().unwrap_or(MarkerFilter::ALL)
     }
 
     pub fn enabled(&self) -> bool {

@@ -240,3 +240,64 @@ fn a_cadence_too_fast_for_the_tools_records_skipped_snapshots_and_perturbation()
     let seqs: Vec<u64> = snaps.records.iter().map(|r| r.seq).collect();
     assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>());
 }
+
+/// The phases of every census record of a soak of `requests` calibration
+/// requests, with `tables` added to the protocol.
+fn soak_census(tables: &str, requests: u64) -> (Vec<String>, usize) {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = write_protocol(
+        tmp.path(),
+        &format!(
+            "[sampling]\nperiod_ms = 50\n{tables}{LENIENT_ADMISSION}\n[[arm]]\nid = \"cal\"\n[arm.calibrate]\n\
+             warmup = 0\nidle_ms = 0\nrequest_ms = 1\nplateau = {{ mib = 8 }}\n[soak]\nsnapshot_interval_s = 0\n"
+        ),
+    );
+    let dir = tmp.path().join("run");
+    let history = tmp.path().join("history.sqlite");
+    let n = requests.to_string();
+    let out = memqual(&[
+        "soak",
+        p.to_str().unwrap(),
+        "--requests",
+        &n,
+        "--out",
+        dir.to_str().unwrap(),
+        "--history",
+        history.to_str().unwrap(),
+    ]);
+    let arm = dir.join("arms/cal");
+    let text = std::fs::read_to_string(arm.join("census.jsonl"))
+        .unwrap_or_else(|e| panic!("no census.jsonl ({e}): {}", stderr(&out)));
+    let labels = text
+        .lines()
+        .map(|l| {
+            let r: reports::census::CensusRecord = serde_json::from_str(l).unwrap();
+            r.trigger.label().to_string()
+        })
+        .collect();
+    (labels, lines(&arm.join("snapshots.jsonl")))
+}
+
+#[test]
+fn a_soak_without_request_markers_takes_a_census_per_phase_not_per_request() {
+    let phases = [
+        "before_arm",
+        "process_start",
+        "model_loaded",
+        "state_ready",
+        "warmup_done",
+        "idle_end",
+        "teardown_done",
+    ];
+    let off = "[snapshots]\nat_request_markers = false\n[census]\nat_request_markers = false\n";
+    let (census, snapshots) = soak_census(off, 300);
+    assert_eq!(census, phases, "300 requests, no census at their markers");
+    assert_eq!(snapshots, phases.len() - 1, "one snapshot record per phase");
+
+    // Every 100th request: requests 1, 101 and 201, two markers each.
+    let thinned = "[snapshots]\nat_request_markers = false\n[census]\nevery_n_requests = 100\n";
+    let (census, snapshots) = soak_census(thinned, 300);
+    let requests = census.iter().filter(|l| l.starts_with("request_")).count();
+    assert_eq!((census.len(), requests), (phases.len() + 6, 6));
+    assert_eq!(snapshots, phases.len() - 1);
+}
