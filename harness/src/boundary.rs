@@ -159,7 +159,7 @@ impl MarkerGate {
                 self.request_passes = self
                     .filter
                     .every_n_requests
-                    .is_some_and(|n| nth % n.max(1) == 0);
+                    .is_some_and(|n| nth.is_multiple_of(n.max(1)));
                 self.filter.at_phases && self.request_passes
             }
             Phase::RequestEnd => self.filter.at_phases && self.request_passes,
