@@ -1,9 +1,13 @@
 //! Quiet-host admission: watch the host for a window and admit it only if
 //! it is quiet (load, available memory, swap activity, memory pressure,
 //! thermal). Linux readings come from `procfs`; temperatures from `sysinfo`.
-//! macOS is not observed yet: every reading there is "not reported".
+//! macOS readings come from the sampler's system probe (swap-ins/outs from
+//! `host_statistics64`, `vm.swapusage`, `kern.memorystatus_vm_pressure_level`),
+//! the thermal pressure level from libnotify, load and available memory
+//! from `sysinfo`.
 
 use reports::admission::{AdmissionCheck, AdmissionThresholds, HostObservation};
+use sampler::darwin::{PressureLevel, ThermalPressure};
 use std::time::{Duration, Instant};
 
 /// Overrides the protocol's window (milliseconds), so tests can keep it short.
@@ -30,17 +34,23 @@ struct Reading {
     pswpin: Option<u64>,
     pswpout: Option<u64>,
     psi_some_avg10: Option<f64>,
+    pressure_level: Option<i32>,
+    swap_used_bytes: Option<u64>,
+    thermal_pressure: Option<u64>,
+}
+
+/// Adds `what: e` to the not-reported list once per window.
+fn note_once(not_reported: &mut Vec<String>, what: &str, e: &dyn std::fmt::Display) {
+    let line = format!("{what}: {e}");
+    if !not_reported.contains(&line) {
+        not_reported.push(line);
+    }
 }
 
 #[cfg(target_os = "linux")]
 fn read(not_reported: &mut Vec<String>) -> Reading {
     use procfs::Current;
-    let mut note = |what: &str, e: &dyn std::fmt::Display| {
-        let line = format!("{what}: {e}");
-        if !not_reported.contains(&line) {
-            not_reported.push(line);
-        }
-    };
+    let mut note = |what: &str, e: &dyn std::fmt::Display| note_once(not_reported, what, e);
     let mut r = Reading::default();
     match procfs::LoadAverage::current() {
         Ok(l) => r.load_1m = Some(f64::from(l.one)),
@@ -70,12 +80,40 @@ fn read(not_reported: &mut Vec<String>) -> Reading {
     r
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(target_os = "macos")]
 fn read(not_reported: &mut Vec<String>) -> Reading {
-    let line = "host readings: admission observes Linux only in this memqual".to_string();
-    if !not_reported.contains(&line) {
-        not_reported.push(line);
+    let mut system = sysinfo::System::new();
+    system.refresh_memory();
+    let mut row = sampler::SeriesRow {
+        t_ns: sampler::clock::monotonic_ns(),
+        ..sampler::SeriesRow::default()
+    };
+    // A failed read leaves its fields `None`; the others are still filled.
+    if let Err(e) = sampler::SystemProbe::new().sample(&mut row) {
+        note_once(not_reported, "system memory", &e);
     }
+    let thermal_pressure = sampler::thermal_pressure_state()
+        .map_err(|e| note_once(not_reported, "thermal pressure", &e))
+        .ok();
+    Reading {
+        load_1m: Some(sysinfo::System::load_average().one),
+        available_bytes: Some(system.available_memory()),
+        pswpin: row.sys_swapins,
+        pswpout: row.sys_swapouts,
+        psi_some_avg10: None,
+        pressure_level: row.sys_pressure_level,
+        swap_used_bytes: row.sys_swap_used_bytes,
+        thermal_pressure,
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+fn read(not_reported: &mut Vec<String>) -> Reading {
+    note_once(
+        not_reported,
+        "host readings",
+        &"admission observes Linux and macOS only",
+    );
     Reading::default()
 }
 
@@ -125,6 +163,8 @@ pub fn observe(window: Duration) -> HostObservation {
         let now = read(&mut obs.not_reported);
         obs.load_avg_1m = max_f(obs.load_avg_1m, now.load_1m);
         obs.psi_some_avg10 = max_f(obs.psi_some_avg10, now.psi_some_avg10);
+        obs.memory_pressure_level = obs.memory_pressure_level.max(now.pressure_level);
+        obs.thermal_pressure_level = obs.thermal_pressure_level.max(now.thermal_pressure);
         obs.min_available_bytes = match (obs.min_available_bytes, now.available_bytes) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -133,6 +173,9 @@ pub fn observe(window: Duration) -> HostObservation {
     }
     obs.load_avg_1m = max_f(obs.load_avg_1m, first.load_1m);
     obs.psi_some_avg10 = max_f(obs.psi_some_avg10, first.psi_some_avg10);
+    obs.memory_pressure_level = obs.memory_pressure_level.max(first.pressure_level);
+    obs.thermal_pressure_level = obs.thermal_pressure_level.max(first.thermal_pressure);
+    obs.swap_used_bytes = last.swap_used_bytes;
     obs.swap_in_pages = last
         .pswpin
         .zip(first.pswpin)
@@ -181,6 +224,22 @@ pub fn judge(obs: &HostObservation, t: &AdmissionThresholds) -> Vec<String> {
             t.max_psi_some_avg10
         ));
     }
+    if let Some(level) = obs.memory_pressure_level
+        && PressureLevel::from_sysctl(level) != Some(PressureLevel::Normal)
+    {
+        reasons.push(format!(
+            "memory pressure {} (kern.memorystatus_vm_pressure_level {level})",
+            PressureLevel::describe(level)
+        ));
+    }
+    if let Some(level) = obs.thermal_pressure_level
+        && ThermalPressure::from_state(level) != Some(ThermalPressure::Nominal)
+    {
+        reasons.push(format!(
+            "thermal pressure {} (level {level})",
+            ThermalPressure::describe(level)
+        ));
+    }
     if let Some(c) = obs.max_thermal_celsius
         && c > t.max_thermal_celsius
     {
@@ -225,6 +284,7 @@ mod tests {
             thermal_zone: Some("cpu".into()),
             thermal_zones_read: 1,
             not_reported: vec![],
+            ..HostObservation::default()
         }
     }
 
@@ -260,6 +320,44 @@ mod tests {
             ..HostObservation::default()
         };
         assert!(judge(&blank, &t).is_empty());
+    }
+
+    #[test]
+    fn macos_pressure_and_thermal_levels_refuse_unless_normal_and_nominal() {
+        let t = AdmissionThresholds::default();
+        let calm = HostObservation {
+            memory_pressure_level: Some(1),
+            thermal_pressure_level: Some(0),
+            swap_used_bytes: Some(3 << 30),
+            ..quiet()
+        };
+        // Swap merely in use is not activity: only swap-ins/outs refuse.
+        assert!(judge(&calm, &t).is_empty());
+        let strained = HostObservation {
+            memory_pressure_level: Some(2),
+            thermal_pressure_level: Some(1),
+            ..calm.clone()
+        };
+        assert_eq!(
+            judge(&strained, &t),
+            [
+                "memory pressure warn (kern.memorystatus_vm_pressure_level 2)",
+                "thermal pressure moderate (level 1)",
+            ]
+        );
+        // A level the headers do not define is not taken for normal.
+        let unknown = HostObservation {
+            memory_pressure_level: Some(3),
+            thermal_pressure_level: Some(10),
+            ..calm
+        };
+        assert_eq!(
+            judge(&unknown, &t),
+            [
+                "memory pressure level 3 (kern.memorystatus_vm_pressure_level 3)",
+                "thermal pressure level 10 (level 10)",
+            ]
+        );
     }
 
     #[cfg(target_os = "linux")]

@@ -47,6 +47,18 @@ pub struct HostObservation {
     pub swap_out_pages: Option<u64>,
     /// Largest PSI memory `some avg10` seen in the window; `None` without PSI.
     pub psi_some_avg10: Option<f64>,
+    /// macOS `kern.memorystatus_vm_pressure_level`, the worst seen in the
+    /// window (1 normal, 2 warn, 4 critical); `None`: not reported.
+    #[serde(default)]
+    pub memory_pressure_level: Option<i32>,
+    /// macOS swap in use (`vm.swapusage`) at the end of the window.
+    #[serde(default)]
+    pub swap_used_bytes: Option<u64>,
+    /// macOS thermal pressure level (notify(3) name
+    /// `com.apple.system.thermalpressurelevel`), the worst seen in the window:
+    /// 0 nominal, 1 moderate, 2 heavy, 3 trapping, 4 sleeping.
+    #[serde(default)]
+    pub thermal_pressure_level: Option<u64>,
     /// Hottest thermal zone at the end of the window; `None`: not reported.
     pub max_thermal_celsius: Option<f64>,
     /// Which zone that was, and how many zones were read.

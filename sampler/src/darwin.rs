@@ -70,6 +70,63 @@ impl PressureLevel {
             Self::Critical => PRESSURE_CRITICAL,
         }
     }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Normal => "normal",
+            Self::Warn => "warn",
+            Self::Critical => "critical",
+        }
+    }
+
+    /// The name of a raw sysctl value; an undefined one keeps its number.
+    pub fn describe(v: i32) -> String {
+        Self::from_sysctl(v).map_or_else(|| format!("level {v}"), |l| l.as_str().into())
+    }
+}
+
+/// The notify(3) name the thermal pressure level is published under
+/// (`kOSThermalNotificationPressureLevelName`, libkern/OSThermalNotification.h).
+pub const THERMAL_PRESSURE_NOTIFICATION: &str = "com.apple.system.thermalpressurelevel";
+
+/// `OSThermalPressureLevel` as macOS numbers it (libkern/OSThermalNotification.h,
+/// the `TARGET_OS_OSX` branch: 0 to 4; iOS spaces its levels by 10 instead).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThermalPressure {
+    Nominal,
+    Moderate,
+    Heavy,
+    Trapping,
+    Sleeping,
+}
+
+impl ThermalPressure {
+    /// Decode the notification state; `None` for a value macOS does not define.
+    pub fn from_state(v: u64) -> Option<Self> {
+        match v {
+            0 => Some(Self::Nominal),
+            1 => Some(Self::Moderate),
+            2 => Some(Self::Heavy),
+            3 => Some(Self::Trapping),
+            4 => Some(Self::Sleeping),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Nominal => "nominal",
+            Self::Moderate => "moderate",
+            Self::Heavy => "heavy",
+            Self::Trapping => "trapping",
+            Self::Sleeping => "sleeping",
+        }
+    }
+
+    /// The name of a raw state; an undefined one keeps its number.
+    pub fn describe(v: u64) -> String {
+        Self::from_state(v).map_or_else(|| format!("level {v}"), |l| l.as_str().into())
+    }
 }
 
 /// Size of `struct xsw_usage` (the `vm.swapusage` sysctl).
@@ -323,6 +380,25 @@ mod tests {
         for v in [0, 3, 5, -1] {
             assert_eq!(PressureLevel::from_sysctl(v), None);
         }
+        assert_eq!(PressureLevel::describe(2), "warn");
+        assert_eq!(PressureLevel::describe(3), "level 3");
+    }
+
+    #[test]
+    fn thermal_pressure_levels_follow_the_macos_header() {
+        let named: Vec<String> = (0..=5).map(ThermalPressure::describe).collect();
+        assert_eq!(
+            named,
+            [
+                "nominal", "moderate", "heavy", "trapping", "sleeping", "level 5"
+            ]
+        );
+        // The iOS numbering (10, 20, …) is not macOS's.
+        assert_eq!(ThermalPressure::from_state(10), None);
+        assert_eq!(
+            ThermalPressure::from_state(1),
+            Some(ThermalPressure::Moderate)
+        );
     }
 
     #[test]

@@ -49,6 +49,8 @@ pub use external::{ExternalSampler, SamplerConfig, SamplerStats};
 pub use marker::{Marker, MarkerRecorder};
 pub use memory::{TaskMemory, snapshot_self};
 pub use phase::{Phase, PhaseError, PhaseTracker};
+#[cfg(target_os = "macos")]
+pub use platform::thermal_pressure_state;
 pub use platform::{ProcessProbe, SystemProbe, host_identity};
 pub use series::SeriesRow;
 

@@ -330,8 +330,55 @@ fn sysctl_vec(name: &CStr) -> Result<Vec<u8>, SamplerError> {
     Ok(buf)
 }
 
-/// `hw.model` and `kern.boottime`. The thermal state is published through
-/// Foundation (`ProcessInfo.thermalState`), not a sysctl, so it is not read.
+// libnotify, part of libSystem (notify.h); every call returns a
+// NOTIFY_STATUS_* code, 0 being NOTIFY_STATUS_OK.
+unsafe extern "C" {
+    fn notify_register_check(name: *const libc::c_char, out_token: *mut libc::c_int) -> u32;
+    fn notify_get_state(token: libc::c_int, state64: *mut u64) -> u32;
+    fn notify_cancel(token: libc::c_int) -> u32;
+}
+
+const NOTIFY_STATUS_OK: u32 = 0;
+
+/// The raw thermal pressure level (decode with
+/// [`darwin::ThermalPressure::describe`]): the state of the notify(3) name
+/// [`darwin::THERMAL_PRESSURE_NOTIFICATION`]. No privileges needed.
+pub fn thermal_pressure_state() -> Result<u64, SamplerError> {
+    let fail = |what: &str, status: u32| SamplerError::Os {
+        call: "notify(3)",
+        reason: format!(
+            "{what} {}: status {status}",
+            darwin::THERMAL_PRESSURE_NOTIFICATION
+        ),
+    };
+    let name = c"com.apple.system.thermalpressurelevel";
+    debug_assert_eq!(
+        name.to_bytes(),
+        darwin::THERMAL_PRESSURE_NOTIFICATION.as_bytes()
+    );
+    let mut token: libc::c_int = 0;
+    // SAFETY: `name` is NUL-terminated and outlives the call; `token` is a
+    // valid place for the int the call writes.
+    let status = unsafe { notify_register_check(name.as_ptr(), &mut token) };
+    if status != NOTIFY_STATUS_OK {
+        return Err(fail("notify_register_check", status));
+    }
+    let mut state: u64 = 0;
+    // SAFETY: `token` was just registered and is not cancelled yet; `state`
+    // is a valid place for the u64 the call writes.
+    let got = unsafe { notify_get_state(token, &mut state) };
+    // SAFETY: `token` came from the successful registration above and is
+    // cancelled exactly once; it is not used afterwards.
+    unsafe {
+        notify_cancel(token);
+    }
+    if got != NOTIFY_STATUS_OK {
+        return Err(fail("notify_get_state", got));
+    }
+    Ok(state)
+}
+
+/// `hw.model`, `kern.boottime` and the thermal pressure level (libnotify).
 pub fn host_identity() -> crate::host::HostIdentity {
     use crate::host;
     let mut notes = Vec::new();
@@ -343,11 +390,19 @@ pub fn host_identity() -> crate::host::HostIdentity {
         .map_err(|e| notes.push(e.to_string()))
         .ok()
         .and_then(|b| host::timeval_seconds(&b));
-    notes.push("thermal state: published through Foundation, not a sysctl; not read".into());
+    let thermal_state = thermal_pressure_state()
+        .map_err(|e| notes.push(format!("thermal state: {e}")))
+        .ok()
+        .map(|v| {
+            format!(
+                "{} (thermal pressure level {v})",
+                darwin::ThermalPressure::describe(v)
+            )
+        });
     host::HostIdentity {
         hardware_model,
         boot_time_unix_s,
-        thermal_state: None,
+        thermal_state,
         notes,
     }
 }
