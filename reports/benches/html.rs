@@ -99,6 +99,7 @@ fn arm() -> (ArmReceipt, Vec<Point>) {
         snapshots: None,
         census: None,
         stability: None,
+        overhead: None,
     };
     (arm, points)
 }

@@ -64,6 +64,10 @@ pub struct ArmReceipt {
     #[serde(default)]
     #[schemars(with = "Option<serde_json::Value>")]
     pub stability: Option<crate::stability::Stability>,
+    /// Twin runs with and without the external sampler, for arms that
+    /// declare an `overhead` gate.
+    #[serde(default)]
+    pub overhead: Option<crate::overhead::OverheadRecord>,
 }
 
 impl ArmReceipt {
@@ -444,6 +448,7 @@ pub fn assemble_arm(arm_dir: &Path, id: &str, page_bytes: u64) -> Result<ArmRece
     let peak_between_samples = phases.iter().any(|p| p.peak_between_samples == Some(true));
     let snapshots = crate::snapshots::assemble(arm_dir, &markers, &results)?;
     let census = crate::census::assemble(arm_dir)?.map(|(receipt, _)| receipt);
+    let overhead = crate::overhead::assemble(arm_dir)?;
     let (status, failure, exit, timed_out, worker) = match outcome {
         Some(o) => (o.status, o.failure, o.exit, o.timed_out, o.hello),
         None => (
@@ -474,6 +479,7 @@ pub fn assemble_arm(arm_dir: &Path, id: &str, page_bytes: u64) -> Result<ArmRece
         snapshots,
         census,
         stability,
+        overhead,
     })
 }
 
