@@ -254,6 +254,29 @@ pub fn run(
                 outcome.failure.join("; ")
             ),
         }
+        if let Some(pairs) = crate::overhead::declared_pairs(arm)
+            && outcome.status == ArmStatus::Completed
+        {
+            eprintln!(
+                "memqual: [{}/{total}] arm {}: {pairs} overhead pair(s), sampled and unsampled, alternating …",
+                i + 1,
+                arm.id
+            );
+            let record = crate::overhead::run_twins(arm, exe, &arm_dir, pairs, interrupted)?;
+            eprintln!(
+                "memqual: [{}/{total}] arm {}: sampled / unsampled steady latency {}",
+                i + 1,
+                arm.id,
+                record.ratio.map_or_else(
+                    || format!("not measured: {}", record.problems.join("; ")),
+                    |r| format!(
+                        "{r:.4} (pairs {:.4}..{:.4})",
+                        record.ratio_min.unwrap_or(r),
+                        record.ratio_max.unwrap_or(r)
+                    )
+                )
+            );
+        }
     }
     let mut receipt = reports::assemble(dir)
         .with_context(|| format!("cannot assemble the receipt of {}", dir.display()))?;

@@ -39,6 +39,7 @@
 //! - [`admission`]: the quiet-host admission record.
 //! - [`host`]: host and runtime identity (`host.json`).
 //! - [`html`]: `report.html`, self-contained, with plotters SVG charts.
+//! - [`latency_chart`]: the per-arm latency distribution (strip plot).
 //! - [`render`]: `summary.md`, `phases.csv`, `trace.json` (Chrome trace).
 //! - [`seal`]: the manifest of every file, the receipt's own digest, and
 //!   `verify`.
@@ -52,6 +53,7 @@ pub mod gates;
 pub mod growth;
 pub mod host;
 pub mod html;
+pub mod latency_chart;
 pub mod overhead;
 pub mod quality;
 pub mod receipt;

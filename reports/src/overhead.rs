@@ -237,10 +237,8 @@ mod tests {
             ]
         );
 
-        let r = OverheadRecord::summarise(
-            1,
-            vec![run(Twin::A, 0, Some(100.0)), run(Twin::B, 1, None)],
-        );
+        let r =
+            OverheadRecord::summarise(1, vec![run(Twin::A, 0, Some(100.0)), run(Twin::B, 1, None)]);
         assert_eq!(r.ratio, None);
         assert!(r.problems[0].contains("1-b) has no steady request"));
     }

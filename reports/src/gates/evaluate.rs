@@ -699,11 +699,7 @@ fn overhead(ctx: &Context, g: &OverheadGate) -> Check {
     let mut c = check(name, "ratio");
     c.threshold = Some(1.0 + g.tolerance);
     let id = &ctx.arm.arm.id;
-    let file = format!(
-        "{}/{id}/{}",
-        files::ARMS,
-        crate::overhead::OVERHEAD_FILE
-    );
+    let file = format!("{}/{id}/{}", files::ARMS, crate::overhead::OVERHEAD_FILE);
     let Some(record) = &ctx.arm.arm.overhead else {
         c.note = format!(
             "no {file}: the twin runs did not happen (the arm did not complete, or the run stopped before them)"

@@ -1,8 +1,8 @@
 use super::*;
 use crate::admission::{AdmissionCheck, AdmissionRecord, AdmissionThresholds, HostObservation};
+use crate::overhead::{OverheadRecord, Twin, TwinRun};
 use crate::quality::{Reference, Transcription};
 use crate::receipt::{ArmReceipt, PhaseRow, Receipt, SeriesSummary};
-use crate::overhead::{OverheadRecord, Twin, TwinRun};
 use crate::record::{ArmStatus, RunInfo};
 use crate::speech::{self, ControlResults, QualityReport, SpeechLatency, SpeechReceipt};
 use sampler::{Phase, TaskMemory};
@@ -631,13 +631,21 @@ fn overhead_without_twin_data_is_not_evaluated_and_says_why() {
     let (verdict, c) = overhead_check(None, 0.02);
     assert_eq!(verdict, Outcome::NotEvaluated);
     assert_eq!(c.outcome, Outcome::NotEvaluated);
-    assert!(c.note.starts_with("no arms/cand/overhead.json"), "{}", c.note);
+    assert!(
+        c.note.starts_with("no arms/cand/overhead.json"),
+        "{}",
+        c.note
+    );
 
     // Interrupted after the first pair: three of four twin runs.
     let (verdict, c) = overhead_check(Some(twin_record(2, &[100.0, 100.0, 100.0])), 0.02);
     assert_eq!(verdict, Outcome::NotEvaluated);
     assert_eq!(c.measured, None);
-    assert!(c.note.starts_with("only 3 of 4 twin runs ran"), "{}", c.note);
+    assert!(
+        c.note.starts_with("only 3 of 4 twin runs ran"),
+        "{}",
+        c.note
+    );
 
     let mut record = twin_record(2, &[100.0, 100.0, 100.0, 100.0]);
     record.runs[3].status = ArmStatus::Failed;
