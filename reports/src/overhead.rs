@@ -32,7 +32,11 @@ pub enum Twin {
 impl Twin {
     /// A at even positions, B at odd: ABAB…
     pub fn at(order: u32) -> Twin {
-        if order % 2 == 0 { Twin::A } else { Twin::B }
+        if order.is_multiple_of(2) {
+            Twin::A
+        } else {
+            Twin::B
+        }
     }
 
     pub fn sampled(self) -> bool {
