@@ -5,6 +5,7 @@
 
 use crate::arm::{self, Observation};
 use crate::protocol::Arm;
+use crate::run::write_json;
 use anyhow::Context;
 use reports::overhead::{OVERHEAD_DIR, OVERHEAD_FILE, OverheadRecord, Twin, TwinRun};
 use reports::record::files;
@@ -18,11 +19,6 @@ pub fn declared_pairs(arm: &Arm) -> Option<u32> {
         .iter()
         .find_map(|g| g.as_overhead())
         .map(|o| o.pairs)
-}
-
-fn write_json(path: &Path, value: &impl serde::Serialize) -> anyhow::Result<()> {
-    let text = serde_json::to_string_pretty(value).context("serializing a record")?;
-    std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Run the twins into `arm_dir` and write the summary. An interrupt stops

@@ -666,22 +666,11 @@ kind = "parity"
                 &format!("kind = \"parity\"\n\n[[arm.gate]]\nkind = \"overhead\"\n{extra}"),
             )
         };
-        let p = parse_t(&with("")).unwrap();
-        assert_eq!(
-            p.arms[1].gates.gates[2],
-            GateSpec::Overhead(OverheadGate {
-                tolerance: 0.02,
-                pairs: 2
-            })
-        );
-        let p = parse_t(&with("pairs = 3\ntolerance = 0.05")).unwrap();
-        assert_eq!(
-            p.arms[1].gates.gates[2],
-            GateSpec::Overhead(OverheadGate {
-                tolerance: 0.05,
-                pairs: 3
-            })
-        );
+        for (extra, tolerance, pairs) in [("", 0.02, 2), ("pairs = 3\ntolerance = 0.05", 0.05, 3)] {
+            let p = parse_t(&with(extra)).unwrap();
+            let expected = GateSpec::Overhead(OverheadGate { tolerance, pairs });
+            assert_eq!(p.arms[1].gates.gates[2], expected, "{extra}");
+        }
         let err = parse_t(&with("pairs = 0")).unwrap_err();
         assert!(
             err.message

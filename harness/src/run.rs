@@ -70,7 +70,7 @@ fn prepare_run_dir(dir: &Path) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create run directory {}", dir.display()))
 }
 
-fn write_json(path: &Path, value: &impl serde::Serialize) -> anyhow::Result<()> {
+pub(crate) fn write_json(path: &Path, value: &impl serde::Serialize) -> anyhow::Result<()> {
     let text = serde_json::to_string_pretty(value).context("serializing a record")?;
     std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
 }
