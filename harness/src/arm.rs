@@ -71,6 +71,17 @@ fn kill_group(pid: u32) {
 /// How often the watcher checks for an interrupt while the worker runs.
 const INTERRUPT_POLL: Duration = Duration::from_millis(100);
 
+/// What watches the worker besides its own markers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Observation {
+    /// The measured run: external sampler, tool snapshots and census.
+    Full,
+    /// An overhead twin A: the external sampler only.
+    SamplerOnly,
+    /// An overhead twin B: nothing outside the worker (no series file).
+    MarkersOnly,
+}
+
 /// Run `arm` with the worker at `exe`, writing into `dir` (created here).
 /// When `interrupted` becomes true (Ctrl-C), the worker is killed and the arm
 /// ends as failed with everything observed so far.
@@ -79,6 +90,17 @@ pub fn execute(
     exe: &Path,
     dir: &Path,
     interrupted: &AtomicBool,
+) -> Result<ArmOutcome, ArmSetupError> {
+    execute_observed(arm, exe, dir, interrupted, Observation::Full)
+}
+
+/// [`execute`], watched only as `observation` says.
+pub fn execute_observed(
+    arm: &Arm,
+    exe: &Path,
+    dir: &Path,
+    interrupted: &AtomicBool,
+    observation: Observation,
 ) -> Result<ArmOutcome, ArmSetupError> {
     let scratch = dir.join(files::SCRATCH);
     std::fs::create_dir_all(&scratch).map_err(|source| ArmSetupError::Create {
@@ -104,7 +126,12 @@ pub fn execute(
     })?;
     // Everything that can fail before the worker exists fails here, so no
     // error path below can leave a spawned worker behind.
-    let series = csv::Writer::from_writer(BufWriter::new(create(&dir.join(files::SERIES))?));
+    let series = match observation {
+        Observation::MarkersOnly => None,
+        _ => Some(csv::Writer::from_writer(BufWriter::new(create(
+            &dir.join(files::SERIES),
+        )?))),
+    };
     let started_ns = clock::monotonic_ns();
     let spawned = cmd.spawn();
     // The command holds the parent's copy of the pipe's write end: drop it so
@@ -116,21 +143,27 @@ pub fn execute(
     })?;
     let pid = child.id();
     let mut failure: Vec<String> = Vec::new();
-    let (probes, probe_errors) = Probes::start(arm, pid, dir);
-    failure.extend(probe_errors);
+    let probes = if observation == Observation::Full {
+        let (probes, errors) = Probes::start(arm, pid, dir);
+        failure.extend(errors);
+        Some(probes)
+    } else {
+        None
+    };
 
     // Start the sampler before the worker has its spec: the worker is blocked
     // on stdin until then, so no phase can be missed.
-    let sampler = start_sampler(pid, arm.period, series);
+    let sampler = series.map(|series| start_sampler(pid, arm.period, series));
     let schedule = match &sampler {
-        Ok(s) => Some(SamplerSchedule {
+        Some(Ok(s)) => Some(SamplerSchedule {
             epoch_ns: s.epoch_ns(),
             period_ns: s.period_ns(),
         }),
-        Err(e) => {
+        Some(Err(e)) => {
             failure.push(format!("external sampler could not start: {e}"));
             None
         }
+        None => None,
     };
 
     let spec = ArmSpec {
@@ -151,7 +184,12 @@ pub fn execute(
     }
 
     let (tx, rx) = mpsc::channel::<Event>();
-    let reader = ChannelReader::start_observed(pipe_reader, dir, tx.clone(), probes.hook());
+    let reader = ChannelReader::start_observed(
+        pipe_reader,
+        dir,
+        tx.clone(),
+        probes.as_ref().and_then(Probes::hook),
+    );
     let waiter_tx = tx;
     std::thread::spawn(move || {
         let _ = waiter_tx.send(Event::Exited(child.wait()));
@@ -199,7 +237,7 @@ pub fn execute(
     // Never leave a straggler alive into the next arm.
     kill_group(pid);
     let ended_ns = clock::monotonic_ns();
-    let sampler_record = sampler.ok().map(ExternalSampler::stop);
+    let sampler_record = sampler.and_then(Result::ok).map(ExternalSampler::stop);
     if let Some(s) = &sampler_record
         && s.sink_errors > 0
     {
@@ -210,7 +248,9 @@ pub fn execute(
         ));
     }
     let report: ReaderReport = reader.join();
-    failure.extend(probes.finish());
+    if let Some(probes) = probes {
+        failure.extend(probes.finish());
+    }
     let exit = match &status {
         Ok(s) => Some(describe_exit(s)),
         Err(e) => {

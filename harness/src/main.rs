@@ -12,6 +12,7 @@ mod fixtures;
 mod history;
 mod host;
 mod import;
+mod overhead;
 mod probes;
 mod protocol;
 mod reader;

@@ -658,6 +658,31 @@ kind = "parity"
     }
 
     #[test]
+    fn overhead_gates_default_to_two_pairs_and_refuse_zero() {
+        use reports::gates::OverheadGate;
+        let with = |extra: &str| {
+            GATED.replace(
+                "kind = \"parity\"",
+                &format!("kind = \"parity\"\n\n[[arm.gate]]\nkind = \"overhead\"\n{extra}"),
+            )
+        };
+        for (extra, tolerance, pairs) in [("", 0.02, 2), ("pairs = 3\ntolerance = 0.05", 0.05, 3)] {
+            let p = parse_t(&with(extra)).unwrap();
+            let expected = GateSpec::Overhead(OverheadGate { tolerance, pairs });
+            assert_eq!(p.arms[1].gates.gates[2], expected, "{extra}");
+        }
+        let err = parse_t(&with("pairs = 0")).unwrap_err();
+        assert!(
+            err.message
+                .contains("arm `cand`: gate `overhead`: pairs = 0: at least one A/B pair"),
+            "{err}"
+        );
+        assert_eq!((err.line, err.col), (25, 1), "{err}");
+        let err = parse_t(&with("pair = 2")).unwrap_err();
+        assert!(err.message.contains("unknown field `pair`"), "{err}");
+    }
+
+    #[test]
     fn admission_thresholds_are_checked() {
         let p = parse_t(&format!("{GOOD}\n[admission]\nwindow_ms = 200\n")).unwrap();
         assert_eq!(p.admission.window_ms, 200);

@@ -70,7 +70,7 @@ fn prepare_run_dir(dir: &Path) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create run directory {}", dir.display()))
 }
 
-fn write_json(path: &Path, value: &impl serde::Serialize) -> anyhow::Result<()> {
+pub(crate) fn write_json(path: &Path, value: &impl serde::Serialize) -> anyhow::Result<()> {
     let text = serde_json::to_string_pretty(value).context("serializing a record")?;
     std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
 }
@@ -253,6 +253,29 @@ pub fn run(
                 arm.id,
                 outcome.failure.join("; ")
             ),
+        }
+        if let Some(pairs) = crate::overhead::declared_pairs(arm)
+            && outcome.status == ArmStatus::Completed
+        {
+            eprintln!(
+                "memqual: [{}/{total}] arm {}: {pairs} overhead pair(s), sampled and unsampled, alternating …",
+                i + 1,
+                arm.id
+            );
+            let record = crate::overhead::run_twins(arm, exe, &arm_dir, pairs, interrupted)?;
+            eprintln!(
+                "memqual: [{}/{total}] arm {}: sampled / unsampled steady latency {}",
+                i + 1,
+                arm.id,
+                record.ratio.map_or_else(
+                    || format!("not measured: {}", record.problems.join("; ")),
+                    |r| format!(
+                        "{r:.4} (pairs {:.4}..{:.4})",
+                        record.ratio_min.unwrap_or(r),
+                        record.ratio_max.unwrap_or(r)
+                    )
+                )
+            );
         }
     }
     let mut receipt = reports::assemble(dir)

@@ -99,6 +99,7 @@ fn arm() -> (ArmReceipt, Vec<Point>) {
         snapshots: None,
         census: None,
         stability: None,
+        overhead: None,
     };
     (arm, points)
 }
@@ -126,7 +127,15 @@ fn html(c: &mut Criterion) {
     let (arm, points) = arm();
     let r = receipt(arm);
     let series: BTreeMap<String, (u64, Vec<Point>)> = [(r.arms[0].id.clone(), (0, points))].into();
-    let page = render(&r, &series);
+    // 100 requests of 1.0–1.99 s.
+    let latencies: BTreeMap<String, Vec<u64>> = [(
+        r.arms[0].id.clone(),
+        (0..100u64)
+            .map(|i| 1_000_000_000 + i * 10_000_000)
+            .collect(),
+    )]
+    .into();
+    let page = render(&r, &series, &latencies);
     eprintln!(
         "report.html for {ROWS} samples per series: {} bytes ({:.2} MB)",
         page.len(),
@@ -135,7 +144,7 @@ fn html(c: &mut Criterion) {
     let mut group = c.benchmark_group("report.html");
     group.sample_size(10);
     group.bench_function("render 36,000-sample series", |b| {
-        b.iter(|| black_box(render(&r, &series)))
+        b.iter(|| black_box(render(&r, &series, &latencies)))
     });
     group.finish();
 }

@@ -17,7 +17,7 @@ use std::path::Path;
 pub const CENSUS: &str = "census.jsonl";
 
 /// One line of `census.jsonl`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CensusRecord {
     pub seq: u64,
     pub trigger: Trigger,
@@ -26,7 +26,7 @@ pub struct CensusRecord {
     pub taken: Option<CensusTaken>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CensusTaken {
     pub started_ns: u64,
     pub wall_ns: u64,
@@ -34,7 +34,7 @@ pub struct CensusTaken {
 }
 
 /// One process as the census saw it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProcessMemory {
     pub pid: u32,
     /// Seconds since the epoch; with the pid, the process's identity.
@@ -46,7 +46,7 @@ pub struct ProcessMemory {
 }
 
 /// The census of one arm in the receipt.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CensusReceipt {
     pub threshold_bytes: u64,
     pub censuses: u64,
@@ -57,7 +57,7 @@ pub struct CensusReceipt {
 }
 
 /// A process whose memory moved by more than the threshold during the arm.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Mover {
     pub pid: u32,
     pub name: String,
@@ -71,7 +71,7 @@ pub struct Mover {
     pub attribution: Attribution,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Attribution {
     /// No matched control arm: the movement may have any cause.

@@ -10,7 +10,7 @@ use crate::stats;
 use sampler::SeriesRow;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SystemFreshness {
     /// Rows that carry an effective sample time.
     pub rows: u64,

@@ -33,7 +33,7 @@ pub const MAX_BINS: usize = 256;
 const NS_PER_HOUR: f64 = 3_600.0 * 1e9;
 
 /// The thresholds a protocol's `[soak]` table sets.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GrowthSettings {
     /// Requests at the start that are not judged (lazy allocation, caches filling).
     pub warmup_requests: u64,
@@ -77,7 +77,7 @@ impl Default for GrowthSettings {
 }
 
 /// One observation: the memory value after request `request`, at monotonic `t_ns`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Point {
     pub request: u64,
     pub t_ns: u64,
@@ -85,7 +85,9 @@ pub struct Point {
 }
 
 /// What kind of growth a series shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Classification {
     /// Grew once (or not at all), then flat.
@@ -116,7 +118,7 @@ impl Classification {
 }
 
 /// A slope with its bootstrap interval.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Slope {
     pub estimate: f64,
     pub low: f64,
@@ -124,7 +126,7 @@ pub struct Slope {
 }
 
 /// The judgement of one series.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SeriesGrowth {
     /// What was measured, e.g. `worker_footprint`, `sys_shmem`.
     pub series: String,

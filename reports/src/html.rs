@@ -3,7 +3,8 @@
 //! table comes first; then per arm a memory-over-time chart (plotters SVG)
 //! with phase bands, the external series and the in-process markers on one
 //! axis and each phase's kernel peak; peaks by phase against the control;
-//! latency; the first differing token against the control; WER by category;
+//! latency with its distribution (see [`crate::latency_chart`]) and the
+//! sampler-overhead twin runs; the first differing token against the control; WER by category;
 //! identity and topology tables.
 //!
 //! Long series are drawn from a min/max envelope per pixel bucket
@@ -114,6 +115,16 @@ pub fn read_series(run_dir: &Path, arm: &str) -> Result<(Option<u64>, Vec<Point>
         })
         .collect();
     Ok((t0, points))
+}
+
+/// An arm's measured request latencies, in order (`results.jsonl`).
+pub fn read_latencies(run_dir: &Path, arm: &str) -> Result<Vec<u64>, ReportError> {
+    let path = run_dir
+        .join(crate::record::files::ARMS)
+        .join(arm)
+        .join(crate::record::files::RESULTS);
+    let results: Vec<worker_contract::RequestResult> = crate::receipt::read_jsonl(&path)?;
+    Ok(results.iter().map(|r| r.latency_ns).collect())
 }
 
 /// The memory chart of one arm as an SVG string. `t0_ns` is the time of
@@ -561,9 +572,84 @@ td.pass{background:#d6f5d6}td.fail{background:#f8d0d0}td.ne{background:#f3ecc8}\
 p.verdict{font-size:20px;font-weight:bold}p.verdict.pass{color:#176b17}p.verdict.fail{color:#a01010}p.verdict.ne{color:#8a6d00}\
 p.tok{font-family:monospace;font-size:12px}mark{background:#ffb347}code{font-size:12px}";
 
-/// Render the page from a receipt and each arm's series (and the time of
-/// its first row, to place the markers).
-pub fn render(r: &Receipt, series: &BTreeMap<String, (u64, Vec<Point>)>) -> String {
+/// The latency distribution of an arm, in a figure the tests can find.
+fn latency_figure(out: &mut String, arm: &ArmReceipt, latencies_ns: &[u64]) {
+    match crate::latency_chart::chart(latencies_ns) {
+        Ok(Some((svg, marks))) => {
+            let _ = writeln!(
+                out,
+                "<figure class=\"latency\" id=\"latency-{}\">{svg}<figcaption>{} steady requests{} · \
+                 p50 {:.1} ms · p95 {:.1} ms · max {:.1} ms · first request (×) {:.1} ms</figcaption></figure>",
+                esc(&arm.id),
+                marks.steady,
+                if marks.dots < marks.steady {
+                    format!(" (drawn as {} quantiles)", marks.dots)
+                } else {
+                    String::new()
+                },
+                marks.p50_ms,
+                marks.p95_ms,
+                marks.max_ms,
+                latencies_ns.first().map_or(0.0, |&ns| ns as f64 / 1e6)
+            );
+        }
+        Ok(None) => {}
+        Err(e) => {
+            let _ = writeln!(out, "<p>latency chart not drawn: {}</p>", esc(&e));
+        }
+    }
+}
+
+/// The overhead twin runs in order, and the ratio they give.
+fn overhead_table(out: &mut String, arm: &ArmReceipt) {
+    let Some(o) = &arm.overhead else { return };
+    out.push_str("<h3>Sampler overhead (twin runs)</h3>\n");
+    out.push_str(
+        "<table><tr><th>#</th><th>twin</th><th>status</th><th>requests</th><th>steady median ms</th><th>steady p95 ms</th></tr>",
+    );
+    let ms = |v: Option<f64>| v.map_or("–".into(), |v| format!("{:.3}", v / 1e6));
+    for t in &o.runs {
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{:?}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            t.order,
+            if t.label.sampled() {
+                "A (sampled)"
+            } else {
+                "B (unsampled)"
+            },
+            t.status,
+            t.requests,
+            ms(t.steady_median_ns),
+            ms(t.steady_p95_ns)
+        );
+    }
+    out.push_str("</table>\n");
+    let ratios: Vec<String> = o.pair_ratios.iter().map(|r| format!("{r:.4}")).collect();
+    let _ = match o.ratio {
+        Some(r) => writeln!(
+            out,
+            "<p>Sampled / unsampled steady median: <b>{r:.4}</b> (median of {} pairs; spread {:.4}..{:.4}; pairs: {}).</p>",
+            o.pair_ratios.len(),
+            o.ratio_min.unwrap_or(r),
+            o.ratio_max.unwrap_or(r),
+            ratios.join(", ")
+        ),
+        None => writeln!(
+            out,
+            "<p class=\"fail\">No ratio: {}</p>",
+            esc(&o.problems.join("; "))
+        ),
+    };
+}
+
+/// Render the page from a receipt, each arm's series (and the time of its
+/// first row, to place the markers) and its measured request latencies.
+pub fn render(
+    r: &Receipt,
+    series: &BTreeMap<String, (u64, Vec<Point>)>,
+    latencies_ns: &BTreeMap<String, Vec<u64>>,
+) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -602,6 +688,10 @@ pub fn render(r: &Receipt, series: &BTreeMap<String, (u64, Vec<Point>)>) -> Stri
         peaks_against_control(&mut out, r, arm);
         out.push_str("<h3>Latency</h3>\n");
         latency_table(&mut out, arm);
+        if let Some(l) = latencies_ns.get(&arm.id) {
+            latency_figure(&mut out, arm, l);
+        }
+        overhead_table(&mut out, arm);
         transcript_diff(&mut out, r, arm);
         wer_table(&mut out, arm);
         if let Some(rt) = arm.speech.as_ref().and_then(|s| s.runtime.as_ref())
@@ -622,12 +712,15 @@ pub fn render(r: &Receipt, series: &BTreeMap<String, (u64, Vec<Point>)>) -> Stri
 /// Render `report.html` from the run directory.
 pub fn write(run_dir: &Path, r: &Receipt) -> Result<(), ReportError> {
     let mut series = BTreeMap::new();
+    let mut latencies = BTreeMap::new();
     for arm in &r.arms {
         let (t0, points) = read_series(run_dir, &arm.id)?;
         series.insert(arm.id.clone(), (t0.unwrap_or(0), points));
+        latencies.insert(arm.id.clone(), read_latencies(run_dir, &arm.id)?);
     }
     let path = run_dir.join(FILE);
-    std::fs::write(&path, render(r, &series)).map_err(|source| ReportError::Io { path, source })
+    std::fs::write(&path, render(r, &series, &latencies))
+        .map_err(|source| ReportError::Io { path, source })
 }
 
 #[cfg(test)]

@@ -34,9 +34,12 @@
 //! - [`gates`]: the declared gates judged against the receipt, each with
 //!   threshold, measured and control values and evidence pointers; the
 //!   arm and run verdicts.
+//! - [`overhead`]: an arm's twin runs with and without the external
+//!   sampler (ABAB) and the latency ratio the `overhead` gate judges.
 //! - [`admission`]: the quiet-host admission record.
 //! - [`host`]: host and runtime identity (`host.json`).
 //! - [`html`]: `report.html`, self-contained, with plotters SVG charts.
+//! - [`latency_chart`]: the per-arm latency distribution (strip plot).
 //! - [`render`]: `summary.md`, `phases.csv`, `trace.json` (Chrome trace).
 //! - [`seal`]: the manifest of every file, the receipt's own digest, and
 //!   `verify`.
@@ -50,6 +53,8 @@ pub mod gates;
 pub mod growth;
 pub mod host;
 pub mod html;
+pub mod latency_chart;
+pub mod overhead;
 pub mod quality;
 pub mod receipt;
 pub mod record;
@@ -66,7 +71,7 @@ pub use receipt::{Receipt, assemble};
 
 /// Version of the receipt format, `major.minor`: the major changes when a
 /// field changes meaning or disappears, the minor when fields are added.
-pub const RECEIPT_FORMAT_VERSION: &str = "3.0";
+pub const RECEIPT_FORMAT_VERSION: &str = "3.1";
 
 /// The JSON Schema of `receipt.json`, generated from the types (committed as
 /// `reports/receipt.schema.json`).

@@ -42,7 +42,6 @@ pub struct ArmReceipt {
     /// The worker's `hello`, as sent.
     pub worker: Option<serde_json::Value>,
     /// The arm spec sent to the worker (typed in `worker-contract`).
-    #[schemars(with = "Option<serde_json::Value>")]
     pub spec: Option<ArmSpec>,
     pub phases: Vec<PhaseRow>,
     pub series: SeriesSummary,
@@ -54,16 +53,17 @@ pub struct ArmReceipt {
     pub speech: Option<SpeechReceipt>,
     /// Tool snapshots at phase boundaries (and at the protocol's cadence).
     #[serde(default)]
-    #[schemars(with = "Option<serde_json::Value>")]
     pub snapshots: Option<crate::snapshots::SnapshotReceipt>,
     /// Processes beside the worker whose memory moved during the arm.
     #[serde(default)]
-    #[schemars(with = "Option<serde_json::Value>")]
     pub census: Option<crate::census::CensusReceipt>,
     /// Soak arms (those with `soak.json`): growth classification and verdict.
     #[serde(default)]
-    #[schemars(with = "Option<serde_json::Value>")]
     pub stability: Option<crate::stability::Stability>,
+    /// Twin runs with and without the external sampler, for arms that
+    /// declare an `overhead` gate.
+    #[serde(default)]
+    pub overhead: Option<crate::overhead::OverheadRecord>,
 }
 
 impl ArmReceipt {
@@ -93,7 +93,6 @@ pub struct PhaseRow {
     pub request_id: Option<u64>,
     pub t_ns: u64,
     /// The marker's snapshot (typed in `sampler`; unavailable values are null).
-    #[schemars(with = "serde_json::Value")]
     pub memory: TaskMemory,
     pub window_start_ns: Option<u64>,
     /// Series rows inside the window.
@@ -127,7 +126,6 @@ pub struct SeriesSummary {
     pub system: SystemDeltas,
     /// macOS: the real resolution of the system page counters.
     #[serde(default)]
-    #[schemars(with = "Option<serde_json::Value>")]
     pub system_freshness: Option<crate::freshness::SystemFreshness>,
 }
 
@@ -444,6 +442,7 @@ pub fn assemble_arm(arm_dir: &Path, id: &str, page_bytes: u64) -> Result<ArmRece
     let peak_between_samples = phases.iter().any(|p| p.peak_between_samples == Some(true));
     let snapshots = crate::snapshots::assemble(arm_dir, &markers, &results)?;
     let census = crate::census::assemble(arm_dir)?.map(|(receipt, _)| receipt);
+    let overhead = crate::overhead::assemble(arm_dir)?;
     let (status, failure, exit, timed_out, worker) = match outcome {
         Some(o) => (o.status, o.failure, o.exit, o.timed_out, o.hello),
         None => (
@@ -474,6 +473,7 @@ pub fn assemble_arm(arm_dir: &Path, id: &str, page_bytes: u64) -> Result<ArmRece
         snapshots,
         census,
         stability,
+        overhead,
     })
 }
 

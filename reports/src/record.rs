@@ -53,7 +53,6 @@ pub struct RunInfo {
     pub params: std::collections::BTreeMap<String, String>,
     /// Hardware model, boot time, thermal state, as far as readable.
     #[serde(default)]
-    #[schemars(with = "Option<serde_json::Value>")]
     pub host: Option<sampler::host::HostIdentity>,
     /// Arm id → its declared gates (arms without gates are absent).
     #[serde(default)]

@@ -123,6 +123,37 @@ pub fn summary_markdown(r: &Receipt) -> String {
             );
         }
     }
+    let twinned: Vec<&ArmReceipt> = r.arms.iter().filter(|a| a.overhead.is_some()).collect();
+    if !twinned.is_empty() {
+        let _ = writeln!(out, "\n## Sampler overhead (twin runs, ABAB)\n");
+        let _ = writeln!(
+            out,
+            "| arm | pairs | sampled / unsampled steady median | spread | runs (steady median ms, in order) |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|");
+        for a in twinned {
+            let Some(o) = &a.overhead else { continue };
+            let f4 = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.4}"));
+            let runs: Vec<String> = o
+                .runs
+                .iter()
+                .map(|t| format!("{:?} {}", t.label, ms(t.steady_median_ns)))
+                .collect();
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {}..{} | {} |",
+                a.id,
+                o.pairs,
+                o.ratio.map_or_else(
+                    || format!("none: {}", o.problems.join("; ").replace('|', "/")),
+                    |r| format!("{r:.4}")
+                ),
+                f4(o.ratio_min),
+                f4(o.ratio_max),
+                runs.join(", ")
+            );
+        }
+    }
     if let Some(adm) = &r.admission {
         let refused = adm.checks.iter().filter(|c| !c.admitted).count();
         let _ = writeln!(

@@ -26,7 +26,7 @@ pub const PROBES: &str = "probes.json";
 pub const PERTURBING_BELOW_MS: u64 = 1000;
 
 /// What the harness was asked to observe beside the arm (`probes.json`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProbeSettings {
     pub snapshots_at_phases: bool,
     pub snapshot_every_ms: Option<u64>,
@@ -50,7 +50,7 @@ impl ProbeSettings {
 }
 
 /// What started a snapshot (or a census).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Trigger {
     /// Before the worker received its spec.
@@ -85,7 +85,7 @@ impl Trigger {
 }
 
 /// One line of `snapshots.jsonl`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SnapshotRecord {
     /// 0, 1, 2, … per arm, taken and skipped alike.
     pub seq: u64,
@@ -95,7 +95,7 @@ pub struct SnapshotRecord {
     pub outcome: SnapshotOutcome,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum SnapshotOutcome {
     Taken {
@@ -110,7 +110,7 @@ pub enum SnapshotOutcome {
 }
 
 /// One tool (or file) read for a snapshot.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolRun {
     /// The parser's tool name (`smaps_rollup`, `memory.stat`, `vmmap`, …).
     pub tool: String,
@@ -127,12 +127,15 @@ pub struct ToolRun {
     pub suspends_target: bool,
     /// Why there is no output (file absent, cgroup v1, tool missing, refused).
     pub unavailable: Option<String>,
+    /// The parsed capture, tagged by tool. Left open in the schema for now:
+    /// the capture types (`sampler::captures`) are being reworked in parallel.
+    #[schemars(with = "Option<serde_json::Value>")]
     pub parsed: Option<Capture>,
     pub parse_error: Option<String>,
 }
 
 /// The snapshots of one arm in the receipt.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SnapshotReceipt {
     pub settings: ProbeSettings,
     /// Set when the cadence is fast enough to perturb the worker.
@@ -160,7 +163,7 @@ impl SnapshotReceipt {
 }
 
 /// A request's latency figure taken across a snapshot tool's run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RequestOverlap {
     pub request_id: u64,
     pub snapshot_seq: u64,

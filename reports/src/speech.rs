@@ -45,7 +45,6 @@ pub struct SpeechLatency {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SpeechReceipt {
     /// Runtime identity and topology (typed in `worker-contract`).
-    #[schemars(with = "Option<serde_json::Value>")]
     pub runtime: Option<RuntimeReport>,
     pub latency: SpeechLatency,
     pub transcripts: Vec<TranscriptRow>,

@@ -19,7 +19,7 @@ use worker_contract::RequestResult;
 pub const SOAK_FILE: &str = "soak.json";
 
 /// What a soak judges with, as the protocol's `[soak]` table set it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SoakSettings {
     /// Thresholds for the worker's own series.
     pub growth: GrowthSettings,
@@ -28,7 +28,7 @@ pub struct SoakSettings {
 }
 
 /// The soak verdict of one arm.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Stability {
     pub settings: SoakSettings,
     /// `request_end` markers seen.

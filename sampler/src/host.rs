@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HostIdentity {
     /// macOS `hw.model` (e.g. `Mac14,2`); Linux DMI product name or device-tree model.
     pub hardware_model: Option<String>,

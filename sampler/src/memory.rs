@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 /// | `swap_bytes` | `VmSwap` | `None` |
 ///
 /// Native Linux fields (`rss_*`) stay under their own names; they are `None` on macOS.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TaskMemory {
     pub resident_bytes: u64,
     pub resident_peak_bytes: Option<u64>,

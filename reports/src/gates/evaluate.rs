@@ -197,7 +197,7 @@ fn gate_checks(ctx: &Context, spec: &GateSpec) -> Vec<Check> {
         GateSpec::Quality(g) => quality(ctx, g),
         GateSpec::FailClosed(g) => vec![fail_closed(ctx, g)],
         GateSpec::Validity(g) => validity(ctx, g),
-        GateSpec::Overhead(g) => vec![overhead(g)],
+        GateSpec::Overhead(g) => vec![overhead(ctx, g)],
     }
 }
 
@@ -692,13 +692,39 @@ fn validity(ctx: &Context, g: &ValidityGate) -> Vec<Check> {
     checks
 }
 
-fn overhead(g: &OverheadGate) -> Check {
-    let mut c = not_evaluated(
-        "latency with the sampler / without it",
-        "ratio",
-        "twin no-sampler runs (ABAB) are not implemented in this memqual yet: \
-         the overhead cannot be measured, so an arm declaring this gate cannot pass",
-    );
+/// Steady median latency with the sampler over without it, from the twin
+/// runs (`arms/<id>/overhead.json`).
+fn overhead(ctx: &Context, g: &OverheadGate) -> Check {
+    let name = "steady median latency with the sampler / without it";
+    let mut c = check(name, "ratio");
     c.threshold = Some(1.0 + g.tolerance);
+    let id = &ctx.arm.arm.id;
+    let file = format!("{}/{id}/{}", files::ARMS, crate::overhead::OVERHEAD_FILE);
+    let Some(record) = &ctx.arm.arm.overhead else {
+        c.note = format!(
+            "no {file}: the twin runs did not happen (the arm did not complete, or the run stopped before them)"
+        );
+        return c;
+    };
+    c.evidence.push(Evidence {
+        file,
+        pointer: "/ratio".into(),
+    });
+    let Some(ratio) = record.ratio else {
+        c.note = if record.problems.is_empty() {
+            "the twin runs gave no ratio".into()
+        } else {
+            record.problems.join("; ")
+        };
+        return c;
+    };
+    let mut c = at_most(c, ratio, 1.0 + g.tolerance);
+    c.note = format!(
+        "median over {} A/B pairs (spread {:.4}..{:.4}); limit 1 + {}",
+        record.pair_ratios.len(),
+        record.ratio_min.unwrap_or(ratio),
+        record.ratio_max.unwrap_or(ratio),
+        g.tolerance
+    );
     c
 }

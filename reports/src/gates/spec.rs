@@ -118,16 +118,35 @@ impl Default for ValidityGate {
     }
 }
 
-/// Latency with the sampler over latency without it ≤ 1 + tolerance.
+/// Latency with the sampler over latency without it ≤ 1 + tolerance. The
+/// harness runs `pairs` extra A/B pairs of the arm (A sampled, B not,
+/// alternating) to measure it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OverheadGate {
+    /// Allowed slowdown, e.g. 0.02 for 2 % (the default).
     #[serde(default = "default_overhead_tolerance")]
     pub tolerance: f64,
+    /// A/B pairs of twin runs (default 2, at least 1).
+    #[serde(default = "default_overhead_pairs")]
+    pub pairs: u32,
 }
 
 fn default_overhead_tolerance() -> f64 {
     0.02
+}
+
+fn default_overhead_pairs() -> u32 {
+    2
+}
+
+impl Default for OverheadGate {
+    fn default() -> Self {
+        OverheadGate {
+            tolerance: default_overhead_tolerance(),
+            pairs: default_overhead_pairs(),
+        }
+    }
 }
 
 /// What an arm is expected to do.
@@ -173,6 +192,14 @@ impl GateSpec {
             GateSpec::Memory(m) => m.ceiling_mib.is_none(),
             GateSpec::Latency(_) | GateSpec::Parity(_) | GateSpec::Quality(_) => true,
             GateSpec::FailClosed(_) | GateSpec::Validity(_) | GateSpec::Overhead(_) => false,
+        }
+    }
+
+    /// The overhead gate, if this is one (the harness runs its twins).
+    pub fn as_overhead(&self) -> Option<&OverheadGate> {
+        match self {
+            GateSpec::Overhead(o) => Some(o),
+            _ => None,
         }
     }
 
@@ -242,7 +269,13 @@ impl GateSpec {
                     ))
                 }
             }
-            GateSpec::Overhead(o) => finite_nonneg("tolerance", o.tolerance),
+            GateSpec::Overhead(o) => {
+                finite_nonneg("tolerance", o.tolerance)?;
+                if o.pairs == 0 {
+                    return Err("pairs = 0: at least one A/B pair of twin runs is needed".into());
+                }
+                Ok(())
+            }
             GateSpec::Parity(_) => Ok(()),
         }
     }

@@ -1,5 +1,6 @@
 use super::*;
 use crate::admission::{AdmissionCheck, AdmissionRecord, AdmissionThresholds, HostObservation};
+use crate::overhead::{OverheadRecord, Twin, TwinRun};
 use crate::quality::{Reference, Transcription};
 use crate::receipt::{ArmReceipt, PhaseRow, Receipt, SeriesSummary};
 use crate::record::{ArmStatus, RunInfo};
@@ -105,6 +106,7 @@ fn arm(id: &str, state_peak_mib: u64, steady: (f64, u64), outputs: &[Transcripti
         snapshots: None,
         census: None,
         stability: None,
+        overhead: None,
     }
 }
 
@@ -555,18 +557,122 @@ fn validity_fails_an_unsound_measurement() {
     assert!(c.note.starts_with("not runnable: worker lacks"));
 }
 
-#[test]
-fn overhead_is_not_evaluated_so_the_arm_cannot_pass() {
+/// Twin runs A, B, A, B… with these steady medians (ms).
+fn twin_record(pairs: u32, medians_ms: &[f64]) -> OverheadRecord {
+    let runs = medians_ms
+        .iter()
+        .enumerate()
+        .map(|(i, ms)| {
+            let outcome: crate::record::ArmOutcome = serde_json::from_value(serde_json::json!({
+                "id": "cand", "status": "completed", "failure": [], "worker_executable": "w",
+                "worker_pid": 1, "hello": null, "exit": null, "timed_out": false, "timeout_s": 1,
+                "bye": true, "markers": 0, "results": 2, "worker_errors": [],
+                "started_ns": 0, "ended_ns": 1, "sampler": null
+            }))
+            .unwrap();
+            let results: Vec<worker_contract::RequestResult> = [1.0, *ms]
+                .iter()
+                .enumerate()
+                .map(|(r, ms)| {
+                    serde_json::from_value(serde_json::json!({
+                        "request_id": r, "latency_ns": (ms * 1e6) as u64,
+                        "body": {"kind": "calibration", "held_bytes": 0, "leaked_bytes": 0,
+                                 "spike_bytes": 0, "spike_resident_ns": null, "spike_freed_ns": null}
+                    }))
+                    .unwrap()
+                })
+                .collect();
+            let order = i as u32;
+            TwinRun::from_results(Twin::at(order), order, &outcome, &results)
+        })
+        .collect();
+    OverheadRecord::summarise(pairs, runs)
+}
+
+fn overhead_check(record: Option<OverheadRecord>, tolerance: f64) -> (Outcome, Check) {
     let out = good_outputs();
+    let mut cand = arm("cand", 1, (1.0, 1), &out);
+    cand.overhead = record;
     let r = receipt(
         arm("ctl", 1, (1.0, 1), &out),
-        arm("cand", 1, (1.0, 1), &out),
-        gates(vec![GateSpec::Overhead(OverheadGate { tolerance: 0.02 })]),
+        cand,
+        gates(vec![GateSpec::Overhead(OverheadGate {
+            tolerance,
+            pairs: 2,
+        })]),
     );
     let rep = judge(&r);
-    assert_eq!(candidate(&rep).gates[0].outcome, Outcome::NotEvaluated);
-    assert_eq!(candidate(&rep).gates[1].outcome, Outcome::Pass, "validity");
-    assert_eq!(candidate(&rep).verdict, Outcome::NotEvaluated);
+    let v = candidate(&rep);
+    assert_eq!(v.gates[1].outcome, Outcome::Pass, "validity");
+    (v.verdict, v.gates[0].checks[0].clone())
+}
+
+#[test]
+fn overhead_passes_within_the_tolerance_and_fails_above_it() {
+    // Pair ratios 101/100 and 103/100: the median of the two is 1.02.
+    let record = twin_record(2, &[101.0, 100.0, 103.0, 100.0]);
+    let (verdict, c) = overhead_check(Some(record.clone()), 0.025);
+    assert_eq!(verdict, Outcome::Pass);
+    assert_eq!(c.outcome, Outcome::Pass);
+    assert!((c.measured.unwrap() - 1.02).abs() < 1e-12, "{c:?}");
+    assert_eq!(c.threshold, Some(1.025));
+    assert_eq!(c.evidence[0].file, "arms/cand/overhead.json");
+    assert_eq!(c.evidence[0].pointer, "/ratio");
+    assert!(c.note.contains("spread 1.0100..1.0300"), "{}", c.note);
+
+    let (verdict, c) = overhead_check(Some(record), 0.015);
+    assert_eq!(verdict, Outcome::Fail);
+    assert_eq!(c.outcome, Outcome::Fail);
+    assert_eq!(c.threshold, Some(1.015));
+}
+
+#[test]
+fn overhead_without_twin_data_is_not_evaluated_and_says_why() {
+    let (verdict, c) = overhead_check(None, 0.02);
+    assert_eq!(verdict, Outcome::NotEvaluated);
+    assert_eq!(c.outcome, Outcome::NotEvaluated);
+    assert!(
+        c.note.starts_with("no arms/cand/overhead.json"),
+        "{}",
+        c.note
+    );
+
+    // Interrupted after the first pair: three of four twin runs.
+    let (verdict, c) = overhead_check(Some(twin_record(2, &[100.0, 100.0, 100.0])), 0.02);
+    assert_eq!(verdict, Outcome::NotEvaluated);
+    assert_eq!(c.measured, None);
+    assert!(
+        c.note.starts_with("only 3 of 4 twin runs ran"),
+        "{}",
+        c.note
+    );
+
+    let mut record = twin_record(2, &[100.0, 100.0, 100.0, 100.0]);
+    record.runs[3].status = ArmStatus::Failed;
+    record.runs[3].failure = vec!["worker killed by signal SIGKILL (9)".into()];
+    let record = OverheadRecord::summarise(2, record.runs);
+    let (verdict, c) = overhead_check(Some(record), 0.02);
+    assert_eq!(verdict, Outcome::NotEvaluated);
+    assert_eq!(
+        c.note,
+        "twin run 3 (overhead/3-b) failed: worker killed by signal SIGKILL (9)"
+    );
+}
+
+#[test]
+fn overhead_pairs_must_be_at_least_one() {
+    let zero = GateSpec::Overhead(OverheadGate {
+        pairs: 0,
+        ..OverheadGate::default()
+    });
+    assert!(zero.validate().unwrap_err().contains("pairs = 0"));
+    assert_eq!(
+        OverheadGate::default(),
+        OverheadGate {
+            tolerance: 0.02,
+            pairs: 2
+        }
+    );
 }
 
 #[test]

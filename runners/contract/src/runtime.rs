@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 
 /// A buffer size as whisper.cpp logs it (`%7.2f MB`, MB = 10^6 bytes).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LoggedSize {
     pub mb: f64,
     /// `mb × 10^6`, rounded: accurate to ±5 kB because the log rounds.
@@ -28,7 +28,7 @@ impl LoggedSize {
 }
 
 /// The kv caches and compute buffers of one `whisper_init_state`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StateBuffers {
     pub kv_self: Option<LoggedSize>,
     pub kv_cross: Option<LoggedSize>,
@@ -61,7 +61,7 @@ impl StateBuffers {
 }
 
 /// Everything whisper.cpp said about where memory went.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Topology {
     /// `<backend> total size = … MB` lines of the model load, per buffer type.
     pub model_buffers: Vec<(String, LoggedSize)>,
@@ -197,7 +197,7 @@ impl Topology {
 }
 
 /// Identity of the loaded model file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ModelIdentity {
     pub path: String,
     pub bytes: u64,
@@ -210,7 +210,7 @@ pub struct ModelIdentity {
 }
 
 /// The Core ML sidecar actually used.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CoremlIdentity {
     /// The `-encoder.mlmodelc` path whisper.cpp opened (from its log).
     pub path: String,
@@ -227,7 +227,7 @@ pub struct CoremlIdentity {
 }
 
 /// The worker's runtime report, sent once after `state_ready`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RuntimeReport {
     pub runtime: String,
     pub runtime_version: String,

@@ -3,7 +3,7 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 /// Everything a worker needs to run one arm, sent as JSON on stdin.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ArmSpec {
     pub contract_version: u32,
@@ -17,7 +17,7 @@ pub struct ArmSpec {
 }
 
 /// When the external sampler's ticks are due: `epoch_ns + k * period_ns`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SamplerSchedule {
     pub epoch_ns: u64,
@@ -36,7 +36,7 @@ impl SamplerSchedule {
 }
 
 /// The worker-specific part of an arm, tagged by worker kind.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WorkerSpec {
     Calibrate(CalibrationSpec),

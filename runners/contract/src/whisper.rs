@@ -68,7 +68,7 @@ pub enum ModelLayout {
 }
 
 /// The model file an arm loads.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ModelInput {
     pub path: PathBuf,
@@ -89,7 +89,7 @@ pub struct ModelInput {
 }
 
 /// One speech fixture, resolved from the manifest.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FixtureInput {
     pub id: String,
@@ -102,7 +102,7 @@ pub struct FixtureInput {
 }
 
 /// Everything one whisper arm runs with.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WhisperSpec {
     pub model: ModelInput,
