@@ -15,7 +15,7 @@ use worker_contract::{CONTRACT_VERSION, WorkerMessage, decode_line};
 /// What the reader saw, once the channel closed.
 #[derive(Debug, Default)]
 pub struct ReaderReport {
-    pub hello: Option<serde_json::Value>,
+    pub hello: Option<worker_contract::Hello>,
     pub bye: bool,
     /// The worker sent its `runtime` report (written to `runtime.json`).
     pub runtime: bool,
@@ -122,7 +122,7 @@ impl State {
                     );
                 } else {
                     std::fs::write(self.dir.join(files::HELLO), serde_json::to_vec_pretty(&h)?)?;
-                    self.report.hello = serde_json::to_value(&h).ok();
+                    self.report.hello = Some(h.clone());
                 }
             }
             WorkerMessage::Marker(m) => match self.tracker.accept(m.seq, m.phase, m.request_id) {

@@ -181,7 +181,7 @@ fn snapshots_follow_the_phases_and_the_census_finds_the_process_that_grew() {
         Attribution::NotAttributable { .. }
     ));
     assert!(census.movers.iter().all(|m| m.pid != idle_pid));
-    let worker_pid = arm.worker.as_ref().unwrap()["pid"].as_u64().unwrap() as u32;
+    let worker_pid = arm.worker.as_ref().unwrap().pid;
     assert!(
         census.movers.iter().all(|m| m.pid != worker_pid),
         "the worker itself is measured by the series, not the census"

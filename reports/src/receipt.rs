@@ -40,7 +40,7 @@ pub struct ArmReceipt {
     pub exit: Option<ExitInfo>,
     pub timed_out: bool,
     /// The worker's `hello`, as sent.
-    pub worker: Option<serde_json::Value>,
+    pub worker: Option<worker_contract::Hello>,
     /// The arm spec sent to the worker (typed in `worker-contract`).
     pub spec: Option<ArmSpec>,
     pub phases: Vec<PhaseRow>,

@@ -88,7 +88,7 @@ pub struct ArmOutcome {
     pub failure: Vec<String>,
     pub worker_executable: String,
     pub worker_pid: Option<u32>,
-    pub hello: Option<serde_json::Value>,
+    pub hello: Option<worker_contract::Hello>,
     pub exit: Option<ExitInfo>,
     pub timed_out: bool,
     pub timeout_s: u64,

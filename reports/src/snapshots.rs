@@ -127,9 +127,7 @@ pub struct ToolRun {
     pub suspends_target: bool,
     /// Why there is no output (file absent, cgroup v1, tool missing, refused).
     pub unavailable: Option<String>,
-    /// The parsed capture, tagged by tool. Left open in the schema for now:
-    /// the capture types (`sampler::captures`) are being reworked in parallel.
-    #[schemars(with = "Option<serde_json::Value>")]
+    /// The parsed capture, tagged by tool.
     pub parsed: Option<Capture>,
     pub parse_error: Option<String>,
 }

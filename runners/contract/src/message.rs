@@ -38,7 +38,7 @@ impl WorkerMessage {
 }
 
 /// The first message: who the worker is and what it can do.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Hello {
     pub contract_version: u32,
     pub worker: String,

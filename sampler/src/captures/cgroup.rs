@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 /// `memory.stat`: sizes in bytes (`anon`, `file`, …) and event counts
 /// (`pgfault`, …) under their kernel names.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MemoryStat {
     pub entries: Vec<Entry>,
     pub anon: Option<u64>,
@@ -31,7 +31,7 @@ pub struct MemoryStat {
 }
 
 /// `memory.events`: how often each limit was hit.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MemoryEvents {
     pub entries: Vec<Entry>,
     pub low: Option<u64>,
@@ -44,7 +44,7 @@ pub struct MemoryEvents {
 }
 
 /// `memory.peak`: the cgroup's high-water mark in bytes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MemoryPeak {
     pub bytes: u64,
 }

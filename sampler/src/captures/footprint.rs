@@ -10,7 +10,7 @@ use super::lines::{Lines, fatal, parse_u64};
 use super::{CaptureError, ParseOptions, Parsed, Size};
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Footprint {
     pub processes: Vec<ProcessFootprint>,
     /// Present when the capture covers several processes.
@@ -18,7 +18,7 @@ pub struct Footprint {
 }
 
 /// The multi-process block: `Summary Footprint: N UNIT` and what follows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SummaryFootprint {
     pub line: usize,
     /// De-duplicated: less than the sum of the processes when they share memory.
@@ -28,7 +28,7 @@ pub struct SummaryFootprint {
     pub auxiliary: Vec<AuxEntry>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProcessFootprint {
     pub line: usize,
     pub name: String,
@@ -44,7 +44,7 @@ pub struct ProcessFootprint {
     pub auxiliary: Vec<AuxEntry>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CategoryRow {
     pub line: usize,
     pub category: String,
@@ -54,7 +54,7 @@ pub struct CategoryRow {
     pub regions: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AuxEntry {
     pub line: usize,
     pub name: String,

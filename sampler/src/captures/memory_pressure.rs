@@ -6,7 +6,7 @@ use super::lines::{Lines, fatal, parse_u64};
 use super::{CaptureError, ParseOptions, Parsed};
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MemoryPressure {
     /// `hw.memsize` in bytes.
     pub total_bytes: u64,
@@ -18,7 +18,7 @@ pub struct MemoryPressure {
     pub bytes: PressureBytes,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PressureEntry {
     pub line: usize,
     /// `Stats`, `Swap I/O`, `Page Q counts`, `Compressor Stats`, `File I/O`.
@@ -28,7 +28,7 @@ pub struct PressureEntry {
 }
 
 /// The page gauges converted to bytes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PressureBytes {
     pub free: Option<u64>,
     pub purgeable: Option<u64>,

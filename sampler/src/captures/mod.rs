@@ -52,14 +52,14 @@ impl ParseOptions {
 }
 
 /// A parse result and the lines a lenient parse passed over.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Parsed<T> {
     pub value: T,
     pub skipped: Vec<SkippedLine>,
 }
 
 /// A line a lenient parse did not understand.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SkippedLine {
     /// 1-based.
     pub line: usize,
@@ -89,7 +89,7 @@ impl CaptureError {
 }
 
 /// A `name value` pair as the tool printed it, with its line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Entry {
     pub line: usize,
     pub name: String,

@@ -14,7 +14,7 @@ use procfs_core::{FromBufRead, FromRead};
 use serde::{Deserialize, Serialize};
 
 /// A `Key: value` line as printed; `bytes` when the value is `N kB`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct KeyLine {
     pub line: usize,
     pub name: String,
@@ -85,7 +85,7 @@ fn kb_value(raw: &str) -> bool {
 
 // ---- /proc/<pid>/status ------------------------------------------------------
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProcStatus {
     pub entries: Vec<KeyLine>,
     pub name: String,
@@ -154,7 +154,7 @@ pub fn parse_status(text: &str, opts: ParseOptions) -> Result<Parsed<ProcStatus>
 // ---- /proc/<pid>/statm -------------------------------------------------------
 
 /// Seven page counts; bytes only when the capture's page size is known.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProcStatm {
     pub size_pages: u64,
     pub resident_pages: u64,
@@ -199,7 +199,7 @@ pub fn parse_statm(text: &str, opts: ParseOptions) -> Result<Parsed<ProcStatm>, 
 
 // ---- /proc/<pid>/smaps_rollup ------------------------------------------------
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SmapsRollup {
     /// The pseudo-mapping line ending in `[rollup]`.
     pub header: String,
@@ -277,7 +277,7 @@ fn rollup_header(line: &str) -> bool {
 
 // ---- /proc/meminfo -----------------------------------------------------------
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Meminfo {
     pub entries: Vec<KeyLine>,
     pub mem_total: u64,
@@ -327,7 +327,7 @@ pub fn parse_meminfo(text: &str, opts: ParseOptions) -> Result<Parsed<Meminfo>, 
 // ---- /proc/vmstat ------------------------------------------------------------
 
 /// Counters and gauges in pages or events, by their kernel names.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Vmstat {
     pub entries: Vec<SignedEntry>,
     pub nr_free_pages: Option<i64>,
@@ -338,7 +338,7 @@ pub struct Vmstat {
     pub oom_kill: Option<i64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SignedEntry {
     pub line: usize,
     pub name: String,
@@ -392,7 +392,7 @@ fn signed(s: &str) -> Option<i64> {
 
 // ---- /proc/pressure/* and <cgroup>/memory.pressure ---------------------------
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Pressure {
     pub some: Option<PressureRecord>,
     /// Absent for CPU on older kernels.
@@ -401,7 +401,7 @@ pub struct Pressure {
 
 /// One PSI line. The averages are percentages of wall time as printed
 /// (two decimals) and in hundredths; `total_us` is the stall time in µs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PressureRecord {
     pub line: usize,
     pub avg10: String,

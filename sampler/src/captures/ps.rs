@@ -6,14 +6,14 @@ use super::lines::{Lines, parse_u64};
 use super::{CaptureError, ParseOptions, Parsed};
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Ps {
     /// Column names, upper case (`PID`, `RSS`, `VSZ`, …).
     pub columns: Vec<String>,
     pub rows: Vec<PsRow>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PsRow {
     pub line: usize,
     pub pid: i32,

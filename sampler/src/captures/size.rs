@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 /// A size in bytes and the token it was read from. `bytes` is the printed
 /// number times its unit, rounded to the nearest byte; the tool may itself
 /// have rounded (vmmap prints one decimal), which is why `raw` is kept.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Size {
     pub bytes: u64,
     pub raw: String,

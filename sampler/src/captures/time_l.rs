@@ -6,7 +6,7 @@ use super::lines::{Lines, parse_u64};
 use super::{CaptureError, Entry, ParseOptions, Parsed, entry, size};
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TimeL {
     pub real: Option<Seconds>,
     pub user: Option<Seconds>,
@@ -19,7 +19,7 @@ pub struct TimeL {
 }
 
 /// A time as printed (the decimal mark follows the locale) and in microseconds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Seconds {
     pub raw: String,
     pub micros: u64,

@@ -112,7 +112,7 @@ impl FromStr for Tool {
 }
 
 /// Any parsed capture, tagged with its tool.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "tool", content = "result", rename_all = "snake_case")]
 pub enum Capture {
     VmmapSummary(vmmap::VmmapSummary),

@@ -7,14 +7,14 @@ use super::{CaptureError, Entry, ParseOptions, Parsed, entry, size};
 use serde::{Deserialize, Serialize};
 
 /// Either form, told apart by the line after the banner.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "form", rename_all = "snake_case")]
 pub enum VmStatCapture {
     Snapshot(VmStat),
     Interval(VmStatInterval),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VmStat {
     pub page_size: u64,
     /// Every `label: N.` line, labels as printed (quotes removed).
@@ -23,7 +23,7 @@ pub struct VmStat {
 }
 
 /// The page gauges of a snapshot converted to bytes (`pages * page_size`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VmStatBytes {
     /// `Pages free` (the tool already subtracts speculative pages).
     pub free: Option<u64>,
@@ -41,20 +41,20 @@ pub struct VmStatBytes {
     pub occupied_by_compressor: Option<u64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VmStatInterval {
     pub page_size: u64,
     pub columns: Vec<IntervalColumn>,
     pub samples: Vec<IntervalSample>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IntervalColumn {
     pub name: String,
     pub role: ColumnRole,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ColumnRole {
     /// Pages in a state now: absolute in every row.
@@ -65,7 +65,7 @@ pub enum ColumnRole {
     Unknown,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IntervalSample {
     pub line: usize,
     /// The first row: counters are totals since boot, not deltas.
@@ -73,7 +73,7 @@ pub struct IntervalSample {
     pub cells: Vec<IntervalCell>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IntervalCell {
     /// Pages or events. For a `K`/`M`/`G` value the tool divided by 1000 and
     /// truncated, so this is the lower bound and `approximate` is set.

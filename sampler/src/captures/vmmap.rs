@@ -10,7 +10,7 @@ use super::lines::{Lines, fatal, parse_u64};
 use super::{CaptureError, ParseOptions, Parsed, Size, SizeUnits};
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VmmapSummary {
     /// `Key: value` lines of the report header, in order.
     pub header: Vec<HeaderField>,
@@ -24,14 +24,14 @@ pub struct VmmapSummary {
     pub malloc_zones: Option<Table>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HeaderField {
     pub line: usize,
     pub key: String,
     pub value: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Table {
     /// `REGION TYPE` or `MALLOC ZONE`.
     pub name_header: String,
@@ -41,14 +41,14 @@ pub struct Table {
     pub totals: Vec<Row>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Column {
     /// The two header lines joined, e.g. `DIRTY SIZE`, `REGION COUNT`, `% FRAG`.
     pub name: String,
     pub kind: ColumnKind,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ColumnKind {
     Bytes,
@@ -56,7 +56,7 @@ pub enum ColumnKind {
     Percent,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Row {
     pub line: usize,
     pub name: String,
@@ -66,7 +66,7 @@ pub struct Row {
     pub detail: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Cell {
     pub value: u64,
     pub raw: String,
