@@ -568,9 +568,16 @@ fn soak_command(
         .and_then(|s| s.stable)
         .unwrap_or(false);
     let regressed = night.is_some_and(|n| !n.regressions.is_empty());
+    // Declared gates (e.g. `stability`) must pass too.
+    let gates_pass = result
+        .run
+        .receipt
+        .gates
+        .as_ref()
+        .is_none_or(|g| g.verdict == reports::gates::Outcome::Pass);
     Ok(run_exit(
         &result.run,
-        result.run.all_completed() && stable && !regressed,
+        result.run.all_completed() && stable && !regressed && gates_pass,
     ))
 }
 

@@ -312,6 +312,7 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
                 body: ResultBody::Transcription(body),
             })?;
             forward_log(session, &mut log_lines)?;
+            session.settle(request_id, arm.settle_ms)?;
             request_id += 1;
         }
     }
