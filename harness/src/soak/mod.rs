@@ -233,6 +233,7 @@ pub fn prepare(
             1
         }
         WorkerSpec::Whisper(w) => {
+            // A long-form arm has one input: each request is a cycle.
             let per_cycle = w.fixtures.len().max(1) as u64;
             match length {
                 Length::AsDeclared => {}

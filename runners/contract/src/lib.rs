@@ -35,8 +35,8 @@ pub use runtime::{
 };
 pub use spec::{ArmSpec, SamplerSchedule, WorkerSpec};
 pub use whisper::{
-    Decoding, Encoder, FixtureInput, Initializer, ModelInput, ModelLayout, StopReason,
-    TranscriptionResult, WhisperSpec, is_sha256_hex,
+    Decoding, Encoder, FixtureInput, Initializer, LongFormInput, ModelInput, ModelLayout,
+    StopReason, TranscriptionResult, WhisperSpec, is_sha256_hex,
 };
 
 /// Version of the spec and message formats. Bump on any incompatible change.
