@@ -543,6 +543,10 @@ fn soak_command(
         };
         n.regressions = history::regressions(&past, n, rule);
         history::append(path, n).map_err(harness)?;
+        // The report charts this soak among the past ones.
+        let mut receipt = result.run.receipt.clone();
+        soak::attach_history(&result.run.dir, &mut receipt, &history::chart(&past, n))
+            .map_err(harness)?;
     }
     if common.json {
         print_json(&serde_json::json!({

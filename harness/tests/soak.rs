@@ -373,3 +373,59 @@ fn without_a_settle_period_there_is_no_settled_series_and_a_plateau_passes_the_g
     );
     assert_eq!(gates.verdict, reports::gates::Outcome::Pass);
 }
+
+#[test]
+fn the_report_charts_this_soak_among_the_past_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = protocol(tmp.path(), "request_ms = 1\nplateau = { mib = 8 }");
+    let history = tmp.path().join("h.sqlite");
+    let run = |name: &str| {
+        let dir = tmp.path().join(name);
+        let out = memqual(&[
+            "soak",
+            p.to_str().unwrap(),
+            "--requests",
+            "40",
+            "--out",
+            dir.to_str().unwrap(),
+            "--history",
+            history.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        dir
+    };
+    for night in ["n1", "n2", "n3"] {
+        run(night);
+    }
+    let dir = run("n4");
+    let text = std::fs::read_to_string(dir.join("soak-history.json")).unwrap();
+    let h: reports::soak_history::SoakHistory = serde_json::from_str(&text).unwrap();
+    assert_eq!(h.nights.len(), 4);
+    let current: Vec<bool> = h.nights.iter().map(|n| n.current).collect();
+    assert_eq!(current, [false, false, false, true]);
+    assert!(
+        h.nights[3].run_dir.ends_with("n4"),
+        "{}",
+        h.nights[3].run_dir
+    );
+
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    for panel in ["slope", "peak"] {
+        let start = html
+            .find(&format!("<div id=\"soak-history-{panel}\">"))
+            .unwrap_or_else(|| panic!("no {panel} chart"));
+        let svg = &html[start..start + html[start..].find("</div>").unwrap()];
+        assert_eq!(
+            svg.matches("<circle").count(),
+            4,
+            "{panel}: one point per soak"
+        );
+        assert_eq!(
+            svg.matches("fill=\"#005AC8\"").count(),
+            1,
+            "{panel}: this soak highlighted"
+        );
+    }
+    // Sealed with the rest: the receipt validates against its seal.
+    receipt(&dir);
+}

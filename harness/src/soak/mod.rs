@@ -313,6 +313,22 @@ pub fn run_soak(
     })
 }
 
+/// Put the history chart's rows (`soak-history.json`) into the run
+/// directory, then render the reports and seal the run again.
+pub fn attach_history(
+    dir: &Path,
+    receipt: &mut reports::Receipt,
+    history: &reports::soak_history::SoakHistory,
+) -> anyhow::Result<()> {
+    let path = dir.join(reports::soak_history::FILE);
+    let text = serde_json::to_string_pretty(history).context("serializing the soak history")?;
+    std::fs::write(&path, text + "\n")
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    reports::render::write_all(dir, receipt).context("cannot write the reports")?;
+    reports::seal::seal(dir, receipt).context("cannot seal the run directory")?;
+    Ok(())
+}
+
 /// The soak's figures in a few lines.
 pub fn human(result: &SoakResult) -> String {
     let mut out = String::new();
