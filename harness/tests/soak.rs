@@ -290,14 +290,15 @@ fn history_flags_a_night_whose_peak_jumps() {
     assert!(rows[1].contains("REGRESSION: peak"), "{table}");
 }
 
-#[test]
-fn a_settle_period_adds_settled_series_and_the_stability_gate_fails_a_leak() {
+/// A 60-request soak of a calibration arm that declares the `stability`
+/// gate, with `soak` lines added to `[soak]`; no history.
+fn gated_soak(calibrate: &str, soak: &str) -> (tempfile::TempDir, PathBuf, Option<i32>) {
     let tmp = tempfile::tempdir().unwrap();
     let p = protocol_with(
         tmp.path(),
-        "request_ms = 1\nleak = { mib_per_request = 0.0625 }",
+        calibrate,
         "[[arm.gate]]\nkind = \"stability\"",
-        "settle_ms = 20",
+        soak,
     );
     let dir = tmp.path().join("run");
     let out = memqual(&[
@@ -309,7 +310,17 @@ fn a_settle_period_adds_settled_series_and_the_stability_gate_fails_a_leak() {
         dir.to_str().unwrap(),
         "--no-history",
     ]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(dir.join("receipt.json").exists(), "{}", stderr(&out));
+    (tmp, dir, out.status.code())
+}
+
+#[test]
+fn a_settle_period_adds_settled_series_and_the_stability_gate_fails_a_leak() {
+    let (_tmp, dir, code) = gated_soak(
+        "request_ms = 1\nleak = { mib_per_request = 0.0625 }",
+        "settle_ms = 20",
+    );
+    assert_eq!(code, Some(1));
     let settled = std::fs::read_to_string(dir.join("arms/cal/settled.jsonl")).unwrap();
     assert_eq!(settled.lines().count(), 60);
     let r = receipt(&dir);
@@ -337,24 +348,8 @@ fn a_settle_period_adds_settled_series_and_the_stability_gate_fails_a_leak() {
 
 #[test]
 fn without_a_settle_period_there_is_no_settled_series_and_a_plateau_passes_the_gate() {
-    let tmp = tempfile::tempdir().unwrap();
-    let p = protocol_with(
-        tmp.path(),
-        "request_ms = 1\nplateau = { mib = 8 }",
-        "[[arm.gate]]\nkind = \"stability\"",
-        "",
-    );
-    let dir = tmp.path().join("run");
-    let out = memqual(&[
-        "soak",
-        p.to_str().unwrap(),
-        "--requests",
-        "60",
-        "--out",
-        dir.to_str().unwrap(),
-        "--no-history",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (_tmp, dir, code) = gated_soak("request_ms = 1\nplateau = { mib = 8 }", "");
+    assert_eq!(code, Some(0));
     assert!(!dir.join("arms/cal/settled.jsonl").exists());
     let r = receipt(&dir);
     assert!(

@@ -13,7 +13,7 @@
 
 use crate::growth::{self, Classification, GrowthSettings, Point, SeriesGrowth};
 use crate::{ReportError, stats};
-use sampler::{Marker, Phase, SeriesRow};
+use sampler::{Marker, Phase, SeriesRow, TaskMemory};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use worker_contract::{RequestResult, Settled};
@@ -140,31 +140,53 @@ fn system_points(series: &Path, ends: &[(u64, u64)]) -> Result<Vec<Vec<Point>>, 
     Ok(out)
 }
 
-/// The worker's footprint (where the platform has it) and resident after
-/// each settle period, judged; empty without `settled` snapshots.
+/// `<prefix>_footprint` (where the platform has it) and `<prefix>_resident`
+/// over the worker's own snapshots `(request, t_ns, memory)`, judged.
+fn own_series(
+    prefix: &str,
+    snapshots: &[(u64, u64, &TaskMemory)],
+    settings: &GrowthSettings,
+) -> Vec<SeriesGrowth> {
+    let point = |&(request, t_ns, _): &(u64, u64, &TaskMemory), bytes: u64| Point {
+        request,
+        t_ns,
+        bytes: bytes as f64,
+    };
+    let footprint: Vec<Point> = snapshots
+        .iter()
+        .filter_map(|s| Some(point(s, s.2.footprint_bytes?)))
+        .collect();
+    let resident: Vec<Point> = snapshots
+        .iter()
+        .map(|s| point(s, s.2.resident_bytes))
+        .collect();
+    let mut out = Vec::new();
+    if !footprint.is_empty() {
+        out.push(growth::analyse(
+            &format!("{prefix}_footprint"),
+            &footprint,
+            settings,
+        ));
+    }
+    out.push(growth::analyse(
+        &format!("{prefix}_resident"),
+        &resident,
+        settings,
+    ));
+    out
+}
+
+/// The worker's series after each settle period; empty without `settled`
+/// snapshots.
 pub fn settled_growth(settled: &[Settled], settings: &GrowthSettings) -> Vec<SeriesGrowth> {
     if settled.is_empty() {
         return Vec::new();
     }
-    let point = |s: &Settled, bytes: u64| Point {
-        request: s.request_id,
-        t_ns: s.t_ns,
-        bytes: bytes as f64,
-    };
-    let footprint: Vec<Point> = settled
+    let snapshots: Vec<(u64, u64, &TaskMemory)> = settled
         .iter()
-        .filter_map(|s| Some(point(s, s.memory.footprint_bytes?)))
+        .map(|s| (s.request_id, s.t_ns, &s.memory))
         .collect();
-    let resident: Vec<Point> = settled
-        .iter()
-        .map(|s| point(s, s.memory.resident_bytes))
-        .collect();
-    let mut out = Vec::new();
-    if !footprint.is_empty() {
-        out.push(growth::analyse("settled_footprint", &footprint, settings));
-    }
-    out.push(growth::analyse("settled_resident", &resident, settings));
-    out
+    own_series("settled", &snapshots, settings)
 }
 
 /// Judge the arm in `arm_dir` with `settings`, from `markers.jsonl`,
@@ -179,32 +201,11 @@ pub fn analyse_arm(
         .iter()
         .filter(|m| m.phase == Phase::RequestEnd)
         .collect();
-    let point = |m: &Marker, bytes: u64| Point {
-        request: m.request_id.unwrap_or(m.seq),
-        t_ns: m.t_ns,
-        bytes: bytes as f64,
-    };
-    let footprint: Vec<Point> = ends
+    let snapshots: Vec<(u64, u64, &TaskMemory)> = ends
         .iter()
-        .filter_map(|m| Some(point(m, m.memory.footprint_bytes?)))
+        .map(|m| (m.request_id.unwrap_or(m.seq), m.t_ns, &m.memory))
         .collect();
-    let resident: Vec<Point> = ends
-        .iter()
-        .map(|m| point(m, m.memory.resident_bytes))
-        .collect();
-    let mut worker_series = Vec::new();
-    if !footprint.is_empty() {
-        worker_series.push(growth::analyse(
-            "worker_footprint",
-            &footprint,
-            &settings.growth,
-        ));
-    }
-    worker_series.push(growth::analyse(
-        "worker_resident",
-        &resident,
-        &settings.growth,
-    ));
+    let worker_series = own_series("worker", &snapshots, &settings.growth);
     let settled =
         crate::receipt::read_jsonl::<Settled>(&arm_dir.join(crate::record::files::SETTLED))?;
     let settled_series = settled_growth(&settled, &settings.growth);
