@@ -171,6 +171,7 @@ pub fn execute_observed(
         arm_id: arm.id.clone(),
         scratch_dir: scratch.clone(),
         sampler: schedule,
+        settle_ms: arm.settle_ms,
         worker: arm.worker.clone(),
     };
     let spec_json = serde_json::to_vec_pretty(&spec).expect("ArmSpec always serializes");

@@ -23,7 +23,10 @@ pub fn fixture_catalog() -> anyhow::Result<FixtureCatalog> {
             reference: s.reference.clone(),
         })
         .collect();
-    Ok(FixtureCatalog { slices })
+    Ok(FixtureCatalog {
+        slices,
+        dir: Some(fixtures.dir.clone()),
+    })
 }
 
 /// Named models in memqual's cache.

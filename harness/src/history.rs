@@ -160,6 +160,36 @@ pub fn append(path: &Path, n: &Night) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Most past soaks the report's history chart shows.
+pub const CHART_NIGHTS: usize = 30;
+
+/// The report's history: the last [`CHART_NIGHTS`] past soaks (of the
+/// protocol and arm `past` was loaded for) and `current`, last.
+pub fn chart(past: &[Night], current: &Night) -> reports::soak_history::SoakHistory {
+    let row = |n: &Night, is_current: bool| reports::soak_history::HistoryNight {
+        started_utc: n.started_utc.clone(),
+        run_dir: n.run_dir.clone(),
+        requests: n.requests,
+        classification: n.classification.clone(),
+        slope_bytes_per_request: n.slope_bytes_per_request,
+        slope_low: n.slope_low,
+        slope_high: n.slope_high,
+        peak_footprint_bytes: n.peak_footprint_bytes,
+        current: is_current,
+        regressions: n.regressions.clone(),
+    };
+    let from = past.len().saturating_sub(CHART_NIGHTS);
+    reports::soak_history::SoakHistory {
+        protocol: current.protocol.clone(),
+        arm: current.arm.clone(),
+        nights: past[from..]
+            .iter()
+            .map(|n| row(n, false))
+            .chain(std::iter::once(row(current, true)))
+            .collect(),
+    }
+}
+
 fn median(v: Vec<f64>) -> Option<f64> {
     reports::stats::median(&v)
 }

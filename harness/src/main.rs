@@ -544,6 +544,10 @@ fn soak_command(
         };
         n.regressions = history::regressions(&past, n, rule);
         history::append(path, n).map_err(harness)?;
+        // The report charts this soak among the past ones.
+        let mut receipt = result.run.receipt.clone();
+        soak::attach_history(&result.run.dir, &mut receipt, &history::chart(&past, n))
+            .map_err(harness)?;
     }
     if common.json {
         print_json(&serde_json::json!({
@@ -569,9 +573,16 @@ fn soak_command(
         .and_then(|s| s.stable)
         .unwrap_or(false);
     let regressed = night.is_some_and(|n| !n.regressions.is_empty());
+    // Declared gates (e.g. `stability`) must pass too.
+    let gates_pass = result
+        .run
+        .receipt
+        .gates
+        .as_ref()
+        .is_none_or(|g| g.verdict == reports::gates::Outcome::Pass);
     Ok(run_exit(
         &result.run,
-        result.run.all_completed() && stable && !regressed,
+        result.run.all_completed() && stable && !regressed && gates_pass,
     ))
 }
 

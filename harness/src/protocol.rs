@@ -131,6 +131,8 @@ pub struct Arm {
     pub census: CensusPlan,
     /// Declared gates, `promote` and `expect`.
     pub gates: ArmGates,
+    /// Wait after each `request_end` before a `settled` snapshot (soak only).
+    pub settle_ms: u64,
 }
 
 /// A protocol that parsed and validated, with its source text kept verbatim.
@@ -350,6 +352,7 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
             snapshots: raw.snapshots,
             census: raw.census,
             gates,
+            settle_ms: 0,
         });
         controls.push(control_span);
     }

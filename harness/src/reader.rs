@@ -21,6 +21,8 @@ pub struct ReaderReport {
     pub runtime: bool,
     pub markers: u64,
     pub results: u64,
+    /// `settled` snapshots (soak arms with a settle period).
+    pub settled: u64,
     pub worker_errors: Vec<String>,
     /// Contract violations, each with the line number on the channel.
     pub violations: Vec<String>,
@@ -40,6 +42,9 @@ struct Sinks {
     markers: BufWriter<File>,
     results: BufWriter<File>,
     log: BufWriter<File>,
+    /// Opened at the first `settled` message: arms without a settle period
+    /// get no file.
+    settled: Option<BufWriter<File>>,
 }
 
 fn open_append(path: &Path) -> std::io::Result<BufWriter<File>> {
@@ -57,6 +62,7 @@ impl Sinks {
             markers: open_append(&dir.join(files::MARKERS))?,
             results: open_append(&dir.join(files::RESULTS))?,
             log: open_append(&dir.join(files::WORKER_LOG))?,
+            settled: None,
         })
     }
 }
@@ -166,6 +172,28 @@ impl State {
                         serde_json::to_vec_pretty(&r)?,
                     )?;
                     self.report.runtime = true;
+                }
+            }
+            WorkerMessage::Settled(s) => {
+                // Only between a request's end and the next begin, for that request.
+                let after_end = self.tracker.last_phase() == Some(sampler::Phase::RequestEnd);
+                if !after_end || self.tracker.last_request() != Some(s.request_id) {
+                    self.violation(
+                        line_no,
+                        format!(
+                            "`settled` for request {} is not right after that request's `request_end`",
+                            s.request_id
+                        ),
+                    );
+                } else {
+                    self.report.settled += 1;
+                    let out = match &mut sinks.settled {
+                        Some(out) => out,
+                        None => sinks
+                            .settled
+                            .insert(open_append(&self.dir.join(files::SETTLED))?),
+                    };
+                    append_json(out, &s)?;
                 }
             }
             WorkerMessage::Error(e) => {
@@ -343,6 +371,44 @@ mod tests {
         assert!(dir.path().join(files::HELLO).exists());
         let markers = std::fs::read_to_string(dir.path().join(files::MARKERS)).unwrap();
         assert_eq!(markers.lines().count(), 8);
+    }
+
+    fn settled(request: u64) -> String {
+        format!(
+            r#"{{"type":"settled","request_id":{request},"settle_ms":200,"t_ns":9,"memory":{{"resident_bytes":4096,"virtual_bytes":8192}}}}"#
+        )
+    }
+
+    #[test]
+    fn settled_snapshots_follow_their_request_end() {
+        let mut lines = full_run();
+        lines.insert(8, settled(0)); // after request_end 0 and its result
+        let (r, dir) = feed(&lines);
+        assert!(r.violations.is_empty(), "{:?}", r.violations);
+        assert_eq!(r.settled, 1);
+        let text = std::fs::read_to_string(dir.path().join(files::SETTLED)).unwrap();
+        let s: worker_contract::Settled = serde_json::from_str(text.trim()).unwrap();
+        assert_eq!(
+            (s.request_id, s.settle_ms, s.memory.resident_bytes),
+            (0, 200, 4096)
+        );
+
+        // Before the request ended, or naming another request: refused.
+        let mut lines = full_run();
+        lines.insert(6, settled(0)); // between request_begin and request_end
+        lines.insert(9, settled(1));
+        let (r, dir) = feed(&lines);
+        assert_eq!(
+            r.violations,
+            [
+                "message line 7: `settled` for request 0 is not right after that request's `request_end`",
+                "message line 10: `settled` for request 1 is not right after that request's `request_end`",
+            ]
+        );
+        assert!(!dir.path().join(files::SETTLED).exists());
+        // Arms without a settle period get no file.
+        let (_, dir) = feed(&full_run());
+        assert!(!dir.path().join(files::SETTLED).exists());
     }
 
     #[test]

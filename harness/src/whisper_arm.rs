@@ -7,8 +7,8 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use worker_contract::{
-    Decoding, Encoder, FixtureInput, Initializer, ModelInput, ModelLayout, WhisperSpec,
-    is_sha256_hex,
+    Decoding, Encoder, FixtureInput, Initializer, LongFormInput, ModelInput, ModelLayout,
+    WhisperSpec, is_sha256_hex,
 };
 
 /// A whisper arm's options. Unknown keys are errors.
@@ -66,8 +66,17 @@ pub struct WhisperArmDecl {
     /// Unmeasured requests on the first fixture before `warmup_done` (default 1).
     #[serde(default = "one")]
     pub warmup: u32,
-    /// Fixture ids from fixtures/audio/manifest.toml, `category:<name>`, or `all`.
+    /// Fixture ids from fixtures/audio/manifest.toml, `category:<name>`, or
+    /// `all`. Leave out when `long_form` is set.
+    #[serde(default)]
     pub fixtures: Vec<String>,
+    /// Instead of `fixtures`, one long input the worker composes from the
+    /// slices: `soak` is every slice but the full-span ones, 250 ms apart,
+    /// cycled to 730 s (the file of seed 001). Every request runs all of it.
+    pub long_form: Option<LongFormName>,
+    /// Fill the long-form recipe to this many seconds instead of its own
+    /// length (e.g. a short cut for a quick check); needs `long_form`.
+    pub long_form_s: Option<u32>,
     #[serde(default = "one")]
     pub repetitions: u32,
     /// Seconds of idle after the last request (default 1).
@@ -80,6 +89,21 @@ pub struct WhisperArmDecl {
     /// an arm whose worker lacks one is NOT_RUNNABLE and is never run as something else.
     #[serde(default)]
     pub requires: Vec<String>,
+}
+
+/// The long-form recipes a protocol can name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LongFormName {
+    Soak,
+}
+
+impl LongFormName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LongFormName::Soak => "soak",
+        }
+    }
 }
 
 fn default_language() -> String {
@@ -112,9 +136,43 @@ pub fn default_threads() -> u32 {
 #[derive(Debug, Clone, Default)]
 pub struct FixtureCatalog {
     pub slices: Vec<FixtureInput>,
+    /// The fixtures folder, where long-form inputs are composed from
+    /// (`None`: no long-form input can be named).
+    pub dir: Option<PathBuf>,
 }
 
 impl FixtureCatalog {
+    /// Compose the long-form input `name` (optionally filled to
+    /// `target_s`) and describe it for the worker: the worker composes it
+    /// again and must arrive at the same samples.
+    pub fn long_form(
+        &self,
+        name: LongFormName,
+        target_s: Option<u32>,
+    ) -> Result<LongFormInput, String> {
+        let dir = self
+            .dir
+            .as_ref()
+            .ok_or("long_form needs the speech fixtures folder, and none is open")?;
+        let fixtures = speech_fixtures::Fixtures::open(dir)
+            .map_err(|e| format!("long_form `{}`: {e}", name.as_str()))?;
+        let recipe = speech_fixtures::LongFormRecipe::named(name.as_str(), &fixtures, target_s)
+            .ok_or_else(|| format!("long_form `{}` is not a recipe", name.as_str()))?;
+        let composed = recipe
+            .compose(&fixtures)
+            .map_err(|e| format!("long_form `{}`: {e}", name.as_str()))?;
+        Ok(LongFormInput {
+            recipe: name.as_str().to_string(),
+            target_s: recipe.target_s.unwrap_or(0),
+            fixtures_dir: dir.clone(),
+            samples_sha256: composed.samples_sha256(),
+            duration_ms: composed.samples.len() as u64 * 1000
+                / u64::from(speech_fixtures::SAMPLE_RATE_HZ),
+            pieces: composed.pieces.len() as u32,
+            reference: composed.reference,
+        })
+    }
+
     /// Expand `all`, `category:<c>` and ids, in order, without duplicates.
     pub fn select(&self, names: &[String]) -> Result<Vec<FixtureInput>, String> {
         let mut out: Vec<FixtureInput> = Vec::new();
@@ -259,6 +317,15 @@ pub fn resolve(
     if !decl.idle_s.is_finite() || decl.idle_s < 0.0 || decl.idle_s > 3600.0 {
         return Err(format!("idle_s = {}: must be 0..=3600", decl.idle_s));
     }
+    let long_form = match (decl.long_form, decl.long_form_s) {
+        (None, Some(_)) => return Err("long_form_s needs long_form".into()),
+        (Some(_), Some(0)) => return Err("long_form_s = 0: give at least 1 s".into()),
+        (Some(_), _) if !decl.fixtures.is_empty() => {
+            return Err("long_form replaces fixtures: give one or the other".into());
+        }
+        (Some(name), target) => Some(fixtures.long_form(name, target)?),
+        (None, None) => None,
+    };
     let spec = WhisperSpec {
         model: ModelInput {
             path,
@@ -280,6 +347,7 @@ pub fn resolve(
         extra_states: decl.extra_states,
         warmup: decl.warmup,
         fixtures: fixtures.select(&decl.fixtures)?,
+        long_form,
         repetitions: decl.repetitions,
         max_requests: None,
         max_duration_s: None,
@@ -294,6 +362,12 @@ pub fn resolve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The committed soak input (`long_form = "soak"`): slices placed and the
+    /// SHA-256 of its samples. Changes only when the slices or the recipe do.
+    const PINNED_PIECES: u32 = 127;
+    const PINNED_SOAK_SHA256: &str =
+        "326402ba3ec955b586dade2e0ba8242fac83c04680bea1773ed1d022bda224f0";
 
     struct Models;
     impl ModelCatalog for Models {
@@ -315,6 +389,7 @@ mod tests {
         };
         FixtureCatalog {
             slices: vec![f("s1", "names"), f("s2", "numbers"), f("sil", "silence")],
+            dir: None,
         }
     }
 
@@ -424,5 +499,62 @@ mod tests {
         assert!(
             toml::from_str::<WhisperArmDecl>("model = \"x\"\nfixtures = []\nthreds = 2").is_err()
         );
+    }
+
+    #[test]
+    fn the_soak_long_form_input_is_730_s_with_a_pinned_digest() {
+        let catalog = crate::catalogs::fixture_catalog().unwrap();
+        let toml = "model = \"tiny.en\"\nlong_form = \"soak\"";
+        let d: WhisperArmDecl = toml::from_str(toml).unwrap();
+        let (spec, _) = resolve(&d, &BTreeMap::new(), Path::new("/p"), &catalog, &Models).unwrap();
+        assert!(spec.fixtures.is_empty());
+        let long = spec.long_form.unwrap();
+        assert_eq!(long.id(), "long_form:soak");
+        assert_eq!((long.target_s, long.duration_ms), (730, 730_000));
+        assert_eq!(long.pieces, PINNED_PIECES);
+        assert_eq!(long.samples_sha256, PINNED_SOAK_SHA256);
+
+        // A shorter cut of the same recipe: whole slices only, padded to 60 s.
+        let d: WhisperArmDecl = toml::from_str(&format!("{toml}\nlong_form_s = 60")).unwrap();
+        let (spec, _) = resolve(&d, &BTreeMap::new(), Path::new("/p"), &catalog, &Models).unwrap();
+        let short = spec.long_form.unwrap();
+        assert_eq!((short.target_s, short.duration_ms), (60, 60_000));
+        assert!(short.pieces < long.pieces);
+        assert!(long.reference.starts_with(&short.reference));
+    }
+
+    #[test]
+    fn long_form_and_fixtures_exclude_each_other() {
+        let catalog = crate::catalogs::fixture_catalog().unwrap();
+        let resolve_text = |text: &str| {
+            let d: WhisperArmDecl = toml::from_str(text).unwrap();
+            resolve(&d, &BTreeMap::new(), Path::new("/p"), &catalog, &Models).map(|_| ())
+        };
+        let both = "model = \"tiny.en\"\nlong_form = \"soak\"\nfixtures = [\"s1-s4\"]";
+        assert!(resolve_text(both).unwrap_err().contains("one or the other"));
+        let neither = "model = \"tiny.en\"";
+        assert!(resolve_text(neither).unwrap_err().contains("no fixtures"));
+        let orphan = "model = \"tiny.en\"\nfixtures = [\"s1-s4\"]\nlong_form_s = 60";
+        assert!(
+            resolve_text(orphan)
+                .unwrap_err()
+                .contains("needs long_form")
+        );
+        assert!(
+            toml::from_str::<WhisperArmDecl>("model = \"x\"\nlong_form = \"night\"").is_err(),
+            "only known recipes"
+        );
+        // Without a fixtures folder nothing can be composed.
+        let d: WhisperArmDecl =
+            toml::from_str("model = \"tiny.en\"\nlong_form = \"soak\"").unwrap();
+        let err = resolve(
+            &d,
+            &BTreeMap::new(),
+            Path::new("/p"),
+            &super::FixtureCatalog::default(),
+            &Models,
+        )
+        .unwrap_err();
+        assert!(err.contains("speech fixtures folder"), "{err}");
     }
 }

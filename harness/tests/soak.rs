@@ -14,10 +14,17 @@ const KIB: f64 = 1024.0;
 
 /// A one-arm calibration protocol with a `[soak]` table at defaults.
 fn protocol(tmp: &Path, calibrate: &str) -> PathBuf {
+    protocol_with(tmp, calibrate, "", "")
+}
+
+/// As [`protocol`], with lines added to the arm (e.g. gates, before its
+/// `[arm.calibrate]` table) and to `[soak]`. Admission admits any host:
+/// these tests judge growth, not how busy the test machine is.
+fn protocol_with(tmp: &Path, calibrate: &str, arm: &str, soak: &str) -> PathBuf {
     write_protocol(
         tmp,
         &format!(
-            "[sampling]\nperiod_ms = 50\n[[arm]]\nid = \"cal\"\n[arm.calibrate]\nwarmup = 0\nidle_ms = 0\n{calibrate}\n[soak]\nsnapshot_interval_s = 1\n"
+            "[sampling]\nperiod_ms = 50\n[[arm]]\nid = \"cal\"\n{arm}\n[arm.calibrate]\nwarmup = 0\nidle_ms = 0\n{calibrate}\n[soak]\nsnapshot_interval_s = 1\n{soak}\n{LENIENT_ADMISSION}"
         ),
     )
 }
@@ -281,4 +288,139 @@ fn history_flags_a_night_whose_peak_jumps() {
     assert_eq!(rows.len(), 2, "{table}");
     assert!(!rows[0].contains("REGRESSION"), "{table}");
     assert!(rows[1].contains("REGRESSION: peak"), "{table}");
+}
+
+/// A 60-request soak of a calibration arm that declares the `stability`
+/// gate, with `soak` lines added to `[soak]`; no history.
+fn gated_soak(calibrate: &str, soak: &str) -> (tempfile::TempDir, PathBuf, Option<i32>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = protocol_with(
+        tmp.path(),
+        calibrate,
+        "[[arm.gate]]\nkind = \"stability\"",
+        soak,
+    );
+    let dir = tmp.path().join("run");
+    let out = memqual(&[
+        "soak",
+        p.to_str().unwrap(),
+        "--requests",
+        "60",
+        "--out",
+        dir.to_str().unwrap(),
+        "--no-history",
+    ]);
+    assert!(dir.join("receipt.json").exists(), "{}", stderr(&out));
+    (tmp, dir, out.status.code())
+}
+
+#[test]
+fn a_settle_period_adds_settled_series_and_the_stability_gate_fails_a_leak() {
+    let (_tmp, dir, code) = gated_soak(
+        "request_ms = 1\nleak = { mib_per_request = 0.0625 }",
+        "settle_ms = 20",
+    );
+    assert_eq!(code, Some(1));
+    let settled = std::fs::read_to_string(dir.join("arms/cal/settled.jsonl")).unwrap();
+    assert_eq!(settled.lines().count(), 60);
+    let r = receipt(&dir);
+    let s = r.arms[0].stability.clone().unwrap();
+    assert_eq!(s.settings.settle_ms, 20);
+    let names: Vec<&str> = s.settled_series.iter().map(|g| g.series.as_str()).collect();
+    assert!(names.ends_with(&["settled_resident"]), "{names:?}");
+    for g in &s.settled_series {
+        assert_eq!(g.points, 60, "{}", g.series);
+        assert_eq!(g.analysed_points, 50, "{}: 10 warm-up requests", g.series);
+        assert_eq!(
+            g.classification,
+            Classification::LinearGrowth,
+            "{}: {}",
+            g.series,
+            g.reason
+        );
+    }
+    let gates = r.gates.unwrap();
+    let stability = &gates.arms[0].gates[0];
+    assert_eq!(stability.kind, "stability");
+    assert_eq!(stability.outcome, reports::gates::Outcome::Fail);
+    assert_eq!(gates.verdict, reports::gates::Outcome::Fail);
+}
+
+#[test]
+fn without_a_settle_period_there_is_no_settled_series_and_a_plateau_passes_the_gate() {
+    let (_tmp, dir, code) = gated_soak("request_ms = 1\nplateau = { mib = 8 }", "");
+    assert_eq!(code, Some(0));
+    assert!(!dir.join("arms/cal/settled.jsonl").exists());
+    let r = receipt(&dir);
+    assert!(
+        r.arms[0]
+            .stability
+            .as_ref()
+            .unwrap()
+            .settled_series
+            .is_empty()
+    );
+    let gates = r.gates.unwrap();
+    assert_eq!(gates.arms[0].gates[0].kind, "stability");
+    assert_eq!(
+        gates.arms[0].gates[0].outcome,
+        reports::gates::Outcome::Pass
+    );
+    assert_eq!(gates.verdict, reports::gates::Outcome::Pass);
+}
+
+#[test]
+fn the_report_charts_this_soak_among_the_past_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = protocol(tmp.path(), "request_ms = 1\nplateau = { mib = 8 }");
+    let history = tmp.path().join("h.sqlite");
+    let run = |name: &str| {
+        let dir = tmp.path().join(name);
+        let out = memqual(&[
+            "soak",
+            p.to_str().unwrap(),
+            "--requests",
+            "40",
+            "--out",
+            dir.to_str().unwrap(),
+            "--history",
+            history.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        dir
+    };
+    for night in ["n1", "n2", "n3"] {
+        run(night);
+    }
+    let dir = run("n4");
+    let text = std::fs::read_to_string(dir.join("soak-history.json")).unwrap();
+    let h: reports::soak_history::SoakHistory = serde_json::from_str(&text).unwrap();
+    assert_eq!(h.nights.len(), 4);
+    let current: Vec<bool> = h.nights.iter().map(|n| n.current).collect();
+    assert_eq!(current, [false, false, false, true]);
+    assert!(
+        h.nights[3].run_dir.ends_with("n4"),
+        "{}",
+        h.nights[3].run_dir
+    );
+
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    for panel in ["slope", "peak"] {
+        let start = html
+            .find(&format!("<div id=\"soak-history-{panel}\">"))
+            .unwrap_or_else(|| panic!("no {panel} chart"));
+        let svg = &html[start..start + html[start..].find("</div>").unwrap()];
+        assert_eq!(
+            svg.matches("<circle").count(),
+            4,
+            "{panel}: one point per soak"
+        );
+        assert_eq!(
+            svg.matches("fill=\"#005AC8\"").count(),
+            1,
+            "{panel}: this soak highlighted"
+        );
+    }
+    // Sealed with the rest: the receipt validates against its seal.
+    receipt(&dir);
 }

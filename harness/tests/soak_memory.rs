@@ -84,6 +84,7 @@ fn write_run(dir: &Path, ticks: u64) {
     let settings = reports::stability::SoakSettings {
         growth: reports::growth::GrowthSettings::default(),
         system_slope_bytes_per_request: 16_384.0,
+        settle_ms: 0,
     };
     std::fs::write(
         arm.join(reports::stability::SOAK_FILE),

@@ -135,7 +135,7 @@ fn html(c: &mut Criterion) {
             .collect(),
     )]
     .into();
-    let page = render(&r, &series, &latencies);
+    let page = render(&r, &series, &latencies, None);
     eprintln!(
         "report.html for {ROWS} samples per series: {} bytes ({:.2} MB)",
         page.len(),
@@ -144,7 +144,7 @@ fn html(c: &mut Criterion) {
     let mut group = c.benchmark_group("report.html");
     group.sample_size(10);
     group.bench_function("render 36,000-sample series", |b| {
-        b.iter(|| black_box(render(&r, &series, &latencies)))
+        b.iter(|| black_box(render(&r, &series, &latencies, None)))
     });
     group.finish();
 }

@@ -5,7 +5,8 @@
 //! axis and each phase's kernel peak; peaks by phase against the control;
 //! latency with its distribution (see [`crate::latency_chart`]) and the
 //! sampler-overhead twin runs; the first differing token against the control; WER by category;
-//! identity and topology tables.
+//! identity and topology tables. A soak arm adds its growth table and, with
+//! `soak-history.json`, the charts of slope and peak over past soaks.
 //!
 //! Long series are drawn from a min/max envelope per pixel bucket
 //! ([`envelope`]), which keeps every bucket's extremes and so every local
@@ -14,6 +15,8 @@
 use crate::ReportError;
 use crate::gates::Outcome;
 use crate::receipt::{ArmReceipt, Receipt};
+use crate::soak_history::SoakHistory;
+use crate::stability::Stability;
 use plotters::prelude::*;
 use sampler::Phase;
 use std::collections::BTreeMap;
@@ -643,12 +646,83 @@ fn overhead_table(out: &mut String, arm: &ArmReceipt) {
     };
 }
 
+/// A soak arm's growth table (request_end, settled and system series) and,
+/// when the soak kept a history, the charts of slope and peak per night.
+fn soak_section(out: &mut String, s: &Stability, history: Option<&SoakHistory>) {
+    let verdict = match s.stable {
+        Some(true) => "stable",
+        Some(false) => "NOT stable",
+        None => "inconclusive (not a pass)",
+    };
+    let _ = writeln!(
+        out,
+        "<h3>Soak</h3><p>{} requests · worker {} · {verdict}</p>",
+        s.requests,
+        s.worker.name()
+    );
+    out.push_str(
+        "<table><tr><th>series</th><th>classification</th><th>tail KiB/request [interval]</th><th>reason</th></tr>",
+    );
+    for g in s
+        .worker_series
+        .iter()
+        .chain(&s.settled_series)
+        .chain(&s.system_series)
+    {
+        let slope = g.tail_bytes_per_request.map_or("–".into(), |t| {
+            format!(
+                "{:.2} [{:.2}, {:.2}]",
+                t.estimate / 1024.0,
+                t.low / 1024.0,
+                t.high / 1024.0
+            )
+        });
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{slope}</td><td>{}</td></tr>",
+            esc(&g.series),
+            g.classification.name(),
+            esc(&g.reason)
+        );
+    }
+    out.push_str("</table>\n");
+    let Some(h) = history else { return };
+    let _ = writeln!(
+        out,
+        "<h3>Soak history</h3><p>{} soaks of <code>{}</code> arm <code>{}</code>, oldest first; \
+         this run large and blue, regressions red.</p>",
+        h.nights.len(),
+        esc(&h.protocol),
+        esc(&h.arm)
+    );
+    match crate::soak_history::charts(h) {
+        Ok(svgs) => {
+            for (name, svg) in ["slope", "peak"].iter().zip(svgs) {
+                let _ = writeln!(out, "<div id=\"soak-history-{name}\">{svg}</div>");
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(out, "<p>history chart not drawn: {}</p>", esc(&e));
+        }
+    }
+    for n in h.nights.iter().filter(|n| !n.regressions.is_empty()) {
+        let _ = writeln!(
+            out,
+            "<p class=\"fail\">regression {}: {}</p>",
+            esc(&n.started_utc),
+            esc(&n.regressions.join("; "))
+        );
+    }
+}
+
 /// Render the page from a receipt, each arm's series (and the time of its
-/// first row, to place the markers) and its measured request latencies.
+/// first row, to place the markers), its measured request latencies and,
+/// for a soak that kept a history, its past nights (`soak-history.json`).
 pub fn render(
     r: &Receipt,
     series: &BTreeMap<String, (u64, Vec<Point>)>,
     latencies_ns: &BTreeMap<String, Vec<u64>>,
+    history: Option<&SoakHistory>,
 ) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -684,6 +758,9 @@ pub fn render(
                 }
             }
         }
+        if let Some(s) = &arm.stability {
+            soak_section(&mut out, s, history.filter(|h| h.arm == arm.id));
+        }
         out.push_str("<h3>Peak by phase</h3>\n");
         peaks_against_control(&mut out, r, arm);
         out.push_str("<h3>Latency</h3>\n");
@@ -718,8 +795,9 @@ pub fn write(run_dir: &Path, r: &Receipt) -> Result<(), ReportError> {
         series.insert(arm.id.clone(), (t0.unwrap_or(0), points));
         latencies.insert(arm.id.clone(), read_latencies(run_dir, &arm.id)?);
     }
+    let history = crate::soak_history::read(run_dir)?;
     let path = run_dir.join(FILE);
-    std::fs::write(&path, render(r, &series, &latencies))
+    std::fs::write(&path, render(r, &series, &latencies, history.as_ref()))
         .map_err(|source| ReportError::Io { path, source })
 }
 

@@ -31,6 +31,8 @@
 //!   inconclusive, and system growth while the worker stays flat.
 //! - [`stability`]: a soak arm's verdict from its run directory (the
 //!   receipt's `stability` section, which a `stability` gate reads).
+//! - [`soak_history`]: past soaks of the same protocol and arm, as the
+//!   soak hands them to the report (`soak-history.json`), and their chart.
 //! - [`gates`]: the declared gates judged against the receipt, each with
 //!   threshold, measured and control values and evidence pointers; the
 //!   arm and run verdicts.
@@ -61,6 +63,7 @@ pub mod record;
 pub mod render;
 pub mod seal;
 pub mod snapshots;
+pub mod soak_history;
 pub mod speech;
 pub mod stability;
 pub mod stats;

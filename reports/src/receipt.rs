@@ -426,7 +426,12 @@ pub fn assemble_arm(arm_dir: &Path, id: &str, page_bytes: u64) -> Result<ArmRece
         None
     };
     let fixtures = match spec.as_ref().map(|s| &s.worker) {
-        Some(WorkerSpec::Whisper(w)) => w.fixtures.clone(),
+        Some(WorkerSpec::Whisper(w)) => w
+            .fixtures
+            .iter()
+            .cloned()
+            .chain(w.long_form.as_ref().map(|l| l.as_fixture()))
+            .collect(),
         _ => Vec::new(),
     };
     let speech = speech::assemble(&results, runtime, &fixtures, &phases);

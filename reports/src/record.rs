@@ -23,6 +23,8 @@ pub mod files {
     pub const ARM: &str = "arm.json";
     pub const MARKERS: &str = "markers.jsonl";
     pub const RESULTS: &str = "results.jsonl";
+    /// Soak arms with a settle period: the worker's `settled` snapshots.
+    pub const SETTLED: &str = "settled.jsonl";
     pub const SERIES: &str = "series.csv";
     pub const WORKER_LOG: &str = "worker.log";
     pub const STDOUT: &str = "stdout.txt";

@@ -6,14 +6,17 @@
 //! worker's series are its own footprint and resident at every
 //! `request_end` marker; the system series are the external sampler's row
 //! at or just before each `request_end` (as-of join), so every series is
-//! indexed by request. A `stability` gate reads [`Stability::stable`].
+//! indexed by request. Where the soak asked for a settle period, the
+//! worker's `settled` snapshots (`settled.jsonl`) make two more worker
+//! series, judged like the others. A `stability` gate reads
+//! [`Stability::stable`].
 
 use crate::growth::{self, Classification, GrowthSettings, Point, SeriesGrowth};
 use crate::{ReportError, stats};
-use sampler::{Marker, Phase, SeriesRow};
+use sampler::{Marker, Phase, SeriesRow, TaskMemory};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
-use worker_contract::RequestResult;
+use worker_contract::{RequestResult, Settled};
 
 /// The soak settings file in an arm's directory.
 pub const SOAK_FILE: &str = "soak.json";
@@ -25,6 +28,9 @@ pub struct SoakSettings {
     pub growth: GrowthSettings,
     /// The growth threshold for system series (bytes per request).
     pub system_slope_bytes_per_request: f64,
+    /// The settle period after each `request_end` (0: none).
+    #[serde(default)]
+    pub settle_ms: u64,
 }
 
 /// The soak verdict of one arm.
@@ -37,6 +43,11 @@ pub struct Stability {
     pub worker: Classification,
     /// `worker_footprint` (where the platform has it) and `worker_resident`.
     pub worker_series: Vec<SeriesGrowth>,
+    /// The same, `settle_ms` after each `request_end` (`settled_footprint`,
+    /// `settled_resident`); empty without a settle period. They count
+    /// toward [`Stability::worker`].
+    #[serde(default)]
+    pub settled_series: Vec<SeriesGrowth>,
     /// System series that count for the verdict: wired, compressor, swap
     /// used, shared memory (tmpfs / shm) — whichever the platform reports.
     pub system_series: Vec<SeriesGrowth>,
@@ -129,6 +140,55 @@ fn system_points(series: &Path, ends: &[(u64, u64)]) -> Result<Vec<Vec<Point>>, 
     Ok(out)
 }
 
+/// `<prefix>_footprint` (where the platform has it) and `<prefix>_resident`
+/// over the worker's own snapshots `(request, t_ns, memory)`, judged.
+fn own_series(
+    prefix: &str,
+    snapshots: &[(u64, u64, &TaskMemory)],
+    settings: &GrowthSettings,
+) -> Vec<SeriesGrowth> {
+    let point = |&(request, t_ns, _): &(u64, u64, &TaskMemory), bytes: u64| Point {
+        request,
+        t_ns,
+        bytes: bytes as f64,
+    };
+    let footprint: Vec<Point> = snapshots
+        .iter()
+        .filter_map(|s| Some(point(s, s.2.footprint_bytes?)))
+        .collect();
+    let resident: Vec<Point> = snapshots
+        .iter()
+        .map(|s| point(s, s.2.resident_bytes))
+        .collect();
+    let mut out = Vec::new();
+    if !footprint.is_empty() {
+        out.push(growth::analyse(
+            &format!("{prefix}_footprint"),
+            &footprint,
+            settings,
+        ));
+    }
+    out.push(growth::analyse(
+        &format!("{prefix}_resident"),
+        &resident,
+        settings,
+    ));
+    out
+}
+
+/// The worker's series after each settle period; empty without `settled`
+/// snapshots.
+pub fn settled_growth(settled: &[Settled], settings: &GrowthSettings) -> Vec<SeriesGrowth> {
+    if settled.is_empty() {
+        return Vec::new();
+    }
+    let snapshots: Vec<(u64, u64, &TaskMemory)> = settled
+        .iter()
+        .map(|s| (s.request_id, s.t_ns, &s.memory))
+        .collect();
+    own_series("settled", &snapshots, settings)
+}
+
 /// Judge the arm in `arm_dir` with `settings`, from `markers.jsonl`,
 /// `series.csv` and `results.jsonl`.
 pub fn analyse_arm(
@@ -141,33 +201,20 @@ pub fn analyse_arm(
         .iter()
         .filter(|m| m.phase == Phase::RequestEnd)
         .collect();
-    let point = |m: &Marker, bytes: u64| Point {
-        request: m.request_id.unwrap_or(m.seq),
-        t_ns: m.t_ns,
-        bytes: bytes as f64,
-    };
-    let footprint: Vec<Point> = ends
+    let snapshots: Vec<(u64, u64, &TaskMemory)> = ends
         .iter()
-        .filter_map(|m| Some(point(m, m.memory.footprint_bytes?)))
+        .map(|m| (m.request_id.unwrap_or(m.seq), m.t_ns, &m.memory))
         .collect();
-    let resident: Vec<Point> = ends
-        .iter()
-        .map(|m| point(m, m.memory.resident_bytes))
-        .collect();
-    let mut worker_series = Vec::new();
-    if !footprint.is_empty() {
-        worker_series.push(growth::analyse(
-            "worker_footprint",
-            &footprint,
-            &settings.growth,
-        ));
-    }
-    worker_series.push(growth::analyse(
-        "worker_resident",
-        &resident,
-        &settings.growth,
-    ));
-    let worker = growth::worst(&worker_series.iter().collect::<Vec<_>>());
+    let worker_series = own_series("worker", &snapshots, &settings.growth);
+    let settled =
+        crate::receipt::read_jsonl::<Settled>(&arm_dir.join(crate::record::files::SETTLED))?;
+    let settled_series = settled_growth(&settled, &settings.growth);
+    let worker = growth::worst(
+        &worker_series
+            .iter()
+            .chain(&settled_series)
+            .collect::<Vec<_>>(),
+    );
 
     let index: Vec<(u64, u64)> = ends
         .iter()
@@ -206,6 +253,7 @@ pub fn analyse_arm(
         requests: ends.len() as u64,
         worker,
         worker_series,
+        settled_series,
         system_series,
         host_used,
         system_growth_while_worker_flat: flagged,
@@ -273,6 +321,7 @@ mod tests {
         let settings = SoakSettings {
             growth: GrowthSettings::default(),
             system_slope_bytes_per_request: 16_384.0,
+            settle_ms: 0,
         };
         let s = analyse_arm(tmp.path(), &markers, &[], &settings).unwrap();
         assert_eq!(s.requests, 300);
@@ -285,5 +334,110 @@ mod tests {
         let slope = s.system_series[0].bytes_per_request.unwrap().estimate;
         assert_eq!(slope, 262_144.0);
         assert_eq!(s.peak_footprint_bytes, Some(30 << 20));
+    }
+
+    fn end(i: u64, resident: u64) -> Marker {
+        Marker {
+            phase: Phase::RequestEnd,
+            seq: i,
+            request_id: Some(i),
+            t_ns: i * 1_000_000_000,
+            memory: TaskMemory {
+                resident_bytes: resident,
+                ..TaskMemory::default()
+            },
+        }
+    }
+
+    fn settled(i: u64, resident: u64) -> Settled {
+        Settled {
+            request_id: i,
+            settle_ms: 500,
+            t_ns: i * 1_000_000_000 + 500_000_000,
+            memory: TaskMemory {
+                resident_bytes: resident,
+                ..TaskMemory::default()
+            },
+        }
+    }
+
+    fn write_settled(dir: &Path, points: &[Settled]) {
+        let text: String = points
+            .iter()
+            .map(|s| serde_json::to_string(s).unwrap() + "\n")
+            .collect();
+        std::fs::write(dir.join(crate::record::files::SETTLED), text).unwrap();
+    }
+
+    fn settings() -> SoakSettings {
+        SoakSettings {
+            growth: GrowthSettings::default(),
+            system_slope_bytes_per_request: 16_384.0,
+            settle_ms: 500,
+        }
+    }
+
+    #[test]
+    fn growth_seen_only_after_the_settle_period_fails_the_worker() {
+        // At request_end the worker sits at 60 MiB (buffers still held);
+        // once they are released the floor is 40 MiB plus 64 KiB per request.
+        let tmp = tempfile::tempdir().unwrap();
+        let markers: Vec<Marker> = (0..200).map(|i| end(i, 60 << 20)).collect();
+        let after: Vec<Settled> = (0..200)
+            .map(|i| settled(i, (40 << 20) + i * 65_536))
+            .collect();
+        write_settled(tmp.path(), &after);
+        let s = analyse_arm(tmp.path(), &markers, &[], &settings()).unwrap();
+        assert_eq!(s.worker_series.len(), 1);
+        assert_eq!(s.worker_series[0].classification, Classification::Plateau);
+        assert_eq!(s.settled_series.len(), 1, "no footprint on these points");
+        let g = &s.settled_series[0];
+        assert_eq!(g.series, "settled_resident");
+        assert_eq!(g.points, 200);
+        assert_eq!(g.analysed_points, 190, "warm-up of 10 dropped");
+        assert_eq!(g.classification, Classification::LinearGrowth);
+        assert_eq!(g.tail_bytes_per_request.unwrap().estimate, 65_536.0);
+        assert_eq!(s.worker, Classification::LinearGrowth);
+        assert_eq!(s.stable, Some(false));
+    }
+
+    #[test]
+    fn a_settled_floor_that_stays_flat_keeps_the_arm_stable() {
+        let tmp = tempfile::tempdir().unwrap();
+        let markers: Vec<Marker> = (0..200).map(|i| end(i, 60 << 20)).collect();
+        let mut after: Vec<Settled> = (0..200).map(|i| settled(i, 40 << 20)).collect();
+        for s in &mut after {
+            s.memory.footprint_bytes = Some(30 << 20);
+        }
+        write_settled(tmp.path(), &after);
+        let s = analyse_arm(tmp.path(), &markers, &[], &settings()).unwrap();
+        let names: Vec<&str> = s.settled_series.iter().map(|g| g.series.as_str()).collect();
+        assert_eq!(names, ["settled_footprint", "settled_resident"]);
+        assert!(
+            s.settled_series
+                .iter()
+                .all(|g| g.classification == Classification::Plateau)
+        );
+        assert_eq!(s.stable, Some(true));
+
+        // Without settled.jsonl (no settle period, or an older run): no series.
+        let bare = tempfile::tempdir().unwrap();
+        let s = analyse_arm(bare.path(), &markers, &[], &settings()).unwrap();
+        assert!(s.settled_series.is_empty());
+        assert_eq!(s.stable, Some(true));
+    }
+
+    #[test]
+    fn a_broken_settled_line_names_the_file_and_line() {
+        let tmp = tempfile::tempdir().unwrap();
+        let good = serde_json::to_string(&settled(0, 1)).unwrap();
+        std::fs::write(
+            tmp.path().join(crate::record::files::SETTLED),
+            format!("{good}\n{{\"request_id\": \"x\"}}\n"),
+        )
+        .unwrap();
+        let err = analyse_arm(tmp.path(), &[end(0, 1)], &[], &settings()).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("settled.jsonl:2:"), "{text}");
     }
 }

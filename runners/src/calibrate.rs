@@ -337,6 +337,7 @@ pub fn run(
             latency_ns,
             body: ResultBody::Calibration(result),
         })?;
+        session.settle(request_id, spec.settle_ms)?;
     }
     drop(busy);
 

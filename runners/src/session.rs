@@ -3,7 +3,7 @@
 use sampler::{MarkerRecorder, Phase};
 use worker_contract::{
     Bye, CONTRACT_VERSION, Channel, Hello, LogLevel, LogMessage, RequestResult, RuntimeReport,
-    WorkerError, WorkerMessage,
+    Settled, WorkerError, WorkerMessage,
 };
 
 /// Never outlive the harness: a worker leads its own process group (so the
@@ -46,6 +46,25 @@ impl WorkerSession {
     pub fn mark(&mut self, phase: Phase, request_id: Option<u64>) -> anyhow::Result<()> {
         let marker = self.markers.mark(phase, request_id)?;
         self.channel.send(&WorkerMessage::Marker(marker))?;
+        Ok(())
+    }
+
+    /// After request `request_id`'s `request_end`: wait `settle_ms`, then
+    /// snapshot this process (no peak reset) and send `settled`. Nothing
+    /// when `settle_ms` is 0.
+    pub fn settle(&mut self, request_id: u64, settle_ms: u64) -> anyhow::Result<()> {
+        if settle_ms == 0 {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(settle_ms));
+        let t_ns = sampler::clock::monotonic_ns();
+        let memory = sampler::snapshot_self()?;
+        self.channel.send(&WorkerMessage::Settled(Settled {
+            request_id,
+            settle_ms,
+            t_ns,
+            memory,
+        }))?;
         Ok(())
     }
 

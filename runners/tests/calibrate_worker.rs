@@ -17,6 +17,7 @@ fn spec(dir: &std::path::Path, cal: CalibrationSpec) -> ArmSpec {
         arm_id: "t".into(),
         scratch_dir: dir.to_path_buf(),
         sampler: None,
+        settle_ms: 0,
         worker: WorkerSpec::Calibrate(cal),
     }
 }

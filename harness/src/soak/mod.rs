@@ -51,6 +51,9 @@ pub struct SoakDecl {
     pub seed: u64,
     /// Seconds between slow snapshots of the worker (0: only at `idle_end`).
     pub snapshot_interval_s: u64,
+    /// Milliseconds the worker waits after each `request_end` before a
+    /// second (`settled`) snapshot, judged as series of their own (0: off).
+    pub settle_ms: u64,
     /// Past soaks of the same protocol and arm a new one is compared with.
     pub regression_window: usize,
     /// Regression: slope above the window's median by more than this (KiB per request).
@@ -76,6 +79,7 @@ impl Default for SoakDecl {
             confidence: g.confidence,
             seed: g.seed,
             snapshot_interval_s: 60,
+            settle_ms: 0,
             regression_window: 7,
             regression_slope_kib_per_request: 4.0,
             regression_peak_pct: 10.0,
@@ -150,6 +154,7 @@ impl SoakDecl {
                 seed: self.seed,
             },
             system_slope_bytes_per_request: self.system_max_slope_kib_per_request * 1024.0,
+            settle_ms: self.settle_ms,
         }
     }
 }
@@ -213,6 +218,7 @@ pub fn prepare(
     };
     let mut arm = loaded.arms.swap_remove(index);
     arm.control = None;
+    arm.settle_ms = decl.settle_ms;
     let cycle = match &mut arm.worker {
         WorkerSpec::Calibrate(cal) => {
             match length {
@@ -227,6 +233,7 @@ pub fn prepare(
             1
         }
         WorkerSpec::Whisper(w) => {
+            // A long-form arm has one input: each request is a cycle.
             let per_cycle = w.fixtures.len().max(1) as u64;
             match length {
                 Length::AsDeclared => {}
@@ -306,6 +313,22 @@ pub fn run_soak(
     })
 }
 
+/// Put the history chart's rows (`soak-history.json`) into the run
+/// directory, then render the reports and seal the run again.
+pub fn attach_history(
+    dir: &Path,
+    receipt: &mut reports::Receipt,
+    history: &reports::soak_history::SoakHistory,
+) -> anyhow::Result<()> {
+    let path = dir.join(reports::soak_history::FILE);
+    let text = serde_json::to_string_pretty(history).context("serializing the soak history")?;
+    std::fs::write(&path, text + "\n")
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    reports::render::write_all(dir, receipt).context("cannot write the reports")?;
+    reports::seal::seal(dir, receipt).context("cannot seal the run directory")?;
+    Ok(())
+}
+
 /// The soak's figures in a few lines.
 pub fn human(result: &SoakResult) -> String {
     let mut out = String::new();
@@ -340,6 +363,7 @@ pub fn human(result: &SoakResult) -> String {
     for g in s
         .worker_series
         .iter()
+        .chain(&s.settled_series)
         .chain(&s.system_series)
         .chain(&s.host_used)
     {

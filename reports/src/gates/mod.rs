@@ -22,6 +22,7 @@ mod evaluate;
 mod spec;
 
 pub use evaluate::evaluate;
+pub use spec::StabilityGate;
 pub use spec::{
     ArmGates, Expect, FailClosedGate, GateSpec, LatencyGate, MemoryField, MemoryGate, OverheadGate,
     ParityGate, QualityGate, ValidityGate,

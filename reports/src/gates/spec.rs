@@ -22,6 +22,8 @@ pub enum GateSpec {
     Validity(ValidityGate),
     /// The external sampler does not change what it measures.
     Overhead(OverheadGate),
+    /// A soak found the arm's memory bounded, the worker's and the system's.
+    Stability(StabilityGate),
 }
 
 /// Which memory value of a phase marker a memory gate reads.
@@ -149,6 +151,14 @@ impl Default for OverheadGate {
     }
 }
 
+/// The soak verdict (`stability` section of the receipt) is stable: no
+/// worker series and no system series grows. Inconclusive or absent (the
+/// arm was not soaked) is NOT_EVALUATED, never a pass. The thresholds are
+/// the protocol's `[soak]` table, recorded in the section.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StabilityGate {}
+
 /// What an arm is expected to do.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -183,6 +193,7 @@ impl GateSpec {
             GateSpec::FailClosed(_) => "fail_closed",
             GateSpec::Validity(_) => "validity",
             GateSpec::Overhead(_) => "overhead",
+            GateSpec::Stability(_) => "stability",
         }
     }
 
@@ -192,6 +203,7 @@ impl GateSpec {
             GateSpec::Memory(m) => m.ceiling_mib.is_none(),
             GateSpec::Latency(_) | GateSpec::Parity(_) | GateSpec::Quality(_) => true,
             GateSpec::FailClosed(_) | GateSpec::Validity(_) | GateSpec::Overhead(_) => false,
+            GateSpec::Stability(_) => false,
         }
     }
 
@@ -277,6 +289,7 @@ impl GateSpec {
                 Ok(())
             }
             GateSpec::Parity(_) => Ok(()),
+            GateSpec::Stability(_) => Ok(()),
         }
     }
 }

@@ -756,3 +756,141 @@ fn declarations_are_checked() {
             .contains("fail_closed")
     );
 }
+
+/// A soak section: worker resident from `worker(i)`, shared memory from
+/// `shmem(i)`, 300 requests, judged with the default thresholds.
+fn soaked(worker: impl Fn(u64) -> f64, shmem: impl Fn(u64) -> f64) -> crate::stability::Stability {
+    use crate::growth::{self, GrowthSettings, Point};
+    let settings = crate::stability::SoakSettings {
+        growth: GrowthSettings::default(),
+        system_slope_bytes_per_request: 16_384.0,
+        settle_ms: 0,
+    };
+    let points = |f: &dyn Fn(u64) -> f64| -> Vec<Point> {
+        (0..300)
+            .map(|i| Point {
+                request: i,
+                t_ns: i * 1_000_000_000,
+                bytes: f(i),
+            })
+            .collect()
+    };
+    let w = growth::analyse("worker_resident", &points(&worker), &settings.growth);
+    let sys_settings = GrowthSettings {
+        linear_slope_bytes_per_request: settings.system_slope_bytes_per_request,
+        ..settings.growth.clone()
+    };
+    let s = growth::analyse("sys_shmem", &points(&shmem), &sys_settings);
+    let worker_class = w.classification;
+    let flagged = growth::system_grows_while_worker_flat(worker_class, std::slice::from_ref(&s));
+    let stable =
+        match (worker_class, s.classification) {
+            (growth::Classification::LinearGrowth, _)
+            | (_, growth::Classification::LinearGrowth) => Some(false),
+            (growth::Classification::Inconclusive, _)
+            | (_, growth::Classification::Inconclusive) => None,
+            _ => Some(true),
+        };
+    crate::stability::Stability {
+        settings,
+        requests: 300,
+        worker: worker_class,
+        worker_series: vec![w],
+        settled_series: vec![],
+        system_series: vec![s],
+        host_used: None,
+        system_growth_while_worker_flat: flagged,
+        peak_footprint_bytes: None,
+        peak_resident_bytes: None,
+        p95_latency_ns: None,
+        stable,
+    }
+}
+
+fn stability_verdict(stability: Option<crate::stability::Stability>) -> GateResult {
+    let out = good_outputs();
+    let mut cand = arm("cand", 1, (1.0, 1), &out);
+    cand.stability = stability;
+    let r = receipt(
+        arm("ctl", 1, (1.0, 1), &out),
+        cand,
+        gates(vec![GateSpec::Stability(StabilityGate {})]),
+    );
+    let rep = judge(&r);
+    let v = candidate(&rep);
+    assert_eq!(v.gates[1].kind, "validity");
+    v.gates[0].clone()
+}
+
+#[test]
+fn stability_passes_a_plateau_and_fails_a_leak() {
+    let flat = |_| 40.0 * MIB as f64;
+    let g = stability_verdict(Some(soaked(flat, flat)));
+    assert_eq!(g.kind, "stability");
+    assert_eq!(g.outcome, Outcome::Pass);
+    let verdict = g.checks.last().unwrap();
+    assert_eq!(verdict.name, "soak verdict");
+    assert_eq!(verdict.measured, Some(1.0));
+    assert_eq!(verdict.evidence[0].pointer, "/arms/1/stability/stable");
+
+    // 64 KiB per request: the worker grows.
+    let leak = |i| 40.0 * MIB as f64 + i as f64 * 65_536.0;
+    let g = stability_verdict(Some(soaked(leak, flat)));
+    assert_eq!(g.outcome, Outcome::Fail);
+    let worker = &g.checks[0];
+    assert_eq!(worker.name, "worker_resident growth");
+    assert_eq!(worker.outcome, Outcome::Fail);
+    assert_eq!(worker.measured, Some(65_536.0));
+    assert_eq!(worker.threshold, Some(4096.0));
+    assert_eq!(
+        worker.evidence[0].pointer,
+        "/arms/1/stability/worker_series/0"
+    );
+    let verdict = g.checks.last().unwrap();
+    assert_eq!(verdict.outcome, Outcome::Fail);
+    assert!(
+        verdict.note.starts_with(
+            "not stable: worker linear_growth; growing: worker_resident tail slope 64.00 KiB/request [64.00, 64.00]"
+        ),
+        "{}",
+        verdict.note
+    );
+}
+
+#[test]
+fn stability_fails_system_growth_under_a_flat_worker() {
+    let flat = |_| 40.0 * MIB as f64;
+    // 256 KiB of shared memory per request while the worker stays put: seed 001.
+    let shm = |i| i as f64 * 262_144.0;
+    let g = stability_verdict(Some(soaked(flat, shm)));
+    assert_eq!(g.outcome, Outcome::Fail);
+    assert_eq!(g.checks[0].outcome, Outcome::Pass, "the worker is flat");
+    let sys = &g.checks[1];
+    assert_eq!(sys.name, "sys_shmem growth");
+    assert_eq!(sys.outcome, Outcome::Fail);
+    assert_eq!(sys.threshold, Some(16_384.0));
+    assert!(sys.note.starts_with("system memory grows while the worker"));
+    assert_eq!(g.checks[2].outcome, Outcome::Fail);
+}
+
+#[test]
+fn stability_is_not_evaluated_without_a_soak_or_when_inconclusive() {
+    let g = stability_verdict(None);
+    assert_eq!(g.outcome, Outcome::NotEvaluated);
+    assert!(g.checks[0].note.contains("not soaked"));
+
+    // A slope of exactly the threshold: its interval straddles it.
+    let flat = |_| 40.0 * MIB as f64;
+    let edge = |i| 40.0 * MIB as f64 + i as f64 * 4096.0 + if i % 2 == 0 { 0.0 } else { 8192.0 };
+    let s = soaked(edge, flat);
+    assert_eq!(s.stable, None);
+    let g = stability_verdict(Some(s));
+    assert_eq!(g.outcome, Outcome::NotEvaluated);
+    let verdict = g.checks.last().unwrap();
+    assert_eq!(verdict.outcome, Outcome::NotEvaluated);
+    assert!(
+        verdict
+            .note
+            .starts_with("inconclusive (worker inconclusive)")
+    );
+}

@@ -75,6 +75,7 @@ mod tests {
             arm_id: "a".into(),
             scratch_dir: "/tmp".into(),
             sampler: None,
+            settle_ms: 0,
             worker: WorkerSpec::Calibrate(CalibrationSpec::default()),
         }
     }

@@ -3,7 +3,8 @@
 //! A worker is a child process. The harness writes one [`ArmSpec`] as JSON to
 //! the worker's stdin and closes it; the worker writes [`WorkerMessage`]s as
 //! JSON lines to file descriptor 3 ([`Channel`]) — `hello` first, then
-//! `marker`, `log`, `result`, `error` and (whisper worker) `runtime` messages, and `bye` last. Worker
+//! `marker`, `log`, `result`, `error`, (whisper worker) `runtime` and (soak
+//! arms with a settle period) `settled` messages, and `bye` last. Worker
 //! stdout and stderr are free-form and only captured.
 //!
 //! [`decode_line`] is the harness's strict reader: bad JSON and unknown message
@@ -27,19 +28,20 @@ pub use calibrate::{
 pub use channel::{Channel, read_spec};
 pub use message::{
     Bye, CalibrationResult, DecodeError, Hello, LogLevel, LogMessage, RequestResult, ResultBody,
-    WorkerError, WorkerMessage, decode_line,
+    Settled, WorkerError, WorkerMessage, decode_line,
 };
 pub use runtime::{
     CoremlIdentity, LoggedSize, ModelIdentity, RuntimeReport, StateBuffers, Topology,
 };
 pub use spec::{ArmSpec, SamplerSchedule, WorkerSpec};
 pub use whisper::{
-    Decoding, Encoder, FixtureInput, Initializer, ModelInput, ModelLayout, StopReason,
-    TranscriptionResult, WhisperSpec, is_sha256_hex,
+    Decoding, Encoder, FixtureInput, Initializer, LongFormInput, ModelInput, ModelLayout,
+    StopReason, TranscriptionResult, WhisperSpec, is_sha256_hex,
 };
 
 /// Version of the spec and message formats. Bump on any incompatible change.
-pub const CONTRACT_VERSION: u32 = 2;
+/// 3: `settled` messages and the spec's `settle_ms` (a soak's settle period).
+pub const CONTRACT_VERSION: u32 = 3;
 
 /// The file descriptor workers write their messages to.
 pub const MESSAGE_FD: i32 = 3;

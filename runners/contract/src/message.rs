@@ -1,7 +1,7 @@
 //! Messages a worker writes to fd 3, one JSON object per line.
 
 use crate::{RuntimeReport, TranscriptionResult};
-use sampler::Marker;
+use sampler::{Marker, TaskMemory};
 use serde::{Deserialize, Serialize};
 
 /// One line on the worker's message channel, tagged by `type`.
@@ -15,13 +15,15 @@ pub enum WorkerMessage {
     Error(WorkerError),
     /// The whisper worker's runtime identity and topology, once, after `state_ready`.
     Runtime(Box<RuntimeReport>),
+    /// The worker's memory `settle_ms` after a `request_end` (soak only).
+    Settled(Settled),
     Bye(Bye),
 }
 
 impl WorkerMessage {
     /// The `type` tags the contract knows.
-    pub const TYPES: [&'static str; 7] = [
-        "hello", "marker", "log", "result", "error", "runtime", "bye",
+    pub const TYPES: [&'static str; 8] = [
+        "hello", "marker", "log", "result", "error", "runtime", "settled", "bye",
     ];
 
     pub fn type_name(&self) -> &'static str {
@@ -32,6 +34,7 @@ impl WorkerMessage {
             WorkerMessage::Result(_) => "result",
             WorkerMessage::Error(_) => "error",
             WorkerMessage::Runtime(_) => "runtime",
+            WorkerMessage::Settled(_) => "settled",
             WorkerMessage::Bye(_) => "bye",
         }
     }
@@ -95,6 +98,19 @@ pub struct CalibrationResult {
     pub spike_freed_ns: Option<u64>,
 }
 
+/// A snapshot of the worker's own memory after the settle period that
+/// follows request `request_id`'s `request_end` (no peak is reset: the next
+/// `request_begin` marker's peak still covers the wait).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settled {
+    pub request_id: u64,
+    /// The wait the arm spec asked for.
+    pub settle_ms: u64,
+    /// Monotonic time of the snapshot (the clock of the markers).
+    pub t_ns: u64,
+    pub memory: TaskMemory,
+}
+
 /// A failure the worker reports before it exits.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerError {
@@ -115,7 +131,7 @@ pub enum DecodeError {
     #[error("no string `type` field: {excerpt}")]
     MissingType { excerpt: String },
     #[error(
-        "unknown message type `{type_name}` (known: hello, marker, log, result, error, runtime, bye)"
+        "unknown message type `{type_name}` (known: hello, marker, log, result, error, runtime, settled, bye)"
     )]
     UnknownType { type_name: String },
     #[error("malformed `{type_name}` message ({reason}): {excerpt}")]
@@ -194,6 +210,15 @@ mod tests {
             }),
             WorkerMessage::Error(WorkerError {
                 message: "x".into(),
+            }),
+            WorkerMessage::Settled(Settled {
+                request_id: 3,
+                settle_ms: 500,
+                t_ns: 77,
+                memory: TaskMemory {
+                    resident_bytes: 4096,
+                    ..TaskMemory::default()
+                },
             }),
             WorkerMessage::Bye(Bye { requests: 3 }),
         ];

@@ -13,6 +13,10 @@ pub struct ArmSpec {
     /// The external sampler's schedule, when one runs, on the shared monotonic clock.
     #[serde(default)]
     pub sampler: Option<SamplerSchedule>,
+    /// Milliseconds to wait after each `request_end` before a `settled`
+    /// snapshot (0: no settle, no `settled` messages). Set by `memqual soak`.
+    #[serde(default)]
+    pub settle_ms: u64,
     pub worker: WorkerSpec,
 }
 

@@ -101,6 +101,46 @@ pub struct FixtureInput {
     pub reference: String,
 }
 
+/// One long input the worker composes itself from the committed slices
+/// (never a file on disk), e.g. the 730 s soak input of seed 001.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LongFormInput {
+    /// The recipe's name (`soak`).
+    pub recipe: String,
+    /// The length the recipe is filled (and padded) to, in seconds.
+    pub target_s: u32,
+    /// The speech fixtures folder (its manifest and slices).
+    pub fixtures_dir: PathBuf,
+    /// SHA-256 of the composed samples (little-endian i16, no header): the
+    /// worker refuses to run on anything else.
+    pub samples_sha256: String,
+    pub duration_ms: u64,
+    /// Slices placed in it.
+    pub pieces: u32,
+    /// The placed slices' references, joined (for WER).
+    pub reference: String,
+}
+
+impl LongFormInput {
+    /// The id its requests carry as `fixture_id`.
+    pub fn id(&self) -> String {
+        format!("long_form:{}", self.recipe)
+    }
+
+    /// The input as a fixture entry (category `long_form`), for reports
+    /// that look fixtures up by id; `path` is the fixtures folder.
+    pub fn as_fixture(&self) -> FixtureInput {
+        FixtureInput {
+            id: self.id(),
+            category: "long_form".into(),
+            path: self.fixtures_dir.clone(),
+            sha256: self.samples_sha256.clone(),
+            reference: self.reference.clone(),
+        }
+    }
+}
+
 /// Everything one whisper arm runs with.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -127,6 +167,9 @@ pub struct WhisperSpec {
     /// Unmeasured requests before `warmup_done` (on the first fixture).
     pub warmup: u32,
     pub fixtures: Vec<FixtureInput>,
+    /// Instead of `fixtures`: one long input composed by the worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub long_form: Option<LongFormInput>,
     /// Times each fixture is run; request ids count fixtures × repetitions.
     pub repetitions: u32,
     /// Soak: stop after this many measured requests (fixtures cycled in
@@ -160,8 +203,22 @@ impl WhisperSpec {
             }
             _ => {}
         }
-        if self.fixtures.is_empty() {
-            return Err("no fixtures: a whisper arm needs at least one".into());
+        match (&self.long_form, self.fixtures.is_empty()) {
+            (None, true) => {
+                return Err(
+                    "no fixtures: a whisper arm needs at least one, or a long_form input".into(),
+                );
+            }
+            (Some(_), false) => {
+                return Err("long_form replaces fixtures: give one or the other".into());
+            }
+            (Some(l), true) if !is_sha256_hex(&l.samples_sha256) => {
+                return Err(format!(
+                    "long_form samples_sha256 {:?} is not 64 lowercase hex digits",
+                    l.samples_sha256
+                ));
+            }
+            _ => {}
         }
         if self.repetitions == 0 {
             return Err("repetitions must be at least 1".into());
@@ -272,6 +329,7 @@ mod tests {
                 sha256: "0".repeat(64),
                 reference: "a".into(),
             }],
+            long_form: None,
             repetitions: 1,
             idle_ms: 0,
             encoder: Encoder::Native,
@@ -294,6 +352,26 @@ mod tests {
         let mut s = spec();
         s.model.coreml_sidecar = Some("x.mlmodelc".into());
         assert!(s.validate().unwrap_err().contains("encoder is not"));
+        let long = LongFormInput {
+            recipe: "soak".into(),
+            target_s: 730,
+            fixtures_dir: "/fx".into(),
+            samples_sha256: "c".repeat(64),
+            duration_ms: 730_000,
+            pieces: 40,
+            reference: "a b".into(),
+        };
+        let mut s = spec();
+        s.long_form = Some(long.clone());
+        assert!(s.validate().unwrap_err().contains("one or the other"));
+        s.fixtures.clear();
+        assert_eq!(s.validate(), Ok(()));
+        assert_eq!(long.as_fixture().id, "long_form:soak");
+        s.long_form = Some(LongFormInput {
+            samples_sha256: "x".into(),
+            ..long
+        });
+        assert!(s.validate().unwrap_err().contains("samples_sha256"));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use anyhow::{Context, bail};
 use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::path::Path;
-use worker_contract::FixtureInput;
+use worker_contract::{FixtureInput, LongFormInput};
 
 /// SHA-256 of a file, streamed, with its length.
 pub fn sha256_file(path: &Path) -> anyhow::Result<(String, u64)> {
@@ -61,5 +61,30 @@ pub fn load_fixture(fixture: &FixtureInput) -> anyhow::Result<Audio> {
     Ok(Audio {
         id: fixture.id.clone(),
         samples,
+    })
+}
+
+/// Compose the long-form input from the verified slices and check it is
+/// the one the harness described (same samples digest).
+pub fn compose_long_form(long: &LongFormInput) -> anyhow::Result<Audio> {
+    let id = long.id();
+    let fixtures = speech_fixtures::Fixtures::open(&long.fixtures_dir)
+        .with_context(|| format!("{id}: fixtures folder {}", long.fixtures_dir.display()))?;
+    let recipe =
+        speech_fixtures::LongFormRecipe::named(&long.recipe, &fixtures, Some(long.target_s))
+            .with_context(|| format!("{id}: this worker knows no such recipe"))?;
+    let composed = recipe
+        .compose(&fixtures)
+        .with_context(|| format!("{id}: composing from {}", long.fixtures_dir.display()))?;
+    let sha = composed.samples_sha256();
+    if sha != long.samples_sha256 {
+        bail!(
+            "{id} composed to samples SHA-256 {sha}, the spec says {}: the slices or the recipe changed",
+            long.samples_sha256
+        );
+    }
+    Ok(Audio {
+        id,
+        samples: composed.to_f32(),
     })
 }

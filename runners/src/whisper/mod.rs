@@ -209,11 +209,14 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
 
     // Inputs first: nothing reaches whisper.cpp unchecked.
     let identity = prevalidate_model(spec)?;
-    let audio = spec
-        .fixtures
-        .iter()
-        .map(inputs::load_fixture)
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let audio = match &spec.long_form {
+        Some(long) => vec![inputs::compose_long_form(long)?],
+        None => spec
+            .fixtures
+            .iter()
+            .map(inputs::load_fixture)
+            .collect::<anyhow::Result<Vec<_>>>()?,
+    };
     let runtime_model = model_path_for_runtime(spec, &arm.scratch_dir)?;
 
     let settings = RunSettings {
@@ -312,6 +315,7 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
                 body: ResultBody::Transcription(body),
             })?;
             forward_log(session, &mut log_lines)?;
+            session.settle(request_id, arm.settle_ms)?;
             request_id += 1;
         }
     }

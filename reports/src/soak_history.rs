@@ -1,0 +1,249 @@
+//! The soak's past nights, as `memqual soak` hands them to the report:
+//! `soak-history.json` in the run directory (written from the history
+//! database at the end of a soak, sealed with the rest), and the chart of
+//! slope and peak per night that `report.html` draws from it.
+//!
+//! `reports` has no database: the rows arrive as the typed [`SoakHistory`].
+
+use crate::ReportError;
+use plotters::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// The file in the run directory.
+pub const FILE: &str = "soak-history.json";
+
+const WIDTH: u32 = 960;
+const HEIGHT: u32 = 240;
+const KIB: f64 = 1024.0;
+const MIB: f64 = 1048576.0;
+/// The current night, regressions, and every other night.
+const CURRENT: RGBColor = RGBColor(0, 90, 200);
+const REGRESSION: RGBColor = RGBColor(200, 0, 0);
+const PAST: RGBColor = RGBColor(120, 120, 120);
+
+/// One soak of the same protocol and arm.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryNight {
+    pub started_utc: String,
+    pub run_dir: String,
+    pub requests: u64,
+    pub classification: String,
+    /// The worker's headline slope (bytes per request) and its interval.
+    pub slope_bytes_per_request: Option<f64>,
+    pub slope_low: Option<f64>,
+    pub slope_high: Option<f64>,
+    pub peak_footprint_bytes: Option<u64>,
+    /// This run.
+    pub current: bool,
+    /// Why the night was flagged against the nights before it (empty: not).
+    pub regressions: Vec<String>,
+}
+
+/// The nights of one protocol and arm, oldest first, the current one last.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SoakHistory {
+    pub protocol: String,
+    pub arm: String,
+    pub nights: Vec<HistoryNight>,
+}
+
+/// `soak-history.json` of a run directory; `None` when the soak kept no history.
+pub fn read(run_dir: &Path) -> Result<Option<SoakHistory>, ReportError> {
+    let path = run_dir.join(FILE);
+    if !path.exists() {
+        return Ok(None);
+    }
+    crate::receipt::read_json(&path).map(Some)
+}
+
+fn colour(n: &HistoryNight) -> RGBColor {
+    if !n.regressions.is_empty() {
+        REGRESSION
+    } else if n.current {
+        CURRENT
+    } else {
+        PAST
+    }
+}
+
+/// One night on a panel: index (x), value, interval, colour, current.
+type Mark = (usize, f64, Option<(f64, f64)>, RGBColor, bool);
+
+/// One panel: a value per night (index on x), optional error bars.
+fn panel(title: &str, unit: &str, values: &[Mark], nights: usize) -> Result<String, String> {
+    let (mut y0, mut y1) = (0f64, 1e-9f64);
+    for (_, v, bar, _, _) in values {
+        let (lo, hi) = bar.unwrap_or((*v, *v));
+        y0 = y0.min(lo.min(*v));
+        y1 = y1.max(hi.max(*v));
+    }
+    let pad = (y1 - y0).max(1e-9) * 0.1;
+    let (y0, y1) = (if y0 < 0.0 { y0 - pad } else { 0.0 }, y1 + pad);
+    let x1 = nights.max(1) as f64 - 0.5;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 14))
+            .margin(8)
+            .x_label_area_size(30)
+            .y_label_area_size(60)
+            .build_cartesian_2d(-0.5f64..x1, y0..y1)
+            .map_err(|e| e.to_string())?;
+        chart
+            .configure_mesh()
+            .x_desc("soak (oldest first)")
+            .y_desc(unit)
+            .x_labels(nights.clamp(2, 20))
+            .x_label_formatter(&|x| format!("{}", x.round() as i64 + 1))
+            .light_line_style(WHITE)
+            .draw()
+            .map_err(|e| e.to_string())?;
+        // Error bars: the interval as a vertical line with short caps.
+        let cap = 0.08;
+        chart
+            .draw_series(values.iter().filter_map(|(i, _, bar, c, _)| {
+                let (lo, hi) = (*bar)?;
+                let x = *i as f64;
+                Some(PathElement::new(
+                    vec![
+                        (x - cap, lo),
+                        (x + cap, lo),
+                        (x, lo),
+                        (x, hi),
+                        (x - cap, hi),
+                        (x + cap, hi),
+                    ],
+                    c.stroke_width(2),
+                ))
+            }))
+            .map_err(|e| e.to_string())?;
+        // One circle per night: the test counts them.
+        chart
+            .draw_series(values.iter().map(|(i, v, _, c, current)| {
+                Circle::new((*i as f64, *v), if *current { 7 } else { 4 }, c.filled())
+            }))
+            .map_err(|e| e.to_string())?;
+        root.present().map_err(|e| e.to_string())?;
+    }
+    Ok(svg)
+}
+
+/// The two charts: slope (KiB per request, interval as error bars) and
+/// peak footprint (MiB) per night. The current night is drawn larger and
+/// blue, regressions red, earlier nights grey.
+pub fn charts(h: &SoakHistory) -> Result<[String; 2], String> {
+    let slope: Vec<Mark> = h
+        .nights
+        .iter()
+        .enumerate()
+        .filter_map(|(i, n)| {
+            let v = n.slope_bytes_per_request? / KIB;
+            let bar = n
+                .slope_low
+                .zip(n.slope_high)
+                .map(|(l, h)| (l / KIB, h / KIB));
+            Some((i, v, bar, colour(n), n.current))
+        })
+        .collect();
+    let peak: Vec<Mark> = h
+        .nights
+        .iter()
+        .enumerate()
+        .filter_map(|(i, n)| {
+            let v = n.peak_footprint_bytes? as f64 / MIB;
+            Some((i, v, None, colour(n), n.current))
+        })
+        .collect();
+    let n = h.nights.len();
+    Ok([
+        panel(
+            "worker slope per request, with interval",
+            "KiB/request",
+            &slope,
+            n,
+        )?,
+        panel("peak footprint", "MiB", &peak, n)?,
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn night(i: u64, slope: Option<f64>, current: bool, regression: bool) -> HistoryNight {
+        HistoryNight {
+            started_utc: format!("2026-11-{:02}T02:00:00+00:00", i + 1),
+            run_dir: format!("runs/{i}"),
+            requests: 300,
+            classification: "plateau".into(),
+            slope_bytes_per_request: slope,
+            slope_low: slope.map(|s| s - 512.0),
+            slope_high: slope.map(|s| s + 512.0),
+            peak_footprint_bytes: Some((100 + i) << 20),
+            current,
+            regressions: if regression {
+                vec!["peak 104.0 MiB above the median".into()]
+            } else {
+                vec![]
+            },
+        }
+    }
+
+    fn circles(svg: &str, fill: &str) -> usize {
+        svg.split("<circle")
+            .skip(1)
+            .filter(|c| c.contains(&format!("fill=\"{fill}\"")))
+            .count()
+    }
+
+    #[test]
+    fn every_night_is_a_point_the_current_one_and_regressions_stand_out() {
+        let h = SoakHistory {
+            protocol: "soak".into(),
+            arm: "a".into(),
+            nights: vec![
+                night(0, Some(100.0), false, false),
+                night(1, None, false, false),
+                night(2, Some(-50.0), false, false),
+                night(3, Some(9000.0), true, true),
+            ],
+        };
+        let [slope, peak] = charts(&h).unwrap();
+        assert_eq!(
+            slope.matches("<circle").count(),
+            3,
+            "a night without a slope has no point"
+        );
+        assert_eq!(peak.matches("<circle").count(), 4);
+        assert_eq!(circles(&peak, "#C80000"), 1, "the regression is red");
+        assert_eq!(circles(&peak, "#787878"), 3);
+        let h = SoakHistory {
+            nights: vec![
+                night(0, Some(1.0), false, false),
+                night(1, Some(2.0), true, false),
+            ],
+            ..h
+        };
+        let [_, peak] = charts(&h).unwrap();
+        assert_eq!(circles(&peak, "#005AC8"), 1, "the current night is blue");
+    }
+
+    #[test]
+    fn the_file_round_trips_and_is_optional() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert_eq!(read(tmp.path()).unwrap(), None);
+        let h = SoakHistory {
+            protocol: "soak".into(),
+            arm: "a".into(),
+            nights: vec![night(0, Some(1.0), true, false)],
+        };
+        std::fs::write(tmp.path().join(FILE), serde_json::to_string(&h).unwrap()).unwrap();
+        assert_eq!(read(tmp.path()).unwrap(), Some(h));
+        std::fs::write(tmp.path().join(FILE), "{\"protocol\": 1}").unwrap();
+        let err = read(tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("soak-history.json:1:"), "{err}");
+    }
+}
