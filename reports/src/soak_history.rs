@@ -72,13 +72,16 @@ type Mark = (usize, f64, Option<(f64, f64)>, RGBColor, bool);
 
 /// One panel: a value per night (index on x), optional error bars.
 fn panel(title: &str, unit: &str, values: &[Mark], nights: usize) -> Result<String, String> {
-    let (mut y0, mut y1) = (0f64, 1e-9f64);
+    let (mut y0, mut y1) = (0f64, 0f64);
     for (_, v, bar, _, _) in values {
         let (lo, hi) = bar.unwrap_or((*v, *v));
         y0 = y0.min(lo.min(*v));
         y1 = y1.max(hi.max(*v));
     }
-    let pad = (y1 - y0).max(1e-9) * 0.1;
+    // At least one unit tall: a healthy history of flat zeros would
+    // otherwise get an axis whose every label reads 0.0.
+    y1 = y1.max(y0 + 1.0);
+    let pad = (y1 - y0) * 0.1;
     let (y0, y1) = (if y0 < 0.0 { y0 - pad } else { 0.0 }, y1 + pad);
     let x1 = nights.max(1) as f64 - 0.5;
     let mut svg = String::new();
