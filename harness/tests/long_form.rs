@@ -23,15 +23,7 @@ fn a_long_form_soak_request_runs_end_to_end_on_tiny_en() {
         ),
     );
     let dir = tmp.path().join("run");
-    let out = memqual(&[
-        "soak",
-        p.to_str().unwrap(),
-        "--requests",
-        "1",
-        "--out",
-        dir.to_str().unwrap(),
-        "--no-history",
-    ]);
+    let out = memqual_soak(&p, 1, &dir, None);
     // One request is too few to judge growth: inconclusive, never a pass.
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let r = receipt(&dir);

@@ -261,17 +261,7 @@ fn soak_census(tables: &str, requests: u64) -> (Vec<String>, usize) {
     );
     let dir = tmp.path().join("run");
     let history = tmp.path().join("history.sqlite");
-    let n = requests.to_string();
-    let out = memqual(&[
-        "soak",
-        p.to_str().unwrap(),
-        "--requests",
-        &n,
-        "--out",
-        dir.to_str().unwrap(),
-        "--history",
-        history.to_str().unwrap(),
-    ]);
+    let out = memqual_soak(&p, requests, &dir, Some(&history));
     let arm = dir.join("arms/cal");
     let text = std::fs::read_to_string(arm.join("census.jsonl"))
         .unwrap_or_else(|e| panic!("no census.jsonl ({e}): {}", stderr(&out)));

@@ -43,17 +43,7 @@ fn soak(calibrate: &str, requests: u64) -> Soak {
     let p = protocol(tmp.path(), calibrate);
     let dir = tmp.path().join("run");
     let history = tmp.path().join("history.sqlite");
-    let n = requests.to_string();
-    let out = memqual(&[
-        "soak",
-        p.to_str().unwrap(),
-        "--requests",
-        &n,
-        "--out",
-        dir.to_str().unwrap(),
-        "--history",
-        history.to_str().unwrap(),
-    ]);
+    let out = memqual_soak(&p, requests, &dir, Some(&history));
     let r = receipt(&dir);
     let stability = r.arms[0]
         .stability
@@ -260,16 +250,7 @@ fn history_flags_a_night_whose_peak_jumps() {
     let tmp = small.dir.parent().unwrap();
     let p = protocol(tmp, "request_ms = 1\nplateau = { mib = 64 }");
     let dir = tmp.join("run2");
-    let out = memqual(&[
-        "soak",
-        p.to_str().unwrap(),
-        "--requests",
-        "120",
-        "--out",
-        dir.to_str().unwrap(),
-        "--history",
-        small.history.to_str().unwrap(),
-    ]);
+    let out = memqual_soak(&p, 120, &dir, Some(&small.history));
     assert_eq!(out.status.code(), Some(1), "a regression fails the soak");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -301,15 +282,7 @@ fn gated_soak(calibrate: &str, soak: &str) -> (tempfile::TempDir, PathBuf, Optio
         soak,
     );
     let dir = tmp.path().join("run");
-    let out = memqual(&[
-        "soak",
-        p.to_str().unwrap(),
-        "--requests",
-        "60",
-        "--out",
-        dir.to_str().unwrap(),
-        "--no-history",
-    ]);
+    let out = memqual_soak(&p, 60, &dir, None);
     assert!(dir.join("receipt.json").exists(), "{}", stderr(&out));
     (tmp, dir, out.status.code())
 }
@@ -376,16 +349,7 @@ fn the_report_charts_this_soak_among_the_past_ones() {
     let history = tmp.path().join("h.sqlite");
     let run = |name: &str| {
         let dir = tmp.path().join(name);
-        let out = memqual(&[
-            "soak",
-            p.to_str().unwrap(),
-            "--requests",
-            "40",
-            "--out",
-            dir.to_str().unwrap(),
-            "--history",
-            history.to_str().unwrap(),
-        ]);
+        let out = memqual_soak(&p, 40, &dir, Some(&history));
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         dir
     };

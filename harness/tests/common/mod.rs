@@ -26,6 +26,25 @@ pub fn worker_dir() -> PathBuf {
 pub const LENIENT_ADMISSION: &str = "\n[admission]\nwindow_ms = 50\nmax_load_per_core = 1000.0\n\
 min_available_mib = 0\nmax_psi_some_avg10 = 100.0\nmax_thermal_celsius = 1000.0\n";
 
+/// `memqual soak PROTOCOL --requests N --out DIR`, appending to `history`
+/// (`None`: `--no-history`).
+pub fn memqual_soak(protocol: &Path, requests: u64, dir: &Path, history: Option<&Path>) -> Output {
+    let n = requests.to_string();
+    let mut args = vec![
+        "soak",
+        protocol.to_str().unwrap(),
+        "--requests",
+        &n,
+        "--out",
+        dir.to_str().unwrap(),
+    ];
+    match history {
+        Some(h) => args.extend(["--history", h.to_str().unwrap()]),
+        None => args.push("--no-history"),
+    }
+    memqual(&args)
+}
+
 /// Runs `memqual` with the test workers and a 50 ms admission window.
 pub fn memqual(args: &[&str]) -> Output {
     Command::new(MEMQUAL)
