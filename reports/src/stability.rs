@@ -65,6 +65,20 @@ pub struct Stability {
     pub stable: Option<bool>,
 }
 
+/// The soak verdict from the worker's worst classification and the judged
+/// system series: any growth is `Some(false)`; otherwise anything
+/// inconclusive is `None` (never a pass); else `Some(true)`.
+pub fn verdict(worker: Classification, system_series: &[SeriesGrowth]) -> Option<bool> {
+    let system_has = |c| system_series.iter().any(|s| s.classification == c);
+    if worker == Classification::LinearGrowth || system_has(Classification::LinearGrowth) {
+        Some(false)
+    } else if worker == Classification::Inconclusive || system_has(Classification::Inconclusive) {
+        None
+    } else {
+        Some(true)
+    }
+}
+
 type Pick = fn(&SeriesRow) -> Option<u64>;
 
 /// The judged system series and where each comes from.
@@ -234,19 +248,7 @@ pub fn analyse_arm(
         .collect();
     let host_used = host.map(|p| growth::analyse("host_used", &p, &system_settings));
     let flagged = growth::system_grows_while_worker_flat(worker, &system_series);
-    let system_grows = system_series
-        .iter()
-        .any(|s| s.classification == Classification::LinearGrowth);
-    let system_unclear = system_series
-        .iter()
-        .any(|s| s.classification == Classification::Inconclusive);
-    let stable = match worker {
-        Classification::LinearGrowth => Some(false),
-        _ if system_grows => Some(false),
-        Classification::Inconclusive => None,
-        _ if system_unclear => None,
-        _ => Some(true),
-    };
+    let stable = verdict(worker, &system_series);
     let latencies: Vec<f64> = results.iter().map(|r| r.latency_ns as f64).collect();
     Ok(Stability {
         settings: settings.clone(),

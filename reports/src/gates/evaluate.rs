@@ -781,15 +781,19 @@ fn stability(ctx: &Context) -> Vec<Check> {
     };
     let worker_threshold = s.settings.growth.linear_slope_bytes_per_request;
     let system_threshold = s.settings.system_slope_bytes_per_request;
-    let mut checks: Vec<Check> = s
-        .worker_series
-        .iter()
-        .enumerate()
-        .map(|(i, g)| {
-            let p = format!("/stability/worker_series/{i}");
-            series_check(ctx, &p, g, worker_threshold)
-        })
-        .collect();
+    // The settled series count toward the worker verdict, so each gets a
+    // check of its own beside the request_end series.
+    let worker_checks = |field: &str, series: &[crate::growth::SeriesGrowth]| -> Vec<Check> {
+        series
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                series_check(ctx, &format!("/stability/{field}/{i}"), g, worker_threshold)
+            })
+            .collect()
+    };
+    let mut checks = worker_checks("worker_series", &s.worker_series);
+    checks.extend(worker_checks("settled_series", &s.settled_series));
     checks.extend(s.system_series.iter().enumerate().map(|(i, g)| {
         let p = format!("/stability/system_series/{i}");
         let mut c = series_check(ctx, &p, g, system_threshold);
@@ -818,6 +822,7 @@ fn stability(ctx: &Context) -> Vec<Check> {
             let growing: Vec<String> = s
                 .worker_series
                 .iter()
+                .chain(&s.settled_series)
                 .chain(&s.system_series)
                 .filter(|g| g.classification == crate::growth::Classification::LinearGrowth)
                 .map(|g| format!("{} {}", g.series, slope_text(g)))

@@ -783,14 +783,7 @@ fn soaked(worker: impl Fn(u64) -> f64, shmem: impl Fn(u64) -> f64) -> crate::sta
     let s = growth::analyse("sys_shmem", &points(&shmem), &sys_settings);
     let worker_class = w.classification;
     let flagged = growth::system_grows_while_worker_flat(worker_class, std::slice::from_ref(&s));
-    let stable =
-        match (worker_class, s.classification) {
-            (growth::Classification::LinearGrowth, _)
-            | (_, growth::Classification::LinearGrowth) => Some(false),
-            (growth::Classification::Inconclusive, _)
-            | (_, growth::Classification::Inconclusive) => None,
-            _ => Some(true),
-        };
+    let stable = crate::stability::verdict(worker_class, std::slice::from_ref(&s));
     crate::stability::Stability {
         settings,
         requests: 300,
@@ -852,6 +845,42 @@ fn stability_passes_a_plateau_and_fails_a_leak() {
         verdict.note.starts_with(
             "not stable: worker linear_growth; growing: worker_resident tail slope 64.00 KiB/request [64.00, 64.00]"
         ),
+        "{}",
+        verdict.note
+    );
+}
+
+#[test]
+fn stability_checks_the_settled_series_beside_the_request_end_ones() {
+    use crate::growth::{self, Point};
+    let flat = |_| 40.0 * MIB as f64;
+    let mut soak = soaked(flat, flat);
+    // Memory that stays after each request's settle period: 64 KiB per request.
+    let points: Vec<Point> = (0..300)
+        .map(|i| Point {
+            request: i,
+            t_ns: i * 1_000_000_000,
+            bytes: 40.0 * MIB as f64 + i as f64 * 65_536.0,
+        })
+        .collect();
+    let settled = growth::analyse("settled_resident", &points, &soak.settings.growth);
+    soak.worker = growth::worst(&[&soak.worker_series[0], &settled]);
+    soak.settled_series = vec![settled];
+    soak.stable = crate::stability::verdict(soak.worker, &soak.system_series);
+    let g = stability_verdict(Some(soak));
+    assert_eq!(g.outcome, Outcome::Fail);
+    assert_eq!(g.checks[0].outcome, Outcome::Pass, "request_end is flat");
+    let settled = &g.checks[1];
+    assert_eq!(settled.name, "settled_resident growth");
+    assert_eq!(settled.outcome, Outcome::Fail);
+    assert_eq!(settled.measured, Some(65_536.0));
+    assert_eq!(
+        settled.evidence[0].pointer,
+        "/arms/1/stability/settled_series/0"
+    );
+    let verdict = g.checks.last().unwrap();
+    assert!(
+        verdict.note.contains("growing: settled_resident"),
         "{}",
         verdict.note
     );
