@@ -5,7 +5,6 @@
 use anyhow::Context;
 use reports::receipt::ArmReceipt;
 use rusqlite::{Connection, params};
-use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 /// Default database: `runs/soak-history.sqlite`, beside the run directories.
@@ -13,27 +12,7 @@ pub fn default_path() -> PathBuf {
     PathBuf::from("runs").join("soak-history.sqlite")
 }
 
-/// One soak's summary.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Night {
-    pub started_utc: String,
-    pub run_dir: String,
-    pub protocol: String,
-    pub arm: String,
-    pub artifact_sha256: Option<String>,
-    pub runtime: Option<String>,
-    pub host: Option<String>,
-    pub requests: u64,
-    pub classification: String,
-    pub slope_bytes_per_request: Option<f64>,
-    pub slope_low: Option<f64>,
-    pub slope_high: Option<f64>,
-    pub peak_footprint_bytes: Option<u64>,
-    pub p95_latency_ns: Option<f64>,
-    pub system_growth: bool,
-    /// Why this night is worse than the recent ones (empty: no regression).
-    pub regressions: Vec<String>,
-}
+pub use reports::soak_history::Night;
 
 /// The summary of a soak arm from its receipt; `None` without a stability section.
 pub fn night(receipt: &reports::Receipt, arm: &ArmReceipt, run_dir: &Path) -> Option<Night> {
@@ -166,26 +145,14 @@ pub const CHART_NIGHTS: usize = 30;
 /// The report's history: the last [`CHART_NIGHTS`] past soaks (of the
 /// protocol and arm `past` was loaded for) and `current`, last.
 pub fn chart(past: &[Night], current: &Night) -> reports::soak_history::SoakHistory {
-    let row = |n: &Night, is_current: bool| reports::soak_history::HistoryNight {
-        started_utc: n.started_utc.clone(),
-        run_dir: n.run_dir.clone(),
-        requests: n.requests,
-        classification: n.classification.clone(),
-        slope_bytes_per_request: n.slope_bytes_per_request,
-        slope_low: n.slope_low,
-        slope_high: n.slope_high,
-        peak_footprint_bytes: n.peak_footprint_bytes,
-        current: is_current,
-        regressions: n.regressions.clone(),
-    };
     let from = past.len().saturating_sub(CHART_NIGHTS);
     reports::soak_history::SoakHistory {
         protocol: current.protocol.clone(),
         arm: current.arm.clone(),
         nights: past[from..]
             .iter()
-            .map(|n| row(n, false))
-            .chain(std::iter::once(row(current, true)))
+            .cloned()
+            .chain(std::iter::once(current.clone()))
             .collect(),
     }
 }

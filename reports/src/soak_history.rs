@@ -22,11 +22,17 @@ const CURRENT: RGBColor = RGBColor(0, 90, 200);
 const REGRESSION: RGBColor = RGBColor(200, 0, 0);
 const PAST: RGBColor = RGBColor(120, 120, 120);
 
-/// One soak of the same protocol and arm.
+/// One soak's summary: a row of the history database (`memqual history`)
+/// and a point on the report's charts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HistoryNight {
+pub struct Night {
     pub started_utc: String,
     pub run_dir: String,
+    pub protocol: String,
+    pub arm: String,
+    pub artifact_sha256: Option<String>,
+    pub runtime: Option<String>,
+    pub host: Option<String>,
     pub requests: u64,
     pub classification: String,
     /// The worker's headline slope (bytes per request) and its interval.
@@ -34,9 +40,9 @@ pub struct HistoryNight {
     pub slope_low: Option<f64>,
     pub slope_high: Option<f64>,
     pub peak_footprint_bytes: Option<u64>,
-    /// This run.
-    pub current: bool,
-    /// Why the night was flagged against the nights before it (empty: not).
+    pub p95_latency_ns: Option<f64>,
+    pub system_growth: bool,
+    /// Why this night is worse than the recent ones (empty: no regression).
     pub regressions: Vec<String>,
 }
 
@@ -45,7 +51,8 @@ pub struct HistoryNight {
 pub struct SoakHistory {
     pub protocol: String,
     pub arm: String,
-    pub nights: Vec<HistoryNight>,
+    /// Oldest first; the last is the soak this file belongs to.
+    pub nights: Vec<Night>,
 }
 
 /// `soak-history.json` of a run directory; `None` when the soak kept no history.
@@ -57,10 +64,10 @@ pub fn read(run_dir: &Path) -> Result<Option<SoakHistory>, ReportError> {
     crate::receipt::read_json(&path).map(Some)
 }
 
-fn colour(n: &HistoryNight) -> RGBColor {
+fn colour(n: &Night, current: bool) -> RGBColor {
     if !n.regressions.is_empty() {
         REGRESSION
-    } else if n.current {
+    } else if current {
         CURRENT
     } else {
         PAST
@@ -138,6 +145,7 @@ fn panel(title: &str, unit: &str, values: &[Mark], nights: usize) -> Result<Stri
 /// peak footprint (MiB) per night. The current night is drawn larger and
 /// blue, regressions red, earlier nights grey.
 pub fn charts(h: &SoakHistory) -> Result<[String; 2], String> {
+    let current = h.nights.len().saturating_sub(1);
     let slope: Vec<Mark> = h
         .nights
         .iter()
@@ -148,7 +156,7 @@ pub fn charts(h: &SoakHistory) -> Result<[String; 2], String> {
                 .slope_low
                 .zip(n.slope_high)
                 .map(|(l, h)| (l / KIB, h / KIB));
-            Some((i, v, bar, colour(n), n.current))
+            Some((i, v, bar, colour(n, i == current), i == current))
         })
         .collect();
     let peak: Vec<Mark> = h
@@ -157,7 +165,7 @@ pub fn charts(h: &SoakHistory) -> Result<[String; 2], String> {
         .enumerate()
         .filter_map(|(i, n)| {
             let v = n.peak_footprint_bytes? as f64 / MIB;
-            Some((i, v, None, colour(n), n.current))
+            Some((i, v, None, colour(n, i == current), i == current))
         })
         .collect();
     let n = h.nights.len();
@@ -176,17 +184,23 @@ pub fn charts(h: &SoakHistory) -> Result<[String; 2], String> {
 mod tests {
     use super::*;
 
-    fn night(i: u64, slope: Option<f64>, current: bool, regression: bool) -> HistoryNight {
-        HistoryNight {
+    fn night(i: u64, slope: Option<f64>, regression: bool) -> Night {
+        Night {
             started_utc: format!("2026-11-{:02}T02:00:00+00:00", i + 1),
             run_dir: format!("runs/{i}"),
+            protocol: "soak".into(),
+            arm: "a".into(),
+            artifact_sha256: None,
+            runtime: None,
+            host: None,
             requests: 300,
             classification: "plateau".into(),
             slope_bytes_per_request: slope,
             slope_low: slope.map(|s| s - 512.0),
             slope_high: slope.map(|s| s + 512.0),
             peak_footprint_bytes: Some((100 + i) << 20),
-            current,
+            p95_latency_ns: None,
+            system_growth: false,
             regressions: if regression {
                 vec!["peak 104.0 MiB above the median".into()]
             } else {
@@ -208,10 +222,10 @@ mod tests {
             protocol: "soak".into(),
             arm: "a".into(),
             nights: vec![
-                night(0, Some(100.0), false, false),
-                night(1, None, false, false),
-                night(2, Some(-50.0), false, false),
-                night(3, Some(9000.0), true, true),
+                night(0, Some(100.0), false),
+                night(1, None, false),
+                night(2, Some(-50.0), false),
+                night(3, Some(9000.0), true),
             ],
         };
         let [slope, peak] = charts(&h).unwrap();
@@ -224,10 +238,7 @@ mod tests {
         assert_eq!(circles(&peak, "#C80000"), 1, "the regression is red");
         assert_eq!(circles(&peak, "#787878"), 3);
         let h = SoakHistory {
-            nights: vec![
-                night(0, Some(1.0), false, false),
-                night(1, Some(2.0), true, false),
-            ],
+            nights: vec![night(0, Some(1.0), false), night(1, Some(2.0), false)],
             ..h
         };
         let [_, peak] = charts(&h).unwrap();
@@ -241,7 +252,7 @@ mod tests {
         let h = SoakHistory {
             protocol: "soak".into(),
             arm: "a".into(),
-            nights: vec![night(0, Some(1.0), true, false)],
+            nights: vec![night(0, Some(1.0), false)],
         };
         std::fs::write(tmp.path().join(FILE), serde_json::to_string(&h).unwrap()).unwrap();
         assert_eq!(read(tmp.path()).unwrap(), Some(h));
