@@ -1,0 +1,131 @@
+//! Every file and folder name inside a run directory, in one place.
+//!
+//! Raw files are written by the harness while the run happens and sealed at
+//! the source ([`crate::raw_seal`]); derived files are rebuilt from the raw
+//! ones by `memqual report` at any time.
+
+/// `protocol.toml`: the protocol exactly as run.
+pub const PROTOCOL: &str = "protocol.toml";
+/// `run.json`: version, protocol digest, platform, arm order.
+pub const RUN: &str = "run.json";
+/// `host.json`: host and runtime identity.
+pub const HOST: &str = "host.json";
+/// `admission.json`: quiet-host thresholds, observations, verdicts.
+pub const ADMISSION: &str = "admission.json";
+/// `soak-history.json`: the recent nights a soak read from its database.
+pub const SOAK_HISTORY: &str = "soak-history.json";
+/// `raw-seal.json`: the digests of every raw file, recorded as each arm ended.
+pub const RAW_SEAL: &str = "raw-seal.json";
+
+/// `receipt.json` (derived, sealed).
+pub const RECEIPT: &str = "receipt.json";
+/// `receipt.json.minisig`: an optional minisign signature of the receipt.
+pub const SIGNATURE: &str = "receipt.json.minisig";
+/// `manifest.json`: every other file with its size and SHA-256 (derived).
+pub const MANIFEST: &str = "manifest.json";
+/// `report.html` (derived).
+pub const REPORT_HTML: &str = "report.html";
+/// `summary.md` (derived).
+pub const SUMMARY: &str = "summary.md";
+/// `phases.csv` (derived).
+pub const PHASES: &str = "phases.csv";
+/// `trace.json` (derived).
+pub const TRACE: &str = "trace.json";
+/// `calibration.json` (derived; `memqual calibrate` runs only).
+pub const CALIBRATION: &str = "calibration.json";
+
+/// `arms/`: one folder per arm, named by its id.
+pub const ARMS: &str = "arms";
+/// Per arm: the spec sent to the worker.
+pub const SPEC: &str = "spec.json";
+/// Per arm: the worker's `hello`.
+pub const HELLO: &str = "hello.json";
+/// Per arm: the whisper worker's runtime identity and topology.
+pub const RUNTIME: &str = "runtime.json";
+/// Per arm: how the arm ended.
+pub const ARM: &str = "arm.json";
+/// Per arm: one phase marker per line.
+pub const MARKERS: &str = "markers.jsonl";
+/// Per arm: one result per measured request.
+pub const RESULTS: &str = "results.jsonl";
+/// Per arm (soaks with a settle period): the worker's `settled` readings.
+pub const SETTLED: &str = "settled.jsonl";
+/// Per arm: the external series, one row per tick.
+pub const SERIES: &str = "series.csv";
+/// Per arm: the worker's `log` and `error` messages.
+pub const WORKER_LOG: &str = "worker.log";
+/// Per arm: the worker's own standard output.
+pub const STDOUT: &str = "stdout.txt";
+/// Per arm: the worker's own standard error.
+pub const STDERR: &str = "stderr.txt";
+/// Per arm: the worker's scratch folder, removed when the arm ends.
+pub const SCRATCH: &str = "scratch";
+/// Per arm: raw tool outputs, `<seq>-<phase>-<tool>.txt`.
+pub const SNAPSHOTS_DIR: &str = "snapshots";
+/// Per arm: one record per snapshot trigger.
+pub const SNAPSHOTS: &str = "snapshots.jsonl";
+/// Per arm: the snapshot and census settings.
+pub const PROBES: &str = "probes.json";
+/// Per arm: the process census.
+pub const CENSUS: &str = "census.jsonl";
+/// Per arm (soaks): the soak settings and what was collected.
+pub const SOAK: &str = "soak.json";
+/// Per arm (overhead gate): the twin runs, `overhead/<n>-<a|b>/`.
+pub const OVERHEAD_DIR: &str = "overhead";
+/// Per arm (overhead gate): the twin-run record.
+pub const OVERHEAD: &str = "overhead.json";
+
+/// Files `memqual report` rebuilds; everything else in a run directory is raw.
+pub const DERIVED: &[&str] = &[
+    RECEIPT,
+    MANIFEST,
+    REPORT_HTML,
+    SUMMARY,
+    PHASES,
+    TRACE,
+    CALIBRATION,
+];
+
+/// Whether `rel` (a `/`-separated path inside the run directory) is a file
+/// `memqual report` rebuilds, or the signature added after sealing.
+pub fn is_derived(rel: &str) -> bool {
+    DERIVED.contains(&rel) || rel == SIGNATURE
+}
+
+/// Every name this module defines, for the README's run-directory table test.
+pub const ALL: &[&str] = &[
+    PROTOCOL,
+    RUN,
+    HOST,
+    ADMISSION,
+    SOAK_HISTORY,
+    RAW_SEAL,
+    RECEIPT,
+    SIGNATURE,
+    MANIFEST,
+    REPORT_HTML,
+    SUMMARY,
+    PHASES,
+    TRACE,
+    CALIBRATION,
+    ARMS,
+    SPEC,
+    HELLO,
+    RUNTIME,
+    ARM,
+    MARKERS,
+    RESULTS,
+    SETTLED,
+    SERIES,
+    WORKER_LOG,
+    STDOUT,
+    STDERR,
+    SCRATCH,
+    SNAPSHOTS_DIR,
+    SNAPSHOTS,
+    PROBES,
+    CENSUS,
+    SOAK,
+    OVERHEAD_DIR,
+    OVERHEAD,
+];
