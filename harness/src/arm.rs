@@ -8,9 +8,9 @@ use command_fds::{CommandFdExt, FdMapping};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use reports::record::{ArmOutcome, ArmStatus, ExitInfo, files};
+use run_dir::{CsvAppender, Rel, RunDir, RunDirError};
 use sampler::{ExternalSampler, SamplerConfig, clock};
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
@@ -28,25 +28,14 @@ pub(crate) enum Event {
 /// Harness-side failures that stop an arm before its worker could run.
 #[derive(Debug, thiserror::Error)]
 pub enum ArmSetupError {
-    #[error("cannot create {path}: {source}")]
-    Create {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Create(#[from] RunDirError),
     #[error("cannot start worker {exe}: {source}")]
     Spawn {
         exe: PathBuf,
         #[source]
         source: std::io::Error,
     },
-}
-
-fn create(path: &Path) -> Result<File, ArmSetupError> {
-    File::create(path).map_err(|source| ArmSetupError::Create {
-        path: path.to_path_buf(),
-        source,
-    })
 }
 
 fn describe_exit(status: &ExitStatus) -> ExitInfo {
@@ -82,39 +71,45 @@ pub enum Observation {
     MarkersOnly,
 }
 
-/// Run `arm` with the worker at `exe`, writing into `dir` (created here).
-/// When `interrupted` becomes true (Ctrl-C), the worker is killed and the arm
-/// ends as failed with everything observed so far.
+/// Run `arm` with the worker at `exe`, writing into its folder `dir` of
+/// `run` (which exists). When `interrupted` becomes true (Ctrl-C), the worker
+/// is killed and the arm ends as failed with everything observed so far.
 pub fn execute(
     arm: &Arm,
     exe: &Path,
-    dir: &Path,
+    run: &RunDir,
+    dir: &Rel,
     interrupted: &AtomicBool,
 ) -> Result<ArmOutcome, ArmSetupError> {
-    execute_observed(arm, exe, dir, interrupted, Observation::Full)
+    execute_observed(arm, exe, run, dir, interrupted, Observation::Full)
 }
 
 /// [`execute`], watched only as `observation` says.
 pub fn execute_observed(
     arm: &Arm,
     exe: &Path,
-    dir: &Path,
+    run: &RunDir,
+    dir: &Rel,
     interrupted: &AtomicBool,
     observation: Observation,
 ) -> Result<ArmOutcome, ArmSetupError> {
     let scratch = dir.join(files::SCRATCH);
-    std::fs::create_dir_all(&scratch).map_err(|source| ArmSetupError::Create {
-        path: scratch.clone(),
-        source,
-    })?;
+    run.create_dir(&scratch)?;
+    // The worker opens its scratch folder itself, from its own working directory.
+    let scratch_path =
+        std::path::absolute(run.display(&scratch)).map_err(|source| RunDirError::Io {
+            op: "resolve",
+            path: run.display(&scratch),
+            source,
+        })?;
     let (pipe_reader, pipe_writer) = std::io::pipe().map_err(|source| ArmSetupError::Spawn {
         exe: exe.to_path_buf(),
         source,
     })?;
     let mut cmd = Command::new(exe);
     cmd.stdin(Stdio::piped())
-        .stdout(create(&dir.join(files::STDOUT))?)
-        .stderr(create(&dir.join(files::STDERR))?)
+        .stdout(run.create_file(&dir.join(files::STDOUT))?)
+        .stderr(run.create_file(&dir.join(files::STDERR))?)
         .process_group(0);
     cmd.fd_mappings(vec![FdMapping {
         parent_fd: pipe_writer.into(),
@@ -128,9 +123,7 @@ pub fn execute_observed(
     // error path below can leave a spawned worker behind.
     let series = match observation {
         Observation::MarkersOnly => None,
-        _ => Some(csv::Writer::from_writer(BufWriter::new(create(
-            &dir.join(files::SERIES),
-        )?))),
+        _ => Some(CsvAppender::new(run.appender(&dir.join(files::SERIES))?)),
     };
     let started_ns = clock::monotonic_ns();
     let spawned = cmd.spawn();
@@ -144,7 +137,7 @@ pub fn execute_observed(
     let pid = child.id();
     let mut failure: Vec<String> = Vec::new();
     let probes = if observation == Observation::Full {
-        let (probes, errors) = Probes::start(arm, pid, dir);
+        let (probes, errors) = Probes::start(arm, pid, run, dir);
         failure.extend(errors);
         Some(probes)
     } else {
@@ -169,24 +162,30 @@ pub fn execute_observed(
     let spec = ArmSpec {
         contract_version: CONTRACT_VERSION,
         arm_id: arm.id.clone(),
-        scratch_dir: scratch.clone(),
+        scratch_dir: scratch_path,
         sampler: schedule,
         settle_ms: arm.settle_ms,
         worker: arm.worker.clone(),
     };
-    let spec_json = serde_json::to_vec_pretty(&spec).expect("ArmSpec always serializes");
-    if let Err(e) = std::fs::write(dir.join(files::SPEC), &spec_json) {
-        failure.push(format!("cannot write {}: {e}", files::SPEC));
-    }
-    if let Some(mut stdin) = child.stdin.take()
-        && let Err(e) = stdin.write_all(&spec_json)
-    {
-        failure.push(format!("could not send the arm spec to the worker: {e}"));
+    match serde_json::to_vec_pretty(&spec) {
+        Ok(spec_json) => {
+            if let Err(e) = run.write_bytes(&dir.join(files::SPEC), &spec_json) {
+                failure.push(e.to_string());
+            }
+            if let Some(mut stdin) = child.stdin.take()
+                && let Err(e) = stdin.write_all(&spec_json)
+            {
+                failure.push(format!("could not send the arm spec to the worker: {e}"));
+            }
+        }
+        // Dropping stdin unsent makes the worker fail on an empty spec.
+        Err(e) => failure.push(format!("cannot serialize the arm spec: {e}")),
     }
 
     let (tx, rx) = mpsc::channel::<Event>();
     let reader = ChannelReader::start_observed(
         pipe_reader,
+        run,
         dir,
         tx.clone(),
         probes.as_ref().and_then(Probes::hook),
@@ -265,7 +264,10 @@ pub fn execute_observed(
         &report,
         timed_out || killed_for_violation || killed_for_interrupt,
     );
-    let _ = std::fs::remove_dir_all(&scratch);
+    if let Err(e) = run.remove_tree(&scratch) {
+        // Not the worker's failure; the leftovers stay in the run, sealed.
+        note!("memqual: warning: cannot remove the worker's scratch folder: {e}");
+    }
     Ok(ArmOutcome {
         id: arm.id.clone(),
         status: if failure.is_empty() {
@@ -300,13 +302,12 @@ pub fn execute_observed(
 fn start_sampler(
     pid: u32,
     period: Duration,
-    mut series: csv::Writer<BufWriter<File>>,
+    mut series: CsvAppender,
 ) -> Result<ExternalSampler, sampler::SamplerError> {
     let pid = i32::try_from(pid).map_err(|_| sampler::SamplerError::ProcessGone { pid: -1 })?;
+    // One whole row per write: a killed harness loses at most the row in flight.
     ExternalSampler::start(SamplerConfig { pid, period }, move |row| {
-        series.serialize(row).map_err(std::io::Error::other)?;
-        // One flush per row: a killed harness loses at most the row in flight.
-        series.flush()
+        series.append(row).map_err(std::io::Error::other)
     })
 }
 

@@ -13,11 +13,9 @@
 //! thousands of observations.
 
 use reports::snapshots::Trigger;
+use run_dir::{Appender, Rel, RunDir};
 use sampler::{Marker, Phase, clock};
 use serde::Serialize;
-use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
@@ -35,39 +33,28 @@ pub(crate) trait Job: Send + 'static {
     fn errors(self) -> Vec<String>;
 }
 
-/// An append-only JSON-lines file, flushed per record. The first failure is
-/// kept for the arm's failure list; later records are still attempted.
+/// An append-only JSON-lines file in the run directory, a whole record per
+/// write. The first failure is kept for the arm's failure list; after it
+/// nothing more is written (see [`run_dir::Appender`]).
 pub(crate) struct RecordSink {
-    name: &'static str,
-    out: BufWriter<File>,
+    out: Appender,
     errors: Vec<String>,
 }
 
 impl RecordSink {
-    pub(crate) fn open(dir: &Path, name: &'static str) -> std::io::Result<Self> {
-        let file = File::options()
-            .create(true)
-            .append(true)
-            .open(dir.join(name))?;
+    pub(crate) fn open(run: &RunDir, rel: &Rel) -> Result<Self, run_dir::RunDirError> {
         Ok(RecordSink {
-            name,
-            out: BufWriter::new(file),
+            out: run.appender(rel)?,
             errors: Vec::new(),
         })
     }
 
     pub(crate) fn append(&mut self, record: &impl Serialize) {
-        let written = serde_json::to_writer(&mut self.out, record)
-            .map_err(std::io::Error::other)
-            .and_then(|()| self.out.write_all(b"\n"))
-            .and_then(|()| self.out.flush());
-        if let Err(e) = written
+        if let Err(e) = self.out.append_json(record)
             && self.errors.is_empty()
         {
-            self.errors.push(format!(
-                "cannot append to {}: {e} (later records may be missing)",
-                self.name
-            ));
+            self.errors
+                .push(format!("{e} (later records of this file are missing)"));
         }
     }
 

@@ -6,10 +6,10 @@
 use crate::boundary::{Job, MarkerFilter, RecordSink};
 use reports::census::{CENSUS, CensusRecord, CensusTaken, ProcessMemory};
 use reports::snapshots::Trigger;
+use run_dir::{Rel, RunDir};
 use sampler::clock;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use std::path::Path;
 use sysinfo::{ProcessRefreshKind, ProcessesToUpdate, System};
 
 /// The protocol's `[census]` table.
@@ -89,10 +89,10 @@ pub(crate) struct Census {
 }
 
 impl Census {
-    pub(crate) fn create(arm_dir: &Path) -> std::io::Result<Self> {
+    pub(crate) fn create(run: &RunDir, arm: &Rel) -> Result<Self, run_dir::RunDirError> {
         Ok(Census {
             system: System::new(),
-            records: RecordSink::open(arm_dir, CENSUS)?,
+            records: RecordSink::open(run, &arm.join(CENSUS))?,
         })
     }
 

@@ -15,6 +15,36 @@ pub const HARNESS: u8 = 3;
 /// Interrupted (SIGINT or SIGTERM): the receipt holds what was collected.
 pub const INTERRUPTED: u8 = 130;
 
+/// A failure with the exit code it maps to.
+pub struct Failure {
+    pub code: u8,
+    pub error: anyhow::Error,
+}
+
+/// A usage or input error (exit 2).
+pub fn usage(error: impl Into<anyhow::Error>) -> Failure {
+    Failure {
+        code: USAGE,
+        error: error.into(),
+    }
+}
+
+/// memqual itself failed (exit 3).
+pub fn harness(error: impl Into<anyhow::Error>) -> Failure {
+    Failure {
+        code: HARNESS,
+        error: error.into(),
+    }
+}
+
+/// A check did not hold (exit 1), with the reason.
+pub fn failed(error: impl Into<anyhow::Error>) -> Failure {
+    Failure {
+        code: ARM_FAILED,
+        error: error.into(),
+    }
+}
+
 /// The text `--help` shows.
 pub const HELP: &str = "Exit status: 0 the run verdict is PASS (every judged arm passed \
 every gate; a protocol without gates: every arm completed; calibrate: every check passed); \

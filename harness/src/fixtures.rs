@@ -143,7 +143,7 @@ pub enum Progress {
 impl Progress {
     fn say(self, line: &str) {
         if self == Progress::Stderr {
-            eprintln!("memqual: {line}");
+            note!("memqual: {line}");
         }
     }
 
@@ -399,9 +399,9 @@ pub fn main(command: FixturesCommand) -> anyhow::Result<()> {
         FixturesCommand::Model { name, json } => {
             let file = ensure(name, &cache_dir()?, Progress::Stderr)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&file)?);
+                outln!("{}", serde_json::to_string_pretty(&file)?);
             } else {
-                println!("{}", file.path.display());
+                outln!("{}", file.path.display());
             }
             Ok(())
         }
@@ -415,7 +415,7 @@ pub fn main(command: FixturesCommand) -> anyhow::Result<()> {
             };
             let bytes = ggml_container::synthetic::write_file(&spec, &out)
                 .with_context(|| format!("cannot write {}", out.display()))?;
-            println!("{} ({bytes} bytes)", out.display());
+            outln!("{} ({bytes} bytes)", out.display());
             Ok(())
         }
     }

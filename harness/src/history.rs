@@ -69,9 +69,60 @@ fn open(path: &Path) -> anyhow::Result<Connection> {
     Ok(db)
 }
 
-/// Past nights, oldest first, optionally of one arm (and protocol).
+/// Open an existing history read-only; `None` when there is none yet.
+fn open_read_only(path: &Path) -> anyhow::Result<Option<Connection>> {
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        Ok(m) if !m.is_file() => {
+            anyhow::bail!(
+                "{} is not a regular file, so it is not a soak history",
+                path.display()
+            )
+        }
+        Ok(_) => {}
+    }
+    let db = Connection::open_with_flags(
+        path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .with_context(|| format!("cannot open the soak history {}", path.display()))?;
+    let has_table: bool = db
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'soak')",
+            [],
+            |r| r.get(0),
+        )
+        .with_context(|| format!("{} is not a memqual soak history", path.display()))?;
+    if !has_table {
+        anyhow::bail!(
+            "{} is not a memqual soak history (no soak table)",
+            path.display()
+        );
+    }
+    Ok(Some(db))
+}
+
+/// The nights of an existing history, for `memqual history`: a history
+/// that does not exist is an error (a typo must not look like "no nights").
+pub fn load_existing(path: &Path, arm: Option<&str>) -> anyhow::Result<Vec<Night>> {
+    if open_read_only(path)?.is_none() {
+        anyhow::bail!(
+            "no soak history at {}: `memqual soak` creates it (default {}); give --history FILE \
+             to read another",
+            path.display(),
+            default_path().display()
+        );
+    }
+    load(path, arm, None)
+}
+
+/// Past nights, oldest first, optionally of one arm (and protocol); none
+/// when the history does not exist yet. Read-only.
 pub fn load(path: &Path, arm: Option<&str>, protocol: Option<&str>) -> anyhow::Result<Vec<Night>> {
-    let db = open(path)?;
+    let Some(db) = open_read_only(path)? else {
+        return Ok(Vec::new());
+    };
     let mut stmt = db.prepare(
         "SELECT started_utc, run_dir, protocol, arm, artifact_sha256, runtime, host, requests,
                 classification, slope, slope_low, slope_high, peak_footprint_bytes,

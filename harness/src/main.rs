@@ -1,5 +1,10 @@
 //! `memqual`: memory qualification for on-device speech recognition.
 
+// Printing goes through `console` (never panics on a closed pipe).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+#[macro_use]
+mod console;
 mod admission;
 mod arm;
 mod artifact;
@@ -16,6 +21,7 @@ mod overhead;
 mod probes;
 mod protocol;
 mod reader;
+mod review;
 mod run;
 mod snapshots;
 mod soak;
@@ -96,19 +102,59 @@ enum Command {
         #[arg(long)]
         receipt: bool,
     },
-    /// Rebuild the receipt and every report (summary.md, phases.csv,
-    /// trace.json) from the run directory alone, and seal it again.
-    Report { run_dir: PathBuf },
+    /// Rebuild the receipt and every derived report (report.html,
+    /// summary.md, phases.csv, trace.json) from the run directory alone, and
+    /// seal it again.
+    ///
+    /// Raw files (markers, series, results, logs, specs, snapshots) were
+    /// sealed by the run as each arm ended (raw-seal.json). If any differs
+    /// from its sealed digest, report refuses (exit 1) and names it, unless
+    /// --reseal: then the change is accepted, the seal keeps the old digests
+    /// and the receipt (and `verify`) say the run was resealed. Raw files the
+    /// run never sealed (it was killed) are sealed as found, and the receipt
+    /// is marked incomplete.
+    Report {
+        run_dir: PathBuf,
+        /// Accept raw files that changed after the run (recorded as a reseal).
+        #[arg(long)]
+        reseal: bool,
+    },
     /// Arm-by-arm differences between two runs' receipts (B minus A).
     Compare { run_a: PathBuf, run_b: PathBuf },
     /// Check a sealed run directory: the receipt's own digest, the manifest's
-    /// digest, and every file against the manifest. Names each file that
-    /// changed, is missing or was added; exit 1 when any did.
+    /// digest, every file against the manifest, raw files against the run's
+    /// own seal, nothing added, no links or special files; with --pubkey,
+    /// the signature. Names each problem; exit 1 when there is any.
+    ///
+    /// Without a signature the seal detects accidents, not forgery.
     #[command(after_help = exit::HELP)]
     Verify {
         run_dir: PathBuf,
+        /// A minisign public key (`memqual keygen`, or `minisign -G`): the
+        /// signature `receipt.json.minisig` must verify with it.
+        #[arg(long, value_name = "FILE")]
+        pubkey: Option<PathBuf>,
         #[arg(long)]
         json: bool,
+    },
+    /// Sign a sealed run's receipt with a minisign (Ed25519) secret key:
+    /// writes receipt.json.minisig, which `memqual verify --pubkey` and
+    /// `minisign -Vm receipt.json -p KEY.pub` both check. The seal must hold.
+    /// An encrypted key's password is read from MEMQUAL_SIGN_PASSWORD.
+    Sign {
+        run_dir: PathBuf,
+        /// The minisign secret key file.
+        #[arg(long, value_name = "FILE")]
+        key: PathBuf,
+    },
+    /// Make a new unencrypted minisign key pair for `memqual sign`.
+    Keygen {
+        /// Where to write the secret key (must not exist; mode 0600).
+        #[arg(long, value_name = "FILE")]
+        secret: PathBuf,
+        /// Where to write the public key (must not exist).
+        #[arg(long, value_name = "FILE")]
+        public: PathBuf,
     },
     /// GGML model artifacts: inspect, derive a decoder-only file, quantize,
     /// build a negative-control corpus, estimate state sizes.
@@ -227,33 +273,9 @@ fn ensure_models(loaded: &protocol::LoadedProtocol) -> Result<(), Failure> {
     Ok(())
 }
 
-/// A failure with the exit code it maps to.
-struct Failure {
-    code: u8,
-    error: anyhow::Error,
-}
+use exit::{Failure, harness, usage};
 
-fn usage(error: impl Into<anyhow::Error>) -> Failure {
-    Failure {
-        code: exit::USAGE,
-        error: error.into(),
-    }
-}
-
-fn harness(error: impl Into<anyhow::Error>) -> Failure {
-    Failure {
-        code: exit::HARNESS,
-        error: error.into(),
-    }
-}
-
-fn print_json(value: &impl serde::Serialize) -> Result<(), Failure> {
-    let text = serde_json::to_string_pretty(value)
-        .context("serializing the summary")
-        .map_err(harness)?;
-    println!("{text}");
-    Ok(())
-}
+use console::print_json;
 
 /// Set on the first SIGINT/SIGTERM; a second one exits at once.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -264,7 +286,7 @@ fn install_interrupt_handler() -> Result<(), Failure> {
             // Second signal: the user insists. Workers die with us (parent-death signal).
             std::process::exit(i32::from(exit::INTERRUPTED));
         }
-        eprintln!("memqual: interrupted: stopping the worker and writing the receipt (again to quit at once)");
+        note!("memqual: interrupted: stopping the worker and writing the receipt (again to quit at once)");
     })
     .context("cannot install the Ctrl-C handler")
     .map_err(harness)
@@ -274,8 +296,9 @@ fn run_protocol(
     loaded: &protocol::LoadedProtocol,
     common: &CommonArgs,
 ) -> Result<run::RunResult, Failure> {
-    let (workers, dir) = prepare_run(loaded, common)?;
-    let result = run::run(loaded, &dir, &workers, &INTERRUPTED, common.force).map_err(harness)?;
+    let (executables, dir) = prepare_run(loaded, common)?;
+    let result =
+        run::run(loaded, dir, &executables, &INTERRUPTED, common.force).map_err(harness)?;
     if let Some(reasons) = &result.refused {
         return Err(harness(anyhow::anyhow!(
             "the host is not quiet: {}. Nothing more was run; the observations are in {}. \
@@ -288,18 +311,24 @@ fn run_protocol(
     Ok(result)
 }
 
-/// The worker folder and the run directory, with Ctrl-C handled from here on.
+/// The workers and the new run directory (claimed), with Ctrl-C handled
+/// from here on.
 fn prepare_run(
     loaded: &protocol::LoadedProtocol,
     common: &CommonArgs,
-) -> Result<(run::WorkerDir, PathBuf), Failure> {
+) -> Result<(Vec<PathBuf>, run_dir::RunDir), Failure> {
     let workers = run::WorkerDir::resolve(common.worker_dir.clone()).map_err(harness)?;
-    let dir = common
-        .out
-        .clone()
-        .unwrap_or_else(|| run::default_run_dir(&loaded.name));
+    let executables = run::executables(loaded, &workers).map_err(harness)?;
+    let dir = run::OutDir::resolve(common.out.clone(), &loaded.name)
+        .create()
+        .map_err(|e| match e {
+            run_dir::RunDirError::NotEmpty { .. }
+            | run_dir::RunDirError::Busy { .. }
+            | run_dir::RunDirError::Claimed { .. } => usage(e),
+            other => harness(other),
+        })?;
     install_interrupt_handler()?;
-    Ok((workers, dir))
+    Ok((executables, dir))
 }
 
 /// The exit code of a run: interrupted beats everything else.
@@ -326,9 +355,9 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
     match cli.command {
         Command::Schema { receipt } => {
             if receipt {
-                print!("{}", reports::receipt_schema());
+                out!("{}", reports::receipt_schema());
             } else {
-                print!("{}", protocol::json_schema());
+                out!("{}", protocol::json_schema());
             }
             Ok(exit::PASS)
         }
@@ -336,63 +365,19 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             artifact::Outcome::Passed => Ok(exit::PASS),
             artifact::Outcome::Rejected => Ok(exit::ARM_FAILED),
         },
-        Command::Report { run_dir } => {
-            let mut receipt = reports::assemble(&run_dir)
-                .with_context(|| format!("cannot rebuild the receipt of {}", run_dir.display()))
-                .map_err(usage)?;
-            reports::render::write_all(&run_dir, &receipt)
-                .context("cannot write the reports")
-                .map_err(harness)?;
-            reports::seal::seal(&run_dir, &mut receipt)
-                .context("cannot seal the run directory")
-                .map_err(harness)?;
-            println!(
-                "{}: receipt, summary.md, phases.csv, trace.json rebuilt and sealed",
-                run_dir.display()
-            );
-            Ok(exit::PASS)
-        }
+        Command::Report { run_dir, reseal } => review::report(&run_dir, reseal),
         Command::Compare { run_a, run_b } => {
-            let read = |dir: &PathBuf| -> Result<reports::Receipt, Failure> {
-                let path = dir.join(reports::record::files::RECEIPT);
-                let text = std::fs::read_to_string(&path)
-                    .with_context(|| format!("cannot read {}", path.display()))
-                    .map_err(usage)?;
-                serde_json::from_str(&text)
-                    .with_context(|| format!("{} is not a receipt", path.display()))
-                    .map_err(usage)
-            };
-            print!("{}", summary::compare(&read(&run_a)?, &read(&run_b)?));
+            let (a, b) = (review::read_receipt(&run_a)?, review::read_receipt(&run_b)?);
+            out!("{}", summary::compare(&a, &b));
             Ok(exit::PASS)
         }
-        Command::Verify { run_dir, json } => {
-            if !run_dir.is_dir() {
-                return Err(usage(anyhow::anyhow!(
-                    "{} is not a directory: give the run directory that holds receipt.json",
-                    run_dir.display()
-                )));
-            }
-            let problems = reports::seal::verify(&run_dir);
-            if json {
-                print_json(&problems)?;
-            } else if problems.is_empty() {
-                println!("{}: seal verified", run_dir.display());
-            } else {
-                for p in &problems {
-                    println!("{} {}: {}", p.kind.to_uppercase(), p.path, p.detail);
-                }
-                println!(
-                    "{}: seal BROKEN ({} problems)",
-                    run_dir.display(),
-                    problems.len()
-                );
-            }
-            Ok(if problems.is_empty() {
-                exit::PASS
-            } else {
-                exit::ARM_FAILED
-            })
-        }
+        Command::Sign { run_dir, key } => review::sign(&run_dir, &key),
+        Command::Keygen { secret, public } => review::keygen(&secret, &public),
+        Command::Verify {
+            run_dir,
+            pubkey,
+            json,
+        } => review::verify(&run_dir, pubkey.as_deref(), json),
         Command::Fixtures(command) => {
             fixtures::main(command).map_err(harness)?;
             Ok(exit::PASS)
@@ -409,7 +394,7 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             if json {
                 print_json(&report)?;
             } else {
-                print!("{}", import::human(&report));
+                out!("{}", import::human(&report));
             }
             Ok(exit::PASS)
         }
@@ -430,7 +415,7 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             if common.json {
                 print_json(&summary)?;
             } else {
-                print!("{}", summary::human(&summary));
+                out!("{}", summary::human(&summary));
             }
             Ok(run_exit(&result, run_passed(&result)))
         }
@@ -454,11 +439,11 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
         }
         Command::History { arm, history, json } => {
             let path = history.unwrap_or_else(history::default_path);
-            let nights = history::load(&path, arm.as_deref(), None).map_err(usage)?;
+            let nights = history::load_existing(&path, arm.as_deref()).map_err(usage)?;
             if json {
                 print_json(&nights)?;
             } else {
-                print!("{}", history::human(&nights));
+                out!("{}", history::human(&nights));
             }
             Ok(exit::PASS)
         }
@@ -473,21 +458,22 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             )?;
             let mut result = run_protocol(&loaded, &common)?;
             let report = calibrate::evaluate(&result.dir.display().to_string(), &result.receipt);
-            let path = result.dir.join("calibration.json");
-            let text = serde_json::to_string_pretty(&report)
-                .context("serializing calibration")
+            // calibration.json is derived from the receipt (report rebuilds
+            // it): write it, then seal again so it is bound.
+            result
+                .run
+                .write_json(
+                    &run_dir::Rel::file(reports::record::files::CALIBRATION),
+                    &report,
+                )
                 .map_err(harness)?;
-            std::fs::write(&path, text + "\n")
-                .with_context(|| format!("cannot write {}", path.display()))
-                .map_err(harness)?;
-            // calibration.json is part of the run: seal again so it is bound.
-            reports::seal::seal(&result.dir, &mut result.receipt)
+            reports::seal::seal(&result.run, &mut result.receipt)
                 .context("cannot reseal the run directory")
                 .map_err(harness)?;
             if common.json {
                 print_json(&report)?;
             } else {
-                print!("{}", calibrate::human(&report));
+                out!("{}", calibrate::human(&report));
             }
             Ok(run_exit(&result, report.passed))
         }
@@ -509,19 +495,21 @@ fn soak_command(
     }
     let cycle = soak::prepare(&mut loaded, &decl, length).map_err(usage)?;
     ensure_models(&loaded)?;
-    let settings = decl.settings(cycle);
+    // The soaked arm writes its settings as soak.json, sealed with its data.
+    if let Some(arm) = loaded.arms.first_mut() {
+        arm.soak = Some(decl.settings(cycle));
+    }
     let total = match length {
         soak::Length::Requests(n) => Some(n),
         _ => None,
     };
-    let (workers, dir) = prepare_run(&loaded, common)?;
-    let result = soak::run_soak(
+    let (executables, dir) = prepare_run(&loaded, common)?;
+    let mut result = soak::run_soak(
         &loaded,
-        &settings,
         &decl,
         total,
-        &dir,
-        &workers,
+        dir,
+        &executables,
         &INTERRUPTED,
         common.force,
     )
@@ -532,8 +520,12 @@ fn soak_command(
             reasons.join("; ")
         )));
     }
-    let arm = result.run.receipt.arms.first();
-    let mut night = arm.and_then(|a| history::night(&result.run.receipt, a, &result.run.dir));
+    let mut night = result
+        .run
+        .receipt
+        .arms
+        .first()
+        .and_then(|a| history::night(&result.run.receipt, a, &result.run.dir));
     // An interrupted soak is analysed but kept out of the nightly trend.
     if let (Some(path), Some(n), false) = (&history_path, night.as_mut(), result.run.interrupted) {
         let past = history::load(path, Some(&n.arm), Some(&n.protocol)).map_err(harness)?;
@@ -545,10 +537,10 @@ fn soak_command(
         n.regressions = history::regressions(&past, n, rule);
         history::append(path, n).map_err(harness)?;
         // The report charts this soak among the past ones.
-        let mut receipt = result.run.receipt.clone();
-        soak::attach_history(&result.run.dir, &mut receipt, &history::chart(&past, n))
-            .map_err(harness)?;
+        result.run.receipt =
+            soak::attach_history(&result.run.run, &history::chart(&past, n)).map_err(harness)?;
     }
+    let arm = result.run.receipt.arms.first();
     if common.json {
         print_json(&serde_json::json!({
             "run_dir": result.run.dir,
@@ -560,9 +552,9 @@ fn soak_command(
             "snapshot_errors": result.watch.snapshot_errors,
         }))?;
     } else {
-        print!("{}", soak::human(&result));
+        out!("{}", soak::human(&result));
         if let Some(n) = night.as_ref().filter(|n| !n.regressions.is_empty()) {
-            println!(
+            outln!(
                 "  REGRESSION against recent nights: {}",
                 n.regressions.join("; ")
             );
@@ -591,7 +583,7 @@ fn main() -> ExitCode {
     match main_inner(cli) {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
-            eprintln!("memqual: error: {:#}", f.error);
+            note!("memqual: error: {:#}", f.error);
             ExitCode::from(f.code)
         }
     }

@@ -5,10 +5,10 @@
 
 use crate::arm::{self, Observation};
 use crate::protocol::Arm;
-use crate::run::write_json;
 use anyhow::Context;
 use reports::overhead::{OVERHEAD_DIR, OVERHEAD_FILE, OverheadRecord, Twin, TwinRun};
 use reports::record::files;
+use run_dir::{Rel, RunDir};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -26,7 +26,8 @@ pub fn declared_pairs(arm: &Arm) -> Option<u32> {
 pub fn run_twins(
     arm: &Arm,
     exe: &Path,
-    arm_dir: &Path,
+    run: &RunDir,
+    arm_dir: &Rel,
     pairs: u32,
     interrupted: &AtomicBool,
 ) -> anyhow::Result<OverheadRecord> {
@@ -36,33 +37,34 @@ pub fn run_twins(
             break;
         }
         let label = Twin::at(order);
-        let dir = arm_dir.join(OVERHEAD_DIR).join(label.dir_name(order));
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let twins = arm_dir.join(OVERHEAD_DIR);
+        run.create_dir(&twins)?;
+        let dir = twins.join(&label.dir_name(order));
+        run.create_dir(&dir)?;
         let observation = if label.sampled() {
             Observation::SamplerOnly
         } else {
             Observation::MarkersOnly
         };
-        let outcome = arm::execute_observed(arm, exe, &dir, interrupted, observation)
+        let outcome = arm::execute_observed(arm, exe, run, &dir, interrupted, observation)
             .with_context(|| format!("twin run {} of arm {} could not start", order, arm.id))?;
-        write_json(&dir.join(files::ARM), &outcome)?;
-        let run = TwinRun::read(arm_dir, label, order)
-            .with_context(|| format!("cannot read twin run {}", dir.display()))?;
-        eprintln!(
+        run.write_json(&dir.join(files::ARM), &outcome)?;
+        let twin = TwinRun::read(run, arm_dir, label, order)
+            .with_context(|| format!("cannot read twin run {dir}"))?;
+        note!(
             "memqual:   overhead twin {order} ({}): {:?}, steady median {}",
             if label.sampled() {
                 "A, sampled"
             } else {
                 "B, unsampled"
             },
-            run.status,
-            run.steady_median_ns
+            twin.status,
+            twin.steady_median_ns
                 .map_or("n/a".into(), |ns| format!("{:.3} ms", ns / 1e6))
         );
-        runs.push(run);
+        runs.push(twin);
     }
     let record = OverheadRecord::summarise(pairs, runs);
-    write_json(&arm_dir.join(OVERHEAD_FILE), &record)?;
+    run.write_json(&arm_dir.join(OVERHEAD_FILE), &record)?;
     Ok(record)
 }

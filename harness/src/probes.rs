@@ -6,8 +6,8 @@ use crate::census::Census;
 use crate::protocol::Arm;
 use crate::snapshots::Snapshotter;
 use reports::snapshots::{PROBES, ProbeSettings, Trigger};
+use run_dir::{Rel, RunDir};
 use sampler::{Marker, clock};
-use std::path::Path;
 use std::time::Duration;
 
 pub(crate) struct Probes {
@@ -22,7 +22,12 @@ impl Probes {
     /// Write `probes.json`, take the before-arm census (the worker, spawned
     /// but waiting for its spec, has done nothing yet) and start the
     /// threads. Failures are returned for the arm's failure list.
-    pub(crate) fn start(arm: &Arm, worker_pid: u32, dir: &Path) -> (Probes, Vec<String>) {
+    pub(crate) fn start(
+        arm: &Arm,
+        worker_pid: u32,
+        run: &RunDir,
+        dir: &Rel,
+    ) -> (Probes, Vec<String>) {
         let mut errors = Vec::new();
         let settings = ProbeSettings {
             snapshots_at_phases: arm.snapshots.at_phases,
@@ -31,14 +36,11 @@ impl Probes {
             harness_pid: std::process::id(),
             worker_pid,
         };
-        let written = serde_json::to_vec_pretty(&settings)
-            .map_err(std::io::Error::other)
-            .and_then(|json| std::fs::write(dir.join(PROBES), json));
-        if let Err(e) = written {
-            errors.push(format!("cannot write {PROBES}: {e}"));
+        if let Err(e) = run.write_json(&dir.join(PROBES), &settings) {
+            errors.push(e.to_string());
         }
         let snapshots = if arm.snapshots.enabled() {
-            match Snapshotter::create(worker_pid, dir) {
+            match Snapshotter::create(worker_pid, run, dir) {
                 Ok(s) => Some(BoundaryWorker::start(
                     s,
                     0,
@@ -46,7 +48,7 @@ impl Probes {
                     arm.snapshots.every_ms.map(Duration::from_millis),
                 )),
                 Err(e) => {
-                    errors.push(format!("snapshots cannot start in {}: {e}", dir.display()));
+                    errors.push(format!("snapshots cannot start: {e}"));
                     None
                 }
             }
@@ -54,7 +56,7 @@ impl Probes {
             None
         };
         let census = if arm.census.enabled {
-            match Census::create(dir) {
+            match Census::create(run, dir) {
                 Ok(mut c) => {
                     c.take(0, Trigger::BeforeArm, clock::monotonic_ns());
                     Some(BoundaryWorker::start(
@@ -65,7 +67,7 @@ impl Probes {
                     ))
                 }
                 Err(e) => {
-                    errors.push(format!("the census cannot start in {}: {e}", dir.display()));
+                    errors.push(format!("the census cannot start: {e}"));
                     None
                 }
             }

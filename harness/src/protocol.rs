@@ -133,6 +133,8 @@ pub struct Arm {
     pub gates: ArmGates,
     /// Wait after each `request_end` before a `settled` snapshot (soak only).
     pub settle_ms: u64,
+    /// A soaked arm's analysis settings, written as its `soak.json` before it runs.
+    pub soak: Option<reports::stability::SoakSettings>,
 }
 
 /// A protocol that parsed and validated, with its source text kept verbatim.
@@ -353,6 +355,7 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
             census: raw.census,
             gates,
             settle_ms: 0,
+            soak: None,
         });
         controls.push(control_span);
     }

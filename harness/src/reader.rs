@@ -4,10 +4,9 @@
 use crate::arm::Event;
 use crate::probes::MarkerHook;
 use reports::record::files;
+use run_dir::{Appender, Rel, RunDir, RunDirError};
 use sampler::PhaseTracker;
-use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
-use std::path::Path;
+use std::io::{BufRead, BufReader};
 use std::sync::mpsc::Sender;
 use std::thread::JoinHandle;
 use worker_contract::{CONTRACT_VERSION, WorkerMessage, decode_line};
@@ -37,49 +36,37 @@ pub struct ChannelReader {
     handle: JoinHandle<ReaderReport>,
 }
 
-/// Append-only sinks for the arm's message files, flushed per line.
+/// Append-only sinks for the arm's message files, a whole line per write.
 struct Sinks {
-    markers: BufWriter<File>,
-    results: BufWriter<File>,
-    log: BufWriter<File>,
+    markers: Appender,
+    results: Appender,
+    log: Appender,
     /// Opened at the first `settled` message: arms without a settle period
     /// get no file.
-    settled: Option<BufWriter<File>>,
-}
-
-fn open_append(path: &Path) -> std::io::Result<BufWriter<File>> {
-    Ok(BufWriter::new(
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)?,
-    ))
+    settled: Option<Appender>,
 }
 
 impl Sinks {
-    fn open(dir: &Path) -> std::io::Result<Sinks> {
+    fn open(run: &RunDir, dir: &Rel) -> Result<Sinks, RunDirError> {
         Ok(Sinks {
-            markers: open_append(&dir.join(files::MARKERS))?,
-            results: open_append(&dir.join(files::RESULTS))?,
-            log: open_append(&dir.join(files::WORKER_LOG))?,
+            markers: run.appender(&dir.join(files::MARKERS))?,
+            results: run.appender(&dir.join(files::RESULTS))?,
+            log: run.appender(&dir.join(files::WORKER_LOG))?,
             settled: None,
         })
     }
 }
 
-fn append_json(out: &mut BufWriter<File>, value: &impl serde::Serialize) -> std::io::Result<()> {
-    serde_json::to_writer(&mut *out, value)?;
-    out.write_all(b"\n")?;
-    out.flush()
-}
-
-fn append_log(out: &mut BufWriter<File>, level: &str, message: &str) -> std::io::Result<()> {
-    writeln!(out, "{} {level} {message}", sampler::clock::monotonic_ns())?;
-    out.flush()
+fn append_log(out: &mut Appender, level: &str, message: &str) -> Result<(), RunDirError> {
+    // One line per message: a newline inside it would forge a log line.
+    let message = message.replace(['\n', '\r'], " ");
+    let line = format!("{} {level} {message}", sampler::clock::monotonic_ns());
+    out.append(line.as_bytes())
 }
 
 struct State {
-    dir: std::path::PathBuf,
+    run: RunDir,
+    dir: Rel,
     report: ReaderReport,
     tracker: PhaseTracker,
     events: Sender<Event>,
@@ -95,7 +82,7 @@ impl State {
         let _ = self.events.send(Event::Violation);
     }
 
-    fn handle(&mut self, line_no: u64, line: &str, sinks: &mut Sinks) -> std::io::Result<()> {
+    fn handle(&mut self, line_no: u64, line: &str, sinks: &mut Sinks) -> Result<(), RunDirError> {
         let msg = match decode_line(line) {
             Ok(m) => m,
             Err(e) => {
@@ -127,14 +114,14 @@ impl State {
                         ),
                     );
                 } else {
-                    std::fs::write(self.dir.join(files::HELLO), serde_json::to_vec_pretty(&h)?)?;
+                    self.run.write_json(&self.dir.join(files::HELLO), &h)?;
                     self.report.hello = Some(h.clone());
                 }
             }
             WorkerMessage::Marker(m) => match self.tracker.accept(m.seq, m.phase, m.request_id) {
                 Ok(()) => {
                     self.report.markers += 1;
-                    append_json(&mut sinks.markers, &m)?;
+                    sinks.markers.append_json(&m)?;
                     if let Some(hook) = &mut self.on_marker {
                         hook(&m);
                     }
@@ -153,7 +140,7 @@ impl State {
                     );
                 } else {
                     self.report.results += 1;
-                    append_json(&mut sinks.results, &r)?;
+                    sinks.results.append_json(&r)?;
                 }
             }
             WorkerMessage::Log(l) => {
@@ -167,10 +154,7 @@ impl State {
                 if self.report.runtime {
                     self.violation(line_no, "a second `runtime` report".into());
                 } else {
-                    std::fs::write(
-                        self.dir.join(files::RUNTIME),
-                        serde_json::to_vec_pretty(&r)?,
-                    )?;
+                    self.run.write_json(&self.dir.join(files::RUNTIME), &r)?;
                     self.report.runtime = true;
                 }
             }
@@ -191,9 +175,9 @@ impl State {
                         Some(out) => out,
                         None => sinks
                             .settled
-                            .insert(open_append(&self.dir.join(files::SETTLED))?),
+                            .insert(self.run.appender(&self.dir.join(files::SETTLED))?),
                     };
-                    append_json(out, &s)?;
+                    out.append_json(&s)?;
                 }
             }
             WorkerMessage::Error(e) => {
@@ -214,33 +198,42 @@ impl State {
 impl ChannelReader {
     /// Read `pipe` until end-of-file on a thread of its own.
     #[allow(dead_code)] // kept for callers without probes
-    pub fn start(pipe: std::io::PipeReader, dir: &Path, events: Sender<Event>) -> Self {
-        Self::start_observed(pipe, dir, events, None)
+    pub fn start(
+        pipe: std::io::PipeReader,
+        run: &RunDir,
+        dir: &Rel,
+        events: Sender<Event>,
+    ) -> Self {
+        Self::start_observed(pipe, run, dir, events, None)
     }
 
     /// As [`Self::start`], with `on_marker` called for every accepted marker.
     pub(crate) fn start_observed(
         pipe: std::io::PipeReader,
-        dir: &Path,
+        run: &RunDir,
+        dir: &Rel,
         events: Sender<Event>,
         on_marker: Option<MarkerHook>,
     ) -> Self {
-        let dir = dir.to_path_buf();
+        let (run, dir) = (run.clone(), dir.clone());
         let handle = std::thread::spawn(move || {
             let mut state = State {
+                run: run.clone(),
                 dir: dir.clone(),
                 report: ReaderReport::default(),
                 tracker: PhaseTracker::new(),
                 events,
                 on_marker,
             };
-            let mut sinks = match Sinks::open(&dir) {
+            let mut sinks = match Sinks::open(&run, &dir) {
                 Ok(s) => s,
                 Err(e) => {
-                    state.report.harness_errors.push(format!(
-                        "cannot open the arm's message files in {}: {e}",
-                        dir.display()
-                    ));
+                    state
+                        .report
+                        .harness_errors
+                        .push(format!("cannot open the arm's message files: {e}"));
+                    // Drain the pipe so the worker never blocks on it.
+                    let _ = std::io::copy(&mut BufReader::new(pipe), &mut std::io::sink());
                     return state.report;
                 }
             };
@@ -274,6 +267,9 @@ impl ChannelReader {
                         .harness_errors
                         .push(format!("writing the arm's files: {e}"));
                     sinks_broken = true;
+                    // A run directory that cannot be written cannot record
+                    // the arm: stop the worker rather than run it blind.
+                    let _ = state.events.send(Event::Violation);
                 }
             }
             let t = &state.tracker;
@@ -304,21 +300,38 @@ mod tests {
     use std::sync::mpsc;
 
     /// Feed `lines` through a fresh reader state; return its report.
-    fn feed(lines: &[String]) -> (ReaderReport, tempfile::TempDir) {
-        let dir = tempfile::tempdir().unwrap();
+    /// The arm folder the reader wrote, kept alive with its temporary root.
+    struct ArmFolder {
+        _tmp: tempfile::TempDir,
+        path: std::path::PathBuf,
+    }
+
+    impl ArmFolder {
+        fn path(&self) -> &std::path::Path {
+            &self.path
+        }
+    }
+
+    fn feed(lines: &[String]) -> (ReaderReport, ArmFolder) {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = RunDir::create(&tmp.path().join("run")).unwrap();
+        let dir = run.arm("a").unwrap();
+        run.create_dir(&dir).unwrap();
         let (tx, _rx) = mpsc::channel();
         let mut state = State {
-            dir: dir.path().to_path_buf(),
+            run: run.clone(),
+            dir: dir.clone(),
             report: ReaderReport::default(),
             tracker: PhaseTracker::new(),
             events: tx,
             on_marker: None,
         };
-        let mut sinks = Sinks::open(dir.path()).unwrap();
+        let mut sinks = Sinks::open(&run, &dir).unwrap();
         for (i, l) in lines.iter().enumerate() {
             state.handle(i as u64 + 1, l, &mut sinks).unwrap();
         }
-        (state.report, dir)
+        let path = run.display(&dir);
+        (state.report, ArmFolder { _tmp: tmp, path })
     }
 
     fn hello(version: u32) -> String {

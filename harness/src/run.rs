@@ -6,6 +6,7 @@ use crate::{admission, arm, host};
 use anyhow::{Context, bail};
 use reports::admission::AdmissionRecord;
 use reports::record::{ArmOutcome, ArmStatus, RunInfo, files};
+use run_dir::{Rel, RunDir};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,38 +42,35 @@ impl WorkerDir {
     }
 }
 
-/// The default run directory: `runs/<UTC timestamp>-<protocol>`, made unique.
-pub fn default_run_dir(protocol: &str) -> PathBuf {
-    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
-    let base = PathBuf::from("runs").join(format!("{stamp}-{protocol}"));
-    let mut dir = base.clone();
-    let mut n = 2;
-    while dir.exists() {
-        dir = PathBuf::from(format!("{}-{n}", base.display()));
-        n += 1;
-    }
-    dir
+/// Where a run's directory goes.
+#[derive(Debug, Clone)]
+pub enum OutDir {
+    /// `--out DIR`: exactly this directory (it must not exist, or be empty).
+    Exact(PathBuf),
+    /// The default `runs/<UTC time>-<protocol>`, with `-2`, `-3`, … when taken.
+    Default(PathBuf),
 }
 
-/// Create the run directory; refuse one that already holds files.
-fn prepare_run_dir(dir: &Path) -> anyhow::Result<()> {
-    if dir.exists() {
-        let mut entries =
-            std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))?;
-        if entries.next().is_some() {
-            bail!(
-                "run directory {} already exists and is not empty; choose another --out so no earlier run is overwritten",
-                dir.display()
-            );
+impl OutDir {
+    /// `--out`, or the default under `runs/` for `protocol`.
+    pub fn resolve(out: Option<PathBuf>, protocol: &str) -> OutDir {
+        match out {
+            Some(dir) => OutDir::Exact(dir),
+            None => {
+                let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
+                OutDir::Default(PathBuf::from("runs").join(format!("{stamp}-{protocol}")))
+            }
         }
     }
-    std::fs::create_dir_all(dir.join(files::ARMS))
-        .with_context(|| format!("cannot create run directory {}", dir.display()))
-}
 
-pub(crate) fn write_json(path: &Path, value: &impl serde::Serialize) -> anyhow::Result<()> {
-    let text = serde_json::to_string_pretty(value).context("serializing a record")?;
-    std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
+    /// Create and claim the directory (atomically: of two runs into one
+    /// directory, one is refused).
+    pub fn create(&self) -> Result<RunDir, run_dir::RunDirError> {
+        match self {
+            OutDir::Exact(dir) => RunDir::create(dir),
+            OutDir::Default(base) => RunDir::create_unique(base),
+        }
+    }
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
@@ -121,6 +119,8 @@ fn run_info(protocol: &LoadedProtocol) -> RunInfo {
 
 /// The result of a whole run.
 pub struct RunResult {
+    /// The run directory, still held (locked) by this process.
+    pub run: RunDir,
     pub dir: PathBuf,
     pub receipt: reports::Receipt,
     pub interrupted: bool,
@@ -129,22 +129,22 @@ pub struct RunResult {
 }
 
 /// Observe the host before `before_arm` (`None`: the run), append the check
-/// to the record and rewrite `admission.json`. Returns the refusal reasons
-/// (empty when admitted).
+/// to the record and rewrite `admission.json` (sealed as it is written).
+/// Returns the refusal reasons (empty when admitted).
 fn admit(
-    dir: &Path,
+    run: &RunDir,
     record: &mut AdmissionRecord,
     before_arm: Option<&str>,
 ) -> anyhow::Result<Vec<String>> {
     let check = admission::check(before_arm, &record.thresholds);
     let when = before_arm.map_or("before the run".to_string(), |a| format!("before arm {a}"));
     if check.admitted {
-        eprintln!(
+        note!(
             "memqual: host admitted {when} ({} ms window)",
             check.window_ms
         );
     } else {
-        eprintln!(
+        note!(
             "memqual: host REFUSED {when}: {}{}",
             check.reasons.join("; "),
             if record.forced {
@@ -156,7 +156,9 @@ fn admit(
     }
     let reasons = check.reasons.clone();
     record.checks.push(check);
-    write_json(&dir.join(files::ADMISSION), record)?;
+    let rel = Rel::file(files::ADMISSION);
+    run.write_json(&rel, record)?;
+    run.seal_raw(&[rel])?;
     Ok(reasons)
 }
 
@@ -171,31 +173,93 @@ impl RunResult {
     }
 }
 
-/// Run every arm of `protocol` into `dir`, one at a time, each after a
-/// quiet-host admission check. A refused host stops the run unless `force`.
-pub fn run(
-    protocol: &LoadedProtocol,
-    dir: &Path,
-    workers: &WorkerDir,
-    interrupted: &AtomicBool,
-    force: bool,
-) -> anyhow::Result<RunResult> {
-    // Resolve every worker before anything runs: a missing binary is a setup error.
-    let executables = protocol
+/// Assemble the receipt from the run directory, write the derived reports
+/// and seal it.
+pub fn finish(run: &RunDir) -> anyhow::Result<reports::Receipt> {
+    finish_with(run, |_, _| Ok(()))
+}
+
+/// [`finish`], with `extra` writing more derived files before the seal.
+pub fn finish_with(
+    run: &RunDir,
+    extra: impl FnOnce(&RunDir, &reports::Receipt) -> Result<(), run_dir::RunDirError>,
+) -> anyhow::Result<reports::Receipt> {
+    let dir = run.path().display();
+    let mut receipt =
+        reports::assemble(run).with_context(|| format!("cannot assemble the receipt of {dir}"))?;
+    reports::render::write_all(run, &receipt)
+        .with_context(|| format!("cannot write the reports of {dir}"))?;
+    extra(run, &receipt).with_context(|| format!("cannot write the reports of {dir}"))?;
+    reports::seal::seal(run, &mut receipt)
+        .with_context(|| format!("cannot seal the run directory {dir}"))?;
+    Ok(receipt)
+}
+
+/// Every arm's worker executable, resolved before anything runs: a missing
+/// binary is a setup error, found before a run directory exists.
+pub fn executables(protocol: &LoadedProtocol, workers: &WorkerDir) -> anyhow::Result<Vec<PathBuf>> {
+    protocol
         .arms
         .iter()
         .map(|a| workers.executable(a.worker.executable_name()))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    prepare_run_dir(dir)?;
-    std::fs::write(dir.join(files::PROTOCOL), &protocol.text)
-        .with_context(|| format!("cannot write {}", dir.join(files::PROTOCOL).display()))?;
-    write_json(&dir.join(files::RUN), &run_info(protocol))?;
-    write_json(&dir.join(files::HOST), &host::identity())?;
-    eprintln!(
+        .collect()
+}
+
+/// Run every arm of `protocol` into the new run directory `run` with the
+/// workers `executables` (one per arm), one at a time, each after a
+/// quiet-host admission check. A refused host stops the run unless `force`.
+/// A failure to write the run directory (a full disk) stops the run; what
+/// was written stays readable for `memqual report`.
+pub fn run(
+    protocol: &LoadedProtocol,
+    run: RunDir,
+    executables: &[PathBuf],
+    interrupted: &AtomicBool,
+    force: bool,
+) -> anyhow::Result<RunResult> {
+    let dir = run.path().to_path_buf();
+    let stopped = || {
+        format!(
+            "the run stopped; everything written so far is in {}: once the cause is fixed \
+             (free space, say), `memqual report {}` builds a receipt marked incomplete",
+            dir.display(),
+            dir.display()
+        )
+    };
+    let refused =
+        run_arms(protocol, &run, executables, interrupted, force).with_context(stopped)?;
+    let receipt = finish(&run).with_context(stopped)?;
+    Ok(RunResult {
+        run,
+        dir,
+        receipt,
+        interrupted: interrupted.load(Ordering::SeqCst),
+        refused,
+    })
+}
+
+/// Everything before the receipt: the run's records, admission, each arm.
+fn run_arms(
+    protocol: &LoadedProtocol,
+    run: &RunDir,
+    executables: &[PathBuf],
+    interrupted: &AtomicBool,
+    force: bool,
+) -> anyhow::Result<Option<Vec<String>>> {
+    let started = [
+        Rel::file(files::PROTOCOL),
+        Rel::file(files::RUN),
+        Rel::file(files::HOST),
+    ];
+    run.write_bytes(&started[0], protocol.text.as_bytes())?;
+    run.write_json(&started[1], &run_info(protocol))?;
+    run.write_json(&started[2], &host::identity())?;
+    run.seal_raw(&started)?;
+    note!(
         "memqual: protocol {} ({}), run directory {}",
         protocol.name,
         protocol.description,
-        dir.display()
+        run.path().display()
     );
 
     let mut record = AdmissionRecord {
@@ -203,67 +267,45 @@ pub fn run(
         forced: force,
         checks: Vec::new(),
     };
-    let mut refused = None;
-    let reasons = admit(dir, &mut record, None)?;
+    let reasons = admit(run, &mut record, None)?;
     if !reasons.is_empty() && !force {
-        refused = Some(reasons);
+        return Ok(Some(reasons));
     }
     let total = protocol.arms.len();
-    for (i, (arm, exe)) in protocol.arms.iter().zip(&executables).enumerate() {
-        if refused.is_some() {
-            break;
-        }
+    for (i, (arm, exe)) in protocol.arms.iter().zip(executables).enumerate() {
         if interrupted.load(Ordering::SeqCst) {
-            eprintln!("memqual: interrupted: {} arm(s) not run", total - i);
+            note!("memqual: interrupted: {} arm(s) not run", total - i);
             break;
         }
-        let reasons = admit(dir, &mut record, Some(&arm.id))?;
+        let reasons = admit(run, &mut record, Some(&arm.id))?;
         if !reasons.is_empty() && !force {
-            refused = Some(reasons);
-            break;
+            return Ok(Some(reasons));
         }
-        let arm_dir = dir.join(files::ARMS).join(&arm.id);
-        std::fs::create_dir_all(&arm_dir)
-            .with_context(|| format!("cannot create {}", arm_dir.display()))?;
-        eprintln!(
+        let arm_dir = run.arm(&arm.id)?;
+        run.create_dir(&arm_dir)?;
+        if let Some(settings) = &arm.soak {
+            run.write_json(&arm_dir.join(files::SOAK), settings)?;
+        }
+        note!(
             "memqual: [{}/{total}] arm {}: {} …",
             i + 1,
             arm.id,
             arm.description
         );
-        let outcome: ArmOutcome = arm::execute(arm, exe, &arm_dir, interrupted)
+        let outcome: ArmOutcome = arm::execute(arm, exe, run, &arm_dir, interrupted)
             .with_context(|| format!("arm {} could not be started", arm.id))?;
-        write_json(&arm_dir.join(files::ARM), &outcome)?;
-        let secs = (outcome.ended_ns.saturating_sub(outcome.started_ns)) as f64 / 1e9;
-        match outcome.status {
-            ArmStatus::Completed => eprintln!(
-                "memqual: [{}/{total}] arm {} completed in {secs:.1} s",
-                i + 1,
-                arm.id
-            ),
-            ArmStatus::NotRunnable => eprintln!(
-                "memqual: [{}/{total}] arm {} NOT_RUNNABLE: {}",
-                i + 1,
-                arm.id,
-                outcome.worker_errors.join("; ")
-            ),
-            ArmStatus::Failed => eprintln!(
-                "memqual: [{}/{total}] arm {} FAILED after {secs:.1} s: {}",
-                i + 1,
-                arm.id,
-                outcome.failure.join("; ")
-            ),
-        }
+        run.write_json(&arm_dir.join(files::ARM), &outcome)?;
+        report_outcome(i + 1, total, &outcome);
         if let Some(pairs) = crate::overhead::declared_pairs(arm)
             && outcome.status == ArmStatus::Completed
         {
-            eprintln!(
+            note!(
                 "memqual: [{}/{total}] arm {}: {pairs} overhead pair(s), sampled and unsampled, alternating …",
                 i + 1,
                 arm.id
             );
-            let record = crate::overhead::run_twins(arm, exe, &arm_dir, pairs, interrupted)?;
-            eprintln!(
+            let record = crate::overhead::run_twins(arm, exe, run, &arm_dir, pairs, interrupted)?;
+            note!(
                 "memqual: [{}/{total}] arm {}: sampled / unsampled steady latency {}",
                 i + 1,
                 arm.id,
@@ -277,17 +319,28 @@ pub fn run(
                 )
             );
         }
+        // Sealed at the source: from here on `report` refuses any change.
+        run.seal_raw(&[arm_dir])?;
     }
-    let mut receipt = reports::assemble(dir)
-        .with_context(|| format!("cannot assemble the receipt of {}", dir.display()))?;
-    reports::render::write_all(dir, &receipt)
-        .with_context(|| format!("cannot write the reports of {}", dir.display()))?;
-    reports::seal::seal(dir, &mut receipt)
-        .with_context(|| format!("cannot seal the run directory {}", dir.display()))?;
-    Ok(RunResult {
-        dir: dir.to_path_buf(),
-        receipt,
-        interrupted: interrupted.load(Ordering::SeqCst),
-        refused,
-    })
+    Ok(None)
+}
+
+fn report_outcome(n: usize, total: usize, outcome: &ArmOutcome) {
+    let secs = (outcome.ended_ns.saturating_sub(outcome.started_ns)) as f64 / 1e9;
+    match outcome.status {
+        ArmStatus::Completed => note!(
+            "memqual: [{n}/{total}] arm {} completed in {secs:.1} s",
+            outcome.id
+        ),
+        ArmStatus::NotRunnable => note!(
+            "memqual: [{n}/{total}] arm {} NOT_RUNNABLE: {}",
+            outcome.id,
+            outcome.worker_errors.join("; ")
+        ),
+        ArmStatus::Failed => note!(
+            "memqual: [{n}/{total}] arm {} FAILED after {secs:.1} s: {}",
+            outcome.id,
+            outcome.failure.join("; ")
+        ),
+    }
 }

@@ -10,6 +10,7 @@ use crate::boundary::{Job, MarkerFilter, RecordSink};
 use reports::snapshots::{
     SNAPSHOTS, SNAPSHOTS_DIR, SnapshotOutcome, SnapshotRecord, ToolRun, Trigger,
 };
+use run_dir::{Rel, RunDir};
 use sampler::captures::{self, ParseOptions, Tool};
 use sampler::clock;
 use schemars::JsonSchema;
@@ -88,17 +89,19 @@ const TOOL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Takes snapshots of one worker into its arm folder.
 pub(crate) struct Snapshotter {
     pid: u32,
-    arm_dir: PathBuf,
+    run: RunDir,
+    arm: Rel,
     records: RecordSink,
 }
 
 impl Snapshotter {
-    pub(crate) fn create(pid: u32, arm_dir: &Path) -> std::io::Result<Self> {
-        std::fs::create_dir_all(arm_dir.join(SNAPSHOTS_DIR))?;
+    pub(crate) fn create(pid: u32, run: &RunDir, arm: &Rel) -> Result<Self, run_dir::RunDirError> {
+        run.create_dir(&arm.join(SNAPSHOTS_DIR))?;
         Ok(Snapshotter {
             pid,
-            arm_dir: arm_dir.to_path_buf(),
-            records: RecordSink::open(arm_dir, SNAPSHOTS)?,
+            run: run.clone(),
+            arm: arm.clone(),
+            records: RecordSink::open(run, &arm.join(SNAPSHOTS))?,
         })
     }
 }
@@ -106,10 +109,11 @@ impl Snapshotter {
 impl Job for Snapshotter {
     fn take(&mut self, seq: u64, trigger: Trigger, due_ns: u64) {
         let started_ns = clock::monotonic_ns();
-        let prefix = format!("{SNAPSHOTS_DIR}/{seq:04}-{}", trigger.label());
+        let prefix = format!("{seq:04}-{}", trigger.label());
+        let dir = self.arm.join(SNAPSHOTS_DIR);
         let tools = platform_tools(self.pid)
             .into_iter()
-            .map(|source| source.run(&self.arm_dir, &prefix))
+            .map(|source| source.run(&self.run, &dir, &prefix))
             .collect();
         let record = SnapshotRecord {
             seq,
@@ -179,7 +183,7 @@ impl Source {
 
     /// Read or run it, keep the raw text as `<prefix>-<tool>.txt` in
     /// `arm_dir`, and parse it.
-    pub(crate) fn run(&self, arm_dir: &Path, prefix: &str) -> ToolRun {
+    pub(crate) fn run(&self, run_dir: &RunDir, out_dir: &Rel, prefix: &str) -> ToolRun {
         let started_ns = clock::monotonic_ns();
         let (source, suspends_target, out) = match self {
             Source::File { path, .. } => (path.display().to_string(), false, read_file(path)),
@@ -212,8 +216,13 @@ impl Source {
             parse_error: None,
         };
         let Some(text) = out.text else { return run };
-        let raw = format!("{prefix}-{}.txt", run.tool.replace('/', "_"));
-        match std::fs::write(arm_dir.join(&raw), &text) {
+        let name = format!("{prefix}-{}.txt", run.tool.replace('/', "_"));
+        let raw = format!("{SNAPSHOTS_DIR}/{name}");
+        match out_dir
+            .try_join(&name)
+            .map_err(run_dir::RunDirError::from)
+            .and_then(|rel| run_dir.write_bytes(&rel, text.as_bytes()))
+        {
             Ok(()) => run.raw_file = Some(raw),
             Err(e) => run.parse_error = Some(format!("cannot keep the raw output as {raw}: {e}")),
         }

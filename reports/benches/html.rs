@@ -108,6 +108,7 @@ fn receipt(arm: ArmReceipt) -> Receipt {
     Receipt {
         format_version: reports::RECEIPT_FORMAT_VERSION.into(),
         identity: None,
+        integrity: reports::receipt::Integrity::default(),
         run: RunInfo {
             protocol_name: "bench".into(),
             protocol_path: "bench.toml".into(),

@@ -10,11 +10,11 @@
 
 use crate::ReportError;
 use crate::snapshots::{PROBES, ProbeSettings, Trigger};
+use run_dir::{Rel, RunDir};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::Path;
 
-pub const CENSUS: &str = "census.jsonl";
+pub use run_dir::names::CENSUS;
 
 /// One line of `census.jsonl`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -158,16 +158,17 @@ fn moves_by_name(records: &[CensusRecord], exclude: &[u32]) -> BTreeMap<String, 
 }
 
 /// Read the census of one arm; `None` without census settings.
-pub fn assemble(arm_dir: &Path) -> Result<Option<(CensusReceipt, ArmCensus)>, ReportError> {
-    let settings_path = arm_dir.join(PROBES);
-    if !settings_path.exists() {
+pub fn assemble(
+    run: &RunDir,
+    arm: &Rel,
+) -> Result<Option<(CensusReceipt, ArmCensus)>, ReportError> {
+    let Some(settings) = run.read_json::<ProbeSettings>(&arm.join(PROBES))? else {
         return Ok(None);
-    }
-    let settings: ProbeSettings = crate::receipt::read_json(&settings_path)?;
+    };
     let Some(threshold) = settings.census_threshold_bytes else {
         return Ok(None);
     };
-    let records: Vec<CensusRecord> = crate::receipt::read_jsonl(&arm_dir.join(CENSUS))?;
+    let records: Vec<CensusRecord> = run.read_jsonl(&arm.join(CENSUS))?;
     let exclude = vec![settings.harness_pid, settings.worker_pid];
     let (movers, processes_seen) = movers(&records, threshold, &exclude);
     let receipt = CensusReceipt {
@@ -343,7 +344,7 @@ mod tests {
     #[test]
     fn the_receipt_pairs_an_arm_with_its_control_from_the_run_directory() {
         use crate::record::{RunInfo, files};
-        let run = tempfile::tempdir().unwrap();
+        let (_tmp, run) = crate::testing::run();
         let info = RunInfo {
             protocol_name: "p".into(),
             protocol_path: "p.toml".into(),
@@ -352,14 +353,9 @@ mod tests {
             controls: [("coreml".to_string(), "native".to_string())].into(),
             ..RunInfo::default()
         };
-        std::fs::write(
-            run.path().join(files::RUN),
-            serde_json::to_string(&info).unwrap(),
-        )
-        .unwrap();
+        run.write_json(&Rel::file(files::RUN), &info).unwrap();
         for (arm, growth) in [("coreml", 200), ("native", 30)] {
-            let dir = run.path().join(files::ARMS).join(arm);
-            std::fs::create_dir_all(&dir).unwrap();
+            let dir = crate::testing::arm(&run, arm);
             let settings = ProbeSettings {
                 snapshots_at_phases: true,
                 snapshot_every_ms: None,
@@ -367,14 +363,10 @@ mod tests {
                 harness_pid: 7,
                 worker_pid: 8,
             };
-            std::fs::write(dir.join(PROBES), serde_json::to_string(&settings).unwrap()).unwrap();
-            let lines: Vec<String> = arm_records(growth)
-                .iter()
-                .map(|r| serde_json::to_string(r).unwrap())
-                .collect();
-            std::fs::write(dir.join(CENSUS), lines.join("\n")).unwrap();
+            run.write_json(&dir.join(PROBES), &settings).unwrap();
+            crate::testing::jsonl(&run, &dir.join(CENSUS), arm_records(growth));
         }
-        let receipt = crate::assemble(run.path()).unwrap();
+        let receipt = crate::assemble(&run).unwrap();
         let coreml = receipt.arms[0].census.as_ref().unwrap();
         assert_eq!((coreml.censuses, coreml.skipped), (3, 1));
         assert_service_paired(coreml);

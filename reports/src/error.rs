@@ -17,4 +17,6 @@ pub enum ReportError {
     },
     #[error("{path}: {reason}")]
     Invalid { path: PathBuf, reason: String },
+    #[error(transparent)]
+    RunDir(#[from] run_dir::RunDirError),
 }

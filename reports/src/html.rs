@@ -18,12 +18,12 @@ use crate::receipt::{ArmReceipt, Receipt};
 use crate::soak_history::SoakHistory;
 use crate::stability::Stability;
 use plotters::prelude::*;
+use run_dir::{Rel, RunDir};
 use sampler::Phase;
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::path::Path;
 
-pub const FILE: &str = "report.html";
+pub use run_dir::names::REPORT_HTML as FILE;
 
 /// Chart width in pixels; also the number of envelope buckets.
 const WIDTH: u32 = 960;
@@ -106,8 +106,8 @@ fn mib(v: Option<u64>) -> String {
 }
 
 /// Read an arm's series for drawing, with the time of its first row.
-pub fn read_series(run_dir: &Path, arm: &str) -> Result<(Option<u64>, Vec<Point>), ReportError> {
-    let rows = crate::render::series_rows(run_dir, arm)?;
+pub fn read_series(run: &RunDir, arm: &str) -> Result<(Option<u64>, Vec<Point>), ReportError> {
+    let rows = crate::render::series_rows(run, arm)?;
     let t0 = rows.first().map(|r| r.t_ns);
     let points = rows
         .iter()
@@ -121,13 +121,16 @@ pub fn read_series(run_dir: &Path, arm: &str) -> Result<(Option<u64>, Vec<Point>
 }
 
 /// An arm's measured request latencies, in order (`results.jsonl`).
-pub fn read_latencies(run_dir: &Path, arm: &str) -> Result<Vec<u64>, ReportError> {
-    let path = run_dir
-        .join(crate::record::files::ARMS)
-        .join(arm)
-        .join(crate::record::files::RESULTS);
-    let results: Vec<worker_contract::RequestResult> = crate::receipt::read_jsonl(&path)?;
-    Ok(results.iter().map(|r| r.latency_ns).collect())
+pub fn read_latencies(run: &RunDir, arm: &str) -> Result<Vec<u64>, ReportError> {
+    let mut out = Vec::new();
+    run.for_each_jsonl(
+        &run.arm(arm)?.join(crate::record::files::RESULTS),
+        |_, r: worker_contract::RequestResult| {
+            out.push(r.latency_ns);
+            Ok(())
+        },
+    )?;
+    Ok(out)
 }
 
 /// The memory chart of one arm as an SVG string. `t0_ns` is the time of
@@ -787,18 +790,17 @@ pub fn render(
 }
 
 /// Render `report.html` from the run directory.
-pub fn write(run_dir: &Path, r: &Receipt) -> Result<(), ReportError> {
+pub fn write(run: &RunDir, r: &Receipt) -> Result<(), ReportError> {
     let mut series = BTreeMap::new();
     let mut latencies = BTreeMap::new();
     for arm in &r.arms {
-        let (t0, points) = read_series(run_dir, &arm.id)?;
+        let (t0, points) = read_series(run, &arm.id)?;
         series.insert(arm.id.clone(), (t0.unwrap_or(0), points));
-        latencies.insert(arm.id.clone(), read_latencies(run_dir, &arm.id)?);
+        latencies.insert(arm.id.clone(), read_latencies(run, &arm.id)?);
     }
-    let history = crate::soak_history::read(run_dir)?;
-    let path = run_dir.join(FILE);
-    std::fs::write(&path, render(r, &series, &latencies, history.as_ref()))
-        .map_err(|source| ReportError::Io { path, source })
+    let history = crate::soak_history::read(run)?;
+    let page = render(r, &series, &latencies, history.as_ref());
+    Ok(run.write_bytes(&Rel::file(FILE), page.as_bytes())?)
 }
 
 #[cfg(test)]

@@ -44,7 +44,10 @@
 //! - [`latency_chart`]: the per-arm latency distribution (strip plot).
 //! - [`render`]: `summary.md`, `phases.csv`, `trace.json` (Chrome trace).
 //! - [`seal`]: the manifest of every file, the receipt's own digest, and
-//!   `verify`.
+//!   `verify`; [`sign`]: minisign signatures of the receipt.
+//!
+//! Every file is read through [`run_dir::RunDir`], which owns the run
+//! directory's names, refuses links and special files, and bounds reads.
 
 pub mod admission;
 pub mod calibration;
@@ -62,6 +65,7 @@ pub mod receipt;
 pub mod record;
 pub mod render;
 pub mod seal;
+pub mod sign;
 pub mod snapshots;
 pub mod soak_history;
 pub mod speech;
@@ -74,11 +78,48 @@ pub use receipt::{Receipt, assemble};
 
 /// Version of the receipt format, `major.minor`: the major changes when a
 /// field changes meaning or disappears, the minor when fields are added.
-pub const RECEIPT_FORMAT_VERSION: &str = "3.1";
+pub const RECEIPT_FORMAT_VERSION: &str = "4.0";
 
 /// The JSON Schema of `receipt.json`, generated from the types (committed as
 /// `reports/receipt.schema.json`).
 pub fn receipt_schema() -> String {
     let schema = schemars::schema_for!(Receipt);
     serde_json::to_string_pretty(&schema).unwrap_or_default() + "\n"
+}
+
+/// Test helpers: run directories built through [`run_dir::RunDir`], as the
+/// harness builds them.
+#[cfg(test)]
+pub(crate) mod testing {
+    use run_dir::{CsvAppender, Rel, RunDir};
+
+    /// A new run directory in a temporary folder (kept alive by the first).
+    pub fn run() -> (tempfile::TempDir, RunDir) {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = RunDir::create(&tmp.path().join("run")).unwrap();
+        (tmp, run)
+    }
+
+    /// `arms/<id>`, created.
+    pub fn arm(run: &RunDir, id: &str) -> Rel {
+        let rel = run.arm(id).unwrap();
+        run.create_dir(&rel).unwrap();
+        rel
+    }
+
+    /// A JSON-lines file of `items`.
+    pub fn jsonl<T: serde::Serialize>(run: &RunDir, rel: &Rel, items: impl IntoIterator<Item = T>) {
+        let mut out = run.appender(rel).unwrap();
+        for item in items {
+            out.append_json(&item).unwrap();
+        }
+    }
+
+    /// A CSV file of `rows`, with its header.
+    pub fn csv<T: serde::Serialize>(run: &RunDir, rel: &Rel, rows: impl IntoIterator<Item = T>) {
+        let mut out = CsvAppender::new(run.appender(rel).unwrap());
+        for row in rows {
+            out.append(&row).unwrap();
+        }
+    }
 }

@@ -7,18 +7,17 @@
 //! receipt carries that summary and the `overhead` gate judges its ratio.
 
 use crate::ReportError;
-use crate::receipt::{read_json, read_jsonl};
 use crate::record::{ArmOutcome, ArmStatus, files};
 use crate::stats;
+use run_dir::{Rel, RunDir};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 use worker_contract::RequestResult;
 
 /// The summary file, under `arms/<id>/`.
-pub const OVERHEAD_FILE: &str = "overhead.json";
+pub use run_dir::names::OVERHEAD as OVERHEAD_FILE;
 /// The folder of the twin runs, under `arms/<id>/`.
-pub const OVERHEAD_DIR: &str = "overhead";
+pub use run_dir::names::OVERHEAD_DIR;
 
 /// Which side of a pair a twin run is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -99,11 +98,17 @@ impl TwinRun {
         }
     }
 
-    /// Read a finished twin run from `arm_dir/<its dir>/`.
-    pub fn read(arm_dir: &Path, label: Twin, order: u32) -> Result<TwinRun, ReportError> {
-        let dir = arm_dir.join(OVERHEAD_DIR).join(label.dir_name(order));
-        let outcome: ArmOutcome = read_json(&dir.join(files::ARM))?;
-        let results: Vec<RequestResult> = read_jsonl(&dir.join(files::RESULTS))?;
+    /// Read a finished twin run from `<arm>/overhead/<its dir>/`.
+    pub fn read(run: &RunDir, arm: &Rel, label: Twin, order: u32) -> Result<TwinRun, ReportError> {
+        let dir = arm.join(OVERHEAD_DIR).join(&label.dir_name(order));
+        let arm_file = dir.join(files::ARM);
+        let outcome: ArmOutcome =
+            run.read_json(&arm_file)?
+                .ok_or_else(|| ReportError::Invalid {
+                    path: run.display(&arm_file),
+                    reason: "missing: the twin run never ended".into(),
+                })?;
+        let results: Vec<RequestResult> = run.read_jsonl(&dir.join(files::RESULTS))?;
         Ok(TwinRun::from_results(label, order, &outcome, &results))
     }
 }
@@ -183,12 +188,8 @@ impl OverheadRecord {
 }
 
 /// The arm's `overhead.json`, if the twin runs happened.
-pub fn assemble(arm_dir: &Path) -> Result<Option<OverheadRecord>, ReportError> {
-    let path = arm_dir.join(OVERHEAD_FILE);
-    if !path.exists() {
-        return Ok(None);
-    }
-    read_json(&path).map(Some)
+pub fn assemble(run: &RunDir, arm: &Rel) -> Result<Option<OverheadRecord>, ReportError> {
+    Ok(run.read_json(&arm.join(OVERHEAD_FILE))?)
 }
 
 #[cfg(test)]

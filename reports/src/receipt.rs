@@ -5,10 +5,9 @@ use crate::gates::GateReport;
 use crate::record::{ArmOutcome, ArmStatus, ExitInfo, RunInfo, files};
 use crate::speech::{self, ControlComparison, ControlResults, SpeechReceipt};
 use crate::{RECEIPT_FORMAT_VERSION, ReportError, stats};
+use run_dir::{Rel, RunDir};
 use sampler::{Marker, Phase, SeriesRow, TaskMemory};
 use serde::{Deserialize, Serialize};
-use std::io::BufRead;
-use std::path::{Path, PathBuf};
 use worker_contract::{ArmSpec, RequestResult, RuntimeReport, WorkerSpec};
 
 /// A run's receipt (`receipt.json`): everything measured, the gates and
@@ -27,6 +26,9 @@ pub struct Receipt {
     pub admission: Option<AdmissionRecord>,
     /// The declared gates and verdicts; `None` when no arm declares a gate.
     pub gates: Option<GateReport>,
+    /// How complete the run directory was, what was recovered from it, and
+    /// whether raw data was resealed.
+    pub integrity: Integrity,
     /// Digests of the manifest and of this receipt; `None` until sealed.
     pub seal: Option<crate::seal::Seal>,
 }
@@ -156,50 +158,73 @@ pub struct LatencySummary {
     pub max_ns: u64,
 }
 
-pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ReportError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ReportError::Io {
-        path: path.into(),
-        source,
-    })?;
-    serde_json::from_str(&text).map_err(|e| ReportError::Record {
-        path: path.into(),
-        line: e.line() as u64,
-        reason: e.to_string(),
-    })
+/// How complete and how intact the run directory was when this receipt was
+/// assembled.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Integrity {
+    /// True when every arm of the run ended with its `arm.json`, no torn
+    /// line was dropped, every raw file was sealed by the run itself and
+    /// nothing was resealed.
+    pub complete: bool,
+    /// Why the receipt is incomplete, one sentence each.
+    pub notes: Vec<String>,
+    /// Torn last lines (writes cut short, e.g. by a full disk) dropped.
+    pub recovered: Vec<run_dir::Recovery>,
+    /// Raw files the run never sealed (it was stopped before) that
+    /// `memqual report` sealed as it found them.
+    pub sealed_by_report: Vec<String>,
+    /// Each `memqual report --reseal`, with the digests it replaced.
+    pub reseals: Vec<run_dir::raw_seal::Reseal>,
 }
 
-/// Read a JSON-lines file; a missing file is empty (the arm died first).
-pub(crate) fn read_jsonl<T: serde::de::DeserializeOwned>(
-    path: &Path,
-) -> Result<Vec<T>, ReportError> {
-    let file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => {
-            return Err(ReportError::Io {
-                path: path.into(),
-                source,
-            });
+impl Integrity {
+    fn assess(dir: &RunDir, run: &RunInfo, arms: &[ArmReceipt]) -> Result<Integrity, ReportError> {
+        let seal = dir.raw_seal()?;
+        let mut notes = Vec::new();
+        for id in &run.arms {
+            if !arms.iter().any(|a| &a.id == id) {
+                notes.push(format!("arm {id} never started"));
+            } else if !dir.has_file(&dir.arm(id)?.join(files::ARM))? {
+                notes.push(format!(
+                    "arm {id} has no {}: the run stopped during it",
+                    files::ARM
+                ));
+            }
         }
-    };
-    let mut out = Vec::new();
-    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let line = line.map_err(|source| ReportError::Io {
-            path: path.into(),
-            source,
-        })?;
-        if line.trim().is_empty() {
-            continue;
+        let recovered = dir.recoveries();
+        for r in &recovered {
+            notes.push(format!(
+                "{}: a torn last line ({} bytes) was dropped",
+                r.path, r.dropped_bytes
+            ));
         }
-        out.push(
-            serde_json::from_str(&line).map_err(|e| ReportError::Record {
-                path: path.into(),
-                line: i as u64 + 1,
-                reason: e.to_string(),
-            })?,
-        );
+        let sealed_by_report: Vec<String> = seal
+            .files
+            .iter()
+            .filter(|f| f.sealed_by == run_dir::raw_seal::SealedBy::Report)
+            .map(|f| f.path.clone())
+            .collect();
+        if !sealed_by_report.is_empty() {
+            notes.push(format!(
+                "{} raw file(s) were sealed by `memqual report`, not by the run",
+                sealed_by_report.len()
+            ));
+        }
+        for r in &seal.reseals {
+            notes.push(format!(
+                "raw data was resealed at {} ({} file(s) changed after the run)",
+                r.at_utc,
+                r.changes.len()
+            ));
+        }
+        Ok(Integrity {
+            complete: notes.is_empty(),
+            notes,
+            recovered,
+            sealed_by_report,
+            reseals: seal.reseals,
+        })
     }
-    Ok(out)
 }
 
 /// Per-interval maxima of the series between consecutive markers.
@@ -225,7 +250,8 @@ fn delta(first: Option<u64>, last: Option<u64>) -> Option<i64> {
 /// Stream `series.csv` once: the summary, and maxima per marker interval
 /// (interval i is `(t[i-1], t[i]]`; interval 0 is everything up to marker 0).
 fn scan_series(
-    path: &Path,
+    run: &RunDir,
+    rel: &Rel,
     markers: &[Marker],
     period_ns: Option<u64>,
 ) -> Result<(SeriesSummary, Vec<Interval>), ReportError> {
@@ -234,17 +260,9 @@ fn scan_series(
         period_ns,
         ..SeriesSummary::default()
     };
-    let file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((summary, intervals)),
-        Err(source) => {
-            return Err(ReportError::Io {
-                path: path.into(),
-                source,
-            });
-        }
+    let Some(mut reader) = run.csv_reader(rel)? else {
+        return Ok((summary, intervals));
     };
-    let mut reader = csv::Reader::from_reader(std::io::BufReader::new(file));
     let mut intervals_ns = Vec::new();
     let mut lateness = Vec::new();
     let mut cost_sum = 0f64;
@@ -254,7 +272,7 @@ fn scan_series(
     let mut freshness = crate::freshness::FreshnessScan::default();
     for (i, row) in reader.deserialize::<SeriesRow>().enumerate() {
         let row = row.map_err(|e| ReportError::Record {
-            path: path.into(),
+            path: run.display(rel),
             line: i as u64 + 2,
             reason: e.to_string(),
         })?;
@@ -397,34 +415,24 @@ fn latency(results: &[RequestResult]) -> Option<LatencySummary> {
     })
 }
 
-/// Assemble one arm from `arms/<id>/`.
-pub fn assemble_arm(arm_dir: &Path, id: &str, page_bytes: u64) -> Result<ArmReceipt, ReportError> {
-    let outcome_path = arm_dir.join(files::ARM);
-    let outcome: Option<ArmOutcome> = if outcome_path.exists() {
-        Some(read_json(&outcome_path)?)
-    } else {
-        None
-    };
-    let spec_path = arm_dir.join(files::SPEC);
-    let spec: Option<ArmSpec> = if spec_path.exists() {
-        Some(read_json(&spec_path)?)
-    } else {
-        None
-    };
-    let markers: Vec<Marker> = read_jsonl(&arm_dir.join(files::MARKERS))?;
-    let results: Vec<RequestResult> = read_jsonl(&arm_dir.join(files::RESULTS))?;
+/// Assemble one arm from its folder `arm` (`arms/<id>/`).
+pub fn assemble_arm(
+    run: &RunDir,
+    arm: &Rel,
+    id: &str,
+    page_bytes: u64,
+) -> Result<ArmReceipt, ReportError> {
+    let outcome: Option<ArmOutcome> = run.read_json(&arm.join(files::ARM))?;
+    let spec: Option<ArmSpec> = run.read_json(&arm.join(files::SPEC))?;
+    let markers: Vec<Marker> = run.read_jsonl(&arm.join(files::MARKERS))?;
+    let results: Vec<RequestResult> = run.read_jsonl(&arm.join(files::RESULTS))?;
     let period_ns = outcome
         .as_ref()
         .and_then(|o| o.sampler.as_ref())
         .map(|s| s.period_ns);
-    let (series, intervals) = scan_series(&arm_dir.join(files::SERIES), &markers, period_ns)?;
+    let (series, intervals) = scan_series(run, &arm.join(files::SERIES), &markers, period_ns)?;
     let phases = phase_rows(&markers, &intervals, page_bytes);
-    let runtime_path = arm_dir.join(files::RUNTIME);
-    let runtime: Option<RuntimeReport> = if runtime_path.exists() {
-        Some(read_json(&runtime_path)?)
-    } else {
-        None
-    };
+    let runtime: Option<RuntimeReport> = run.read_json(&arm.join(files::RUNTIME))?;
     let fixtures = match spec.as_ref().map(|s| &s.worker) {
         Some(WorkerSpec::Whisper(w)) => w
             .fixtures
@@ -435,19 +443,16 @@ pub fn assemble_arm(arm_dir: &Path, id: &str, page_bytes: u64) -> Result<ArmRece
         _ => Vec::new(),
     };
     let speech = speech::assemble(&results, runtime, &fixtures, &phases);
-    let soak_path = arm_dir.join(crate::stability::SOAK_FILE);
-    let stability = if soak_path.exists() {
-        let settings = read_json(&soak_path)?;
-        Some(crate::stability::analyse_arm(
-            arm_dir, &markers, &results, &settings,
-        )?)
-    } else {
-        None
+    let stability = match run.read_json(&arm.join(files::SOAK))? {
+        Some(settings) => Some(crate::stability::analyse_arm(
+            run, arm, &markers, &results, &settings,
+        )?),
+        None => None,
     };
     let peak_between_samples = phases.iter().any(|p| p.peak_between_samples == Some(true));
-    let snapshots = crate::snapshots::assemble(arm_dir, &markers, &results)?;
-    let census = crate::census::assemble(arm_dir)?.map(|(receipt, _)| receipt);
-    let overhead = crate::overhead::assemble(arm_dir)?;
+    let snapshots = crate::snapshots::assemble(run, arm, &markers, &results)?;
+    let census = crate::census::assemble(run, arm)?.map(|(receipt, _)| receipt);
+    let overhead = crate::overhead::assemble(run, arm)?;
     let (status, failure, exit, timed_out, worker) = match outcome {
         Some(o) => (o.status, o.failure, o.exit, o.timed_out, o.hello),
         None => (
@@ -482,16 +487,23 @@ pub fn assemble_arm(arm_dir: &Path, id: &str, page_bytes: u64) -> Result<ArmRece
     })
 }
 
-/// Assemble the receipt of the run in `run_dir`.
-pub fn assemble(run_dir: &Path) -> Result<Receipt, ReportError> {
-    let run: RunInfo = read_json(&run_dir.join(files::RUN))?;
+/// Assemble the receipt of the run in `dir`.
+pub fn assemble(dir: &RunDir) -> Result<Receipt, ReportError> {
+    let run: RunInfo = dir.read_json(&Rel::file(files::RUN))?.ok_or_else(|| {
+        ReportError::Invalid {
+            path: dir.display(&Rel::file(files::RUN)),
+            reason:
+                "missing: this is not a memqual run directory, or the run stopped before it began"
+                    .into(),
+        }
+    })?;
     let mut arms = Vec::new();
     for id in &run.arms {
-        let dir: PathBuf = run_dir.join(files::ARMS).join(id);
-        if !dir.exists() {
+        let arm = dir.arm(id)?;
+        if !dir.has_dir(&arm)? {
             continue; // never started (the run stopped before it)
         }
-        arms.push(assemble_arm(&dir, id, run.page_size_bytes)?);
+        arms.push(assemble_arm(dir, &arm, id, run.page_size_bytes)?);
     }
     let mut comparisons = Vec::new();
     for (id, control) in &run.controls {
@@ -503,7 +515,7 @@ pub fn assemble(run_dir: &Path) -> Result<Receipt, ReportError> {
         };
         let outputs = |arm: &str| -> Result<Vec<_>, ReportError> {
             let results: Vec<RequestResult> =
-                read_jsonl(&run_dir.join(files::ARMS).join(arm).join(files::RESULTS))?;
+                dir.read_jsonl(&dir.arm(arm)?.join(files::RESULTS))?;
             Ok(speech::transcriptions(&results)
                 .into_iter()
                 .map(|(_, t)| speech::to_quality(t))
@@ -514,28 +526,20 @@ pub fn assemble(run_dir: &Path) -> Result<Receipt, ReportError> {
             control: outputs(control)?,
         };
         comparisons.push(speech::compare(a, c, &results));
-        let control_census = crate::census::assemble(&run_dir.join(files::ARMS).join(control))?;
+        let control_census = crate::census::assemble(dir, &dir.arm(control)?)?;
         if let (Some(arm), Some((_, raw))) = (arms.iter_mut().find(|a| &a.id == id), control_census)
             && let Some(census) = &mut arm.census
         {
             crate::census::pair(census, control, &raw);
         }
     }
-    let admission_path = run_dir.join(files::ADMISSION);
-    let admission = if admission_path.exists() {
-        Some(read_json(&admission_path)?)
-    } else {
-        None
-    };
-    let identity_path = run_dir.join(files::HOST);
-    let identity = if identity_path.exists() {
-        Some(read_json(&identity_path)?)
-    } else {
-        None
-    };
+    let admission = dir.read_json(&Rel::file(files::ADMISSION))?;
+    let identity = dir.read_json(&Rel::file(files::HOST))?;
+    let integrity = Integrity::assess(dir, &run, &arms)?;
     let mut receipt = Receipt {
         format_version: RECEIPT_FORMAT_VERSION.to_string(),
         identity,
+        integrity,
         run,
         arms,
         comparisons,
@@ -639,34 +643,39 @@ mod tests {
         assert_eq!(rows[0].peak_between_samples, None);
     }
 
-    fn write_run(dir: &Path, rows: &[SeriesRow], markers: &[Marker], with_outcome: bool) {
-        let run = RunInfo {
+    /// A new run directory in a temporary folder (kept alive by the first).
+    pub(crate) fn test_run() -> (tempfile::TempDir, RunDir) {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = RunDir::create(&tmp.path().join("run")).unwrap();
+        (tmp, run)
+    }
+
+    fn write_run(run: &RunDir, rows: &[SeriesRow], markers: &[Marker], with_outcome: bool) {
+        let info = RunInfo {
             protocol_name: "p".into(),
             protocol_path: "p.toml".into(),
             page_size_bytes: 4096,
             arms: vec!["a".into(), "never-ran".into()],
             ..RunInfo::default()
         };
-        std::fs::write(dir.join(files::RUN), serde_json::to_string(&run).unwrap()).unwrap();
-        let arm = dir.join(files::ARMS).join("a");
-        std::fs::create_dir_all(&arm).unwrap();
-        let mut w = csv::Writer::from_path(arm.join(files::SERIES)).unwrap();
+        run.write_json(&Rel::file(files::RUN), &info).unwrap();
+        let arm = run.arm("a").unwrap();
+        run.create_dir(&arm).unwrap();
+        let mut series = run_dir::CsvAppender::new(run.appender(&arm.join(files::SERIES)).unwrap());
         for r in rows {
-            w.serialize(r).unwrap();
+            series.append(r).unwrap();
         }
-        w.flush().unwrap();
-        let lines: Vec<String> = markers
-            .iter()
-            .map(|m| serde_json::to_string(m).unwrap())
-            .collect();
-        std::fs::write(arm.join(files::MARKERS), lines.join("\n") + "\n").unwrap();
-        let results = [10u64, 30, 20].map(|l| {
-            serde_json::json!({"request_id": 0, "latency_ns": l * 1_000_000,
+        let mut out = run.appender(&arm.join(files::MARKERS)).unwrap();
+        for m in markers {
+            out.append_json(m).unwrap();
+        }
+        let mut out = run.appender(&arm.join(files::RESULTS)).unwrap();
+        for l in [10u64, 30, 20] {
+            out.append_json(&serde_json::json!({"request_id": 0, "latency_ns": l * 1_000_000,
                 "body": {"kind": "calibration", "held_bytes": 0, "leaked_bytes": 0, "spike_bytes": 0,
-                         "spike_resident_ns": null, "spike_freed_ns": null}})
-            .to_string()
-        });
-        std::fs::write(arm.join(files::RESULTS), results.join("\n")).unwrap();
+                         "spike_resident_ns": null, "spike_freed_ns": null}}))
+                .unwrap();
+        }
         if with_outcome {
             let outcome = ArmOutcome {
                 id: "a".into(),
@@ -693,12 +702,9 @@ mod tests {
                     ..Default::default()
                 }),
             };
-            std::fs::write(
-                arm.join(files::ARM),
-                serde_json::to_string(&outcome).unwrap(),
-            )
-            .unwrap();
+            run.write_json(&arm.join(files::ARM), &outcome).unwrap();
         }
+        run.seal_raw(&[Rel::file(files::RUN), arm]).unwrap();
     }
 
     fn row(
@@ -726,7 +732,7 @@ mod tests {
 
     #[test]
     fn a_run_directory_assembles_into_summary_and_phase_windows() {
-        let tmp = tempfile::tempdir().unwrap();
+        let (_tmp, run) = test_run();
         // Ticks every 50 ns; tick 3 skipped one period.
         let mut rows = vec![
             row(0, 100, 0, 10, 0, 7),
@@ -739,8 +745,8 @@ mod tests {
             marker(0, Phase::ProcessStart, 120, 10, 10),
             marker(1, Phase::ModelLoaded, 260, 20, 95),
         ];
-        write_run(tmp.path(), &rows, &markers, true);
-        let r = assemble(tmp.path()).unwrap();
+        write_run(&run, &rows, &markers, true);
+        let r = assemble(&run).unwrap();
         assert_eq!(
             r.arms.len(),
             1,
@@ -779,14 +785,22 @@ mod tests {
 
     #[test]
     fn an_arm_without_its_record_is_failed_with_the_reason() {
-        let tmp = tempfile::tempdir().unwrap();
+        let (_tmp, run) = test_run();
         write_run(
-            tmp.path(),
+            &run,
             &[row(0, 100, 0, 1, 0, 0)],
             &[marker(0, Phase::ProcessStart, 120, 1, 1)],
             false,
         );
-        let r = assemble(tmp.path()).unwrap();
+        let r = assemble(&run).unwrap();
+        assert!(!r.integrity.complete);
+        assert_eq!(
+            r.integrity.notes,
+            [
+                "arm a has no arm.json: the run stopped during it",
+                "arm never-ran never started"
+            ]
+        );
         assert_eq!(r.arms[0].status, ArmStatus::Failed);
         assert!(r.arms[0].failure[0].contains("harness stopped before the arm ended"));
         assert_eq!(
@@ -815,21 +829,23 @@ mod tests {
 
     #[test]
     fn a_sealed_run_verifies_and_any_flipped_byte_names_its_file() {
-        let tmp = tempfile::tempdir().unwrap();
+        let (_tmp, run) = test_run();
         let rows = [row(0, 100, 0, 10, 0, 7), row(1, 150, 2, 40, 0, 7)];
         write_run(
-            tmp.path(),
+            &run,
             &rows,
             &[marker(0, Phase::ProcessStart, 120, 1, 1)],
             true,
         );
-        let mut r = assemble(tmp.path()).unwrap();
-        crate::seal::seal(tmp.path(), &mut r).unwrap();
-        assert_eq!(crate::seal::verify(tmp.path()), []);
+        let mut r = assemble(&run).unwrap();
+        assert!(r.integrity.complete == false, "never-ran never started");
+        crate::seal::seal(&run, &mut r).unwrap();
+        let verify = || crate::seal::verify(&run, None).problems;
+        assert_eq!(verify(), []);
         // The sealed receipt matches the committed schema.
         let schema: serde_json::Value = serde_json::from_str(COMMITTED_SCHEMA).unwrap();
         let validator = jsonschema::validator_for(&schema).unwrap();
-        let text = std::fs::read_to_string(tmp.path().join(files::RECEIPT)).unwrap();
+        let text = std::fs::read_to_string(run.path().join(files::RECEIPT)).unwrap();
         let value: serde_json::Value = serde_json::from_str(&text).unwrap();
         let errors: Vec<String> = validator
             .iter_errors(&value)
@@ -838,7 +854,7 @@ mod tests {
         assert!(errors.is_empty(), "{errors:?}");
 
         let manifest: crate::seal::Manifest =
-            serde_json::from_slice(&std::fs::read(tmp.path().join(files::MANIFEST)).unwrap())
+            serde_json::from_slice(&std::fs::read(run.path().join(files::MANIFEST)).unwrap())
                 .unwrap();
         let listed: Vec<&str> = manifest.files.iter().map(|f| f.path.as_str()).collect();
         assert_eq!(
@@ -848,19 +864,20 @@ mod tests {
                 "arms/a/markers.jsonl",
                 "arms/a/results.jsonl",
                 "arms/a/series.csv",
+                "raw-seal.json",
                 "run.json"
             ]
         );
         let mut every = listed.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         every.extend([files::RECEIPT.to_string(), files::MANIFEST.to_string()]);
         for rel in &every {
-            let path = tmp.path().join(rel);
+            let path = run.path().join(rel);
             let original = std::fs::read(&path).unwrap();
             for offset in [0, original.len() / 2, original.len() - 1] {
                 let mut flipped = original.clone();
                 flipped[offset] ^= 0x01;
                 std::fs::write(&path, &flipped).unwrap();
-                let problems = crate::seal::verify(tmp.path());
+                let problems = verify();
                 assert!(
                     problems.iter().any(|p| &p.path == rel),
                     "{rel} byte {offset}: {problems:?}"
@@ -868,38 +885,39 @@ mod tests {
             }
             std::fs::write(&path, &original).unwrap();
         }
-        assert_eq!(crate::seal::verify(tmp.path()), []);
+        assert_eq!(verify(), []);
         // Missing and added files are named too.
-        let series = tmp.path().join("arms/a/series.csv");
-        std::fs::rename(&series, tmp.path().join("arms/a/extra.csv")).unwrap();
-        let problems = crate::seal::verify(tmp.path());
-        let named: Vec<(&str, &str)> = problems
-            .iter()
-            .map(|p| (p.path.as_str(), p.kind.as_str()))
-            .collect();
+        let series = run.path().join("arms/a/series.csv");
+        std::fs::rename(&series, run.path().join("arms/a/extra.csv")).unwrap();
+        let named: Vec<(String, String)> = verify().into_iter().map(|p| (p.path, p.kind)).collect();
         assert_eq!(
             named,
             [
-                ("arms/a/series.csv", "missing"),
-                ("arms/a/extra.csv", "added")
+                ("arms/a/extra.csv".to_string(), "added".to_string()),
+                ("arms/a/series.csv".to_string(), "missing".to_string()),
             ]
+        );
+        // A link or a FIFO where a file was is named as irregular.
+        std::fs::rename(run.path().join("arms/a/extra.csv"), &series).unwrap();
+        std::fs::remove_file(run.path().join("arms/a/results.jsonl")).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", run.path().join("arms/a/results.jsonl"))
+            .unwrap();
+        let named: Vec<(String, String)> = verify().into_iter().map(|p| (p.path, p.kind)).collect();
+        assert!(
+            named.contains(&("arms/a/results.jsonl".to_string(), "irregular".to_string())),
+            "{named:?}"
         );
     }
 
     #[test]
     fn a_corrupt_marker_line_is_named_by_file_and_line() {
-        let tmp = tempfile::tempdir().unwrap();
-        write_run(
-            tmp.path(),
-            &[],
-            &[marker(0, Phase::ProcessStart, 1, 1, 1)],
-            true,
-        );
-        let path = tmp.path().join("arms/a").join(files::MARKERS);
+        let (_tmp, run) = test_run();
+        write_run(&run, &[], &[marker(0, Phase::ProcessStart, 1, 1, 1)], true);
+        let path = run.path().join("arms/a").join(files::MARKERS);
         let mut text = std::fs::read_to_string(&path).unwrap();
         text.push_str("{oops\n");
         std::fs::write(&path, text).unwrap();
-        let err = assemble(tmp.path()).unwrap_err().to_string();
+        let err = assemble(&run).unwrap_err().to_string();
         assert!(err.contains("markers.jsonl:2:"), "{err}");
     }
 }

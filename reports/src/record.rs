@@ -2,35 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-/// File and folder names inside a run directory.
-pub mod files {
-    pub const PROTOCOL: &str = "protocol.toml";
-    pub const RUN: &str = "run.json";
-    pub const RECEIPT: &str = "receipt.json";
-    /// Quiet-host admission: thresholds, observations, verdicts.
-    pub const ADMISSION: &str = "admission.json";
-    /// Host and runtime identity.
-    pub const HOST: &str = "host.json";
-    /// Every file of the run with its SHA-256 (see `seal`).
-    pub const MANIFEST: &str = "manifest.json";
-    pub const ARMS: &str = "arms";
-    /// Per arm, under `arms/<id>/`.
-    pub const SPEC: &str = "spec.json";
-    /// The worker's `hello`, written the moment it arrives.
-    pub const HELLO: &str = "hello.json";
-    /// The whisper worker's runtime identity and topology.
-    pub const RUNTIME: &str = "runtime.json";
-    pub const ARM: &str = "arm.json";
-    pub const MARKERS: &str = "markers.jsonl";
-    pub const RESULTS: &str = "results.jsonl";
-    /// Soak arms with a settle period: the worker's `settled` snapshots.
-    pub const SETTLED: &str = "settled.jsonl";
-    pub const SERIES: &str = "series.csv";
-    pub const WORKER_LOG: &str = "worker.log";
-    pub const STDOUT: &str = "stdout.txt";
-    pub const STDERR: &str = "stderr.txt";
-    pub const SCRATCH: &str = "scratch";
-}
+/// File and folder names inside a run directory (they live in [`run_dir::names`]).
+pub use run_dir::names as files;
 
 /// Written once when the run starts (`run.json`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

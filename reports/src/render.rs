@@ -8,15 +8,13 @@
 use crate::ReportError;
 use crate::receipt::{ArmReceipt, Receipt};
 use crate::record::files;
+use run_dir::{Rel, RunDir};
 use sampler::{Phase, SeriesRow};
 use std::fmt::Write;
-use std::path::Path;
 
-/// File names of the derived reports.
+/// File names of the derived reports (they live in [`run_dir::names`]).
 pub mod names {
-    pub const SUMMARY: &str = "summary.md";
-    pub const PHASES: &str = "phases.csv";
-    pub const TRACE: &str = "trace.json";
+    pub use run_dir::names::{PHASES, SUMMARY, TRACE};
 }
 
 fn mib(bytes: Option<u64>) -> String {
@@ -222,21 +220,17 @@ pub fn phases_csv(r: &Receipt) -> Result<String, ReportError> {
 }
 
 /// Every row of an arm's `series.csv` (none when the file is absent).
-pub fn series_rows(run_dir: &Path, arm: &str) -> Result<Vec<SeriesRow>, ReportError> {
-    let path = run_dir.join(files::ARMS).join(arm).join(files::SERIES);
-    if !path.exists() {
+pub fn series_rows(run: &RunDir, arm: &str) -> Result<Vec<SeriesRow>, ReportError> {
+    let rel = run.arm(arm)?.join(files::SERIES);
+    let Some(mut reader) = run.csv_reader(&rel)? else {
         return Ok(Vec::new());
-    }
-    let mut reader = csv::Reader::from_path(&path).map_err(|e| ReportError::Invalid {
-        path: path.clone(),
-        reason: e.to_string(),
-    })?;
+    };
     reader
         .deserialize::<SeriesRow>()
         .enumerate()
         .map(|(line, row)| {
             row.map_err(|e| ReportError::Record {
-                path: path.clone(),
+                path: run.display(&rel),
                 line: line as u64 + 2,
                 reason: e.to_string(),
             })
@@ -247,7 +241,7 @@ pub fn series_rows(run_dir: &Path, arm: &str) -> Result<Vec<SeriesRow>, ReportEr
 /// `trace.json` in the Chrome trace-event format: one process per arm,
 /// counters `resident` and `footprint` (MiB) from its series, a slice per
 /// phase (from the previous marker to this one) and per request.
-pub fn trace_json(run_dir: &Path, r: &Receipt) -> Result<serde_json::Value, ReportError> {
+pub fn trace_json(run: &RunDir, r: &Receipt) -> Result<serde_json::Value, ReportError> {
     use serde_json::json;
     let mut events = Vec::new();
     for (i, a) in r.arms.iter().enumerate() {
@@ -257,7 +251,7 @@ pub fn trace_json(run_dir: &Path, r: &Receipt) -> Result<serde_json::Value, Repo
                            "args": {"name": a.id}}),
         );
         {
-            for row in series_rows(run_dir, &a.id)? {
+            for row in series_rows(run, &a.id)? {
                 let mut args = serde_json::Map::new();
                 if let Some(v) = row.resident_bytes {
                     args.insert("resident".into(), json!(v as f64 / 1048576.0));
@@ -302,15 +296,12 @@ pub fn trace_json(run_dir: &Path, r: &Receipt) -> Result<serde_json::Value, Repo
                             "verdict": r.gates.as_ref().map(|g| g.verdict.as_str())}}))
 }
 
-/// Write every derived report into `run_dir`.
-pub fn write_all(run_dir: &Path, r: &Receipt) -> Result<(), ReportError> {
-    let write = |name: &str, text: String| {
-        let path = run_dir.join(name);
-        std::fs::write(&path, text).map_err(|source| ReportError::Io { path, source })
-    };
+/// Write every derived report into the run directory, each atomically.
+pub fn write_all(run: &RunDir, r: &Receipt) -> Result<(), ReportError> {
+    let write = |name: &str, text: String| run.write_bytes(&Rel::file(name), text.as_bytes());
     write(names::SUMMARY, summary_markdown(r))?;
     write(names::PHASES, phases_csv(r)?)?;
-    let trace = trace_json(run_dir, r)?;
+    let trace = trace_json(run, r)?;
     write(names::TRACE, trace.to_string())?;
-    crate::html::write(run_dir, r)
+    crate::html::write(run, r)
 }

@@ -1,37 +1,42 @@
 //! Sealing a run directory, and checking a seal.
 //!
-//! What is hashed (SHA-256 throughout):
+//! What is hashed (SHA-256 throughout, canonical JSON per RFC 8785 — see
+//! [`run_dir::digest`]):
+//! - `raw-seal.json` holds the digest of every raw file, recorded by the run
+//!   as each arm ended ([`run_dir::raw_seal`]); `memqual report` refuses to
+//!   rebuild over a raw file that no longer matches it.
 //! - `manifest.json` lists every regular file of the run directory except
-//!   `receipt.json` and `manifest.json` itself, by relative path (`/`
-//!   separators, sorted by bytes), with its size and the digest of its bytes.
-//!   The manifest is written as canonical JSON.
+//!   `receipt.json`, `manifest.json` and the signature, by relative path
+//!   (`/` separators, sorted by bytes), with its size and digest. A link, a
+//!   FIFO or a device anywhere in the run directory makes sealing fail.
 //! - The receipt's `seal.manifest_sha256` is the digest of the bytes of
-//!   `manifest.json`.
-//! - The receipt's `seal.receipt_sha256` is the digest of the canonical
-//!   JSON of the receipt with `seal.receipt_sha256` set to the empty string.
-//! - `receipt.json` holds exactly the canonical JSON of the sealed receipt.
+//!   `manifest.json`; `seal.receipt_sha256` is the digest of the canonical
+//!   receipt with that field set to `""`; `receipt.json` holds exactly the
+//!   canonical receipt.
+//! - `receipt.json.minisig`, when present, is a minisign (Ed25519) signature
+//!   of the bytes of `receipt.json` (see [`crate::sign`]).
 //!
-//! Canonical JSON: UTF-8, no insignificant whitespace, object keys sorted by
-//! their UTF-8 bytes, strings and numbers as `serde_json` writes them (the
-//! shortest text that reads back to the same value). Any object key order
-//! or spacing a parser accepts therefore hashes the same only if the values
-//! are the same.
+//! Without a signature the seal detects accidents, not forgery: anyone who
+//! can write the directory can recompute every digest.
 
 use crate::receipt::Receipt;
 use crate::record::files;
+use run_dir::digest::{canonical_json, sha256_hex};
+use run_dir::{Rel, RunDir, RunDirError, limits};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
-use std::io::Read;
-use std::path::Path;
+use std::collections::BTreeMap;
 
-/// Version of the manifest format.
-pub const MANIFEST_FORMAT_VERSION: &str = "1.0";
+/// Version of the manifest format (2: RFC 8785 canonical JSON).
+pub const MANIFEST_FORMAT_VERSION: &str = "2.0";
 
 /// The receipt's seal.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Seal {
+    /// `sha256`.
     pub algorithm: String,
+    /// `RFC 8785`: how `manifest.json` and the receipt are canonicalized.
+    pub canonicalization: String,
     /// SHA-256 of the bytes of `manifest.json`.
     pub manifest_sha256: String,
     /// SHA-256 of the canonical receipt with this field empty.
@@ -53,132 +58,52 @@ pub struct Manifest {
     pub files: Vec<ManifestEntry>,
 }
 
-/// Why a run directory could not be sealed or checked.
+/// Why a run directory could not be sealed.
 #[derive(Debug, thiserror::Error)]
 pub enum SealError {
-    #[error("cannot read {path}: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    RunDir(#[from] RunDirError),
     #[error("cannot serialize the {what}: {reason}")]
     Serialize { what: &'static str, reason: String },
+    #[error(
+        "{path} is a {what}; a run directory holds only regular files and folders. \
+         Remove it (it is not part of the run) and try again"
+    )]
+    Irregular { path: String, what: String },
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// Files the manifest leaves out: the receipt and the manifest seal each
+/// other; the signature is added after sealing.
+fn unlisted(rel: &str) -> bool {
+    rel == files::RECEIPT || rel == files::MANIFEST || rel == files::SIGNATURE
 }
 
-/// SHA-256 of `bytes`, lowercase hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
+fn canonical<T: Serialize>(what: &'static str, value: &T) -> Result<String, SealError> {
+    canonical_json(value).map_err(|reason| SealError::Serialize { what, reason })
 }
 
-fn file_sha256(path: &Path) -> std::io::Result<(u64, String)> {
-    let mut file = std::fs::File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 16];
-    let mut total = 0u64;
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
+/// Hash every file of the run directory (see the module documentation).
+pub fn manifest(run: &RunDir) -> Result<Manifest, SealError> {
+    let walk = run.walk(&Rel::root())?;
+    if let Some(bad) = walk.irregular.first() {
+        return Err(SealError::Irregular {
+            path: run
+                .display(&Rel::root())
+                .join(&bad.path)
+                .display()
+                .to_string(),
+            what: bad.what.clone(),
+        });
+    }
+    let mut entries = Vec::with_capacity(walk.files.len());
+    for file in walk.files {
+        let path = file.rel.to_string();
+        if unlisted(&path) {
+            continue;
         }
-        total += n as u64;
-        hasher.update(&buf[..n]);
-    }
-    Ok((total, hex(&hasher.finalize())))
-}
-
-/// Write `value` as canonical JSON (see the module documentation).
-pub fn canonical_json(value: &serde_json::Value) -> String {
-    fn write(v: &serde_json::Value, out: &mut String) {
-        match v {
-            serde_json::Value::Object(map) => {
-                let mut keys: Vec<&String> = map.keys().collect();
-                keys.sort();
-                out.push('{');
-                for (i, k) in keys.into_iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    out.push_str(&serde_json::Value::String(k.clone()).to_string());
-                    out.push(':');
-                    write(&map[k], out);
-                }
-                out.push('}');
-            }
-            serde_json::Value::Array(items) => {
-                out.push('[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    write(item, out);
-                }
-                out.push(']');
-            }
-            scalar => out.push_str(&scalar.to_string()),
-        }
-    }
-    let mut out = String::new();
-    write(value, &mut out);
-    out
-}
-
-fn to_value<T: Serialize>(what: &'static str, t: &T) -> Result<serde_json::Value, SealError> {
-    serde_json::to_value(t).map_err(|e| SealError::Serialize {
-        what,
-        reason: e.to_string(),
-    })
-}
-
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SealError + '_ {
-    move |source| SealError::Io {
-        path: path.display().to_string(),
-        source,
-    }
-}
-
-/// Every regular file under `dir` except the receipt and the manifest,
-/// as sorted relative paths.
-fn list_files(dir: &Path) -> Result<Vec<String>, SealError> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).map_err(io(&d))? {
-            let entry = entry.map_err(io(&d))?;
-            let path = entry.path();
-            let kind = entry.file_type().map_err(io(&path))?;
-            if kind.is_dir() {
-                stack.push(path);
-            } else if kind.is_file() {
-                let rel = path
-                    .strip_prefix(dir)
-                    .unwrap_or(&path)
-                    .components()
-                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                    .collect::<Vec<_>>()
-                    .join("/");
-                if rel != files::RECEIPT && rel != files::MANIFEST {
-                    out.push(rel);
-                }
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
-/// Hash every file of the run directory.
-pub fn manifest(dir: &Path) -> Result<Manifest, SealError> {
-    let mut entries = Vec::new();
-    for rel in list_files(dir)? {
-        let path = dir.join(&rel);
-        let (bytes, sha256) = file_sha256(&path).map_err(io(&path))?;
+        let (bytes, sha256) = run.digest(&file.rel)?;
         entries.push(ManifestEntry {
-            path: rel,
+            path,
             bytes,
             sha256,
         });
@@ -191,26 +116,33 @@ pub fn manifest(dir: &Path) -> Result<Manifest, SealError> {
 
 /// The digest the receipt's own seal field must hold.
 pub fn receipt_digest(receipt: &Receipt) -> Result<String, SealError> {
-    let mut value = to_value("receipt", receipt)?;
+    let mut value = serde_json::to_value(receipt).map_err(|e| SealError::Serialize {
+        what: "receipt",
+        reason: e.to_string(),
+    })?;
     if let Some(seal) = value.get_mut("seal").and_then(|s| s.as_object_mut()) {
         seal.insert(
             "receipt_sha256".into(),
             serde_json::Value::String(String::new()),
         );
     }
-    Ok(sha256_hex(canonical_json(&value).as_bytes()))
+    Ok(sha256_hex(canonical("receipt", &value)?.as_bytes()))
 }
 
 /// Seal `receipt` over the run directory: write `manifest.json`, fill the
-/// seal, write `receipt.json` as canonical JSON. Call it again after adding
-/// a file to the run directory.
-pub fn seal(dir: &Path, receipt: &mut Receipt) -> Result<(), SealError> {
-    let manifest = manifest(dir)?;
-    let manifest_text = canonical_json(&to_value("manifest", &manifest)?);
-    let manifest_path = dir.join(files::MANIFEST);
-    std::fs::write(&manifest_path, &manifest_text).map_err(io(&manifest_path))?;
+/// seal, write `receipt.json` as canonical JSON (each atomically). Call it
+/// again after adding a file to the run directory. A signature made before
+/// no longer matches and is removed.
+pub fn seal(run: &RunDir, receipt: &mut Receipt) -> Result<(), SealError> {
+    if run.has_file(&Rel::file(files::SIGNATURE))? {
+        run.remove_tree(&Rel::file(files::SIGNATURE))?;
+    }
+    let manifest = manifest(run)?;
+    let manifest_text = canonical("manifest", &manifest)?;
+    run.write_bytes(&Rel::file(files::MANIFEST), manifest_text.as_bytes())?;
     receipt.seal = Some(Seal {
         algorithm: "sha256".into(),
+        canonicalization: "RFC 8785".into(),
         manifest_sha256: sha256_hex(manifest_text.as_bytes()),
         receipt_sha256: String::new(),
     });
@@ -218,186 +150,279 @@ pub fn seal(dir: &Path, receipt: &mut Receipt) -> Result<(), SealError> {
     if let Some(seal) = receipt.seal.as_mut() {
         seal.receipt_sha256 = digest;
     }
-    let text = canonical_json(&to_value("receipt", receipt)?);
-    let receipt_path = dir.join(files::RECEIPT);
-    std::fs::write(&receipt_path, text).map_err(io(&receipt_path))
+    let text = canonical("receipt", receipt)?;
+    // What is written must read back to the same canonical text, or verify
+    // could never succeed (a number RFC 8785 cannot carry, say).
+    let back: Receipt = serde_json::from_str(&text).map_err(|e| SealError::Serialize {
+        what: "receipt",
+        reason: format!("the canonical receipt does not read back: {e}"),
+    })?;
+    if canonical("receipt", &back)? != text || receipt_digest(&back)? != receipt_digest(receipt)? {
+        return Err(SealError::Serialize {
+            what: "receipt",
+            reason: "the canonical receipt does not read back to itself".into(),
+        });
+    }
+    run.write_bytes(&Rel::file(files::RECEIPT), text.as_bytes())?;
+    Ok(())
 }
 
 /// What `verify` found wrong with one file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Problem {
     pub path: String,
-    /// `changed`, `missing`, `added`, or `invalid` (unreadable or not canonical).
+    /// `changed`, `missing`, `added`, `invalid` (unreadable or not
+    /// canonical), `irregular` (a link, FIFO or device), `resealed` (raw data
+    /// accepted by `report --reseal` after the run) or `signature`.
     pub kind: String,
     pub detail: String,
 }
 
-/// Check the seal of the run in `dir`; an empty list means it holds.
-pub fn verify(dir: &Path) -> Vec<Problem> {
-    let mut problems = Vec::new();
-    let mut problem = |path: &str, kind: &str, detail: String| {
-        problems.push(Problem {
+/// The result of `verify`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verification {
+    /// Empty when the seal holds.
+    pub problems: Vec<Problem>,
+    /// Files the manifest lists (all checked).
+    pub files_checked: u64,
+    /// Whether a signature was checked and held (`None`: no signature checked).
+    pub signature: Option<crate::sign::SignatureCheck>,
+}
+
+impl Verification {
+    pub fn holds(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+struct Problems(Vec<Problem>);
+
+impl Problems {
+    fn add(&mut self, path: &str, kind: &str, detail: impl Into<String>) {
+        self.0.push(Problem {
             path: path.to_string(),
             kind: kind.to_string(),
-            detail,
-        })
-    };
-    let receipt_path = dir.join(files::RECEIPT);
-    let receipt: Option<(Receipt, String)> = match std::fs::read_to_string(&receipt_path) {
-        Err(e) => {
-            problem(files::RECEIPT, "missing", e.to_string());
-            None
+            detail: detail.into(),
+        });
+    }
+}
+
+/// Read and check the receipt: canonical bytes and its own digest. Returns
+/// it (and the manifest digest it seals) when it could be read.
+fn check_receipt(run: &RunDir, problems: &mut Problems) -> Option<(Receipt, Vec<u8>)> {
+    let rel = Rel::file(files::RECEIPT);
+    let bytes = match run.read_bytes(&rel, limits::RECEIPT) {
+        Ok(Some(b)) => b,
+        Ok(None) => {
+            problems.add(
+                files::RECEIPT,
+                "missing",
+                "no receipt: the run was never sealed",
+            );
+            return None;
         }
-        Ok(text) => match serde_json::from_str::<Receipt>(&text) {
-            Err(e) => {
-                problem(files::RECEIPT, "invalid", format!("not a receipt: {e}"));
-                None
-            }
-            Ok(r) => Some((r, text)),
-        },
+        Err(e) => {
+            problems.add(files::RECEIPT, "invalid", e.to_string());
+            return None;
+        }
     };
-    let mut manifest_digest = None;
-    if let Some((receipt, text)) = &receipt {
-        // The digest covers the parsed value; the bytes must also be exactly
-        // the canonical form the seal wrote (`1e5` and `1E5` parse alike).
-        if let Ok(value) = serde_json::to_value(receipt)
-            && canonical_json(&value) != *text
-        {
-            problem(
+    let receipt: Receipt = match serde_json::from_slice(&bytes) {
+        Ok(r) => r,
+        Err(e) => {
+            problems.add(files::RECEIPT, "invalid", format!("not a receipt: {e}"));
+            return None;
+        }
+    };
+    // The bytes must be exactly the canonical form of the typed receipt: a
+    // renamed key (`"exit":null` → `"exiu":null`) parses to the same value
+    // and digest, but not to the same bytes.
+    let canonical_bytes = canonical_json(&receipt).ok();
+    if canonical_bytes.as_deref().map(str::as_bytes) != Some(&bytes[..]) {
+        problems.add(
+            files::RECEIPT,
+            "changed",
+            "its bytes are not the canonical (RFC 8785) form the seal wrote",
+        );
+    }
+    match &receipt.seal {
+        None => problems.add(files::RECEIPT, "invalid", "the receipt is not sealed"),
+        Some(seal) => match receipt_digest(&receipt) {
+            Ok(d) if d == seal.receipt_sha256 => {}
+            Ok(d) => problems.add(
                 files::RECEIPT,
                 "changed",
-                "its bytes are not the canonical form the seal wrote".into(),
-            );
-        }
-        match &receipt.seal {
-            None => problem(
-                files::RECEIPT,
-                "invalid",
-                "the receipt is not sealed".into(),
+                format!("its digest is {d}, the seal says {}", seal.receipt_sha256),
             ),
-            Some(seal) => {
-                manifest_digest = Some(seal.manifest_sha256.clone());
-                match receipt_digest(receipt) {
-                    Ok(d) if d == seal.receipt_sha256 => {}
-                    Ok(d) => problem(
-                        files::RECEIPT,
-                        "changed",
-                        format!("its digest is {d}, the seal says {}", seal.receipt_sha256),
-                    ),
-                    Err(e) => problem(files::RECEIPT, "invalid", e.to_string()),
-                }
-                let canonical =
-                    serde_json::from_str::<serde_json::Value>(text).map(|v| canonical_json(&v));
-                if canonical.as_deref().ok() != Some(text.as_str()) {
-                    problem(
-                        files::RECEIPT,
-                        "changed",
-                        "its bytes are not the canonical JSON of its content".into(),
-                    );
-                }
-            }
-        }
+            Err(e) => problems.add(files::RECEIPT, "invalid", e.to_string()),
+        },
     }
-    let manifest_path = dir.join(files::MANIFEST);
-    let manifest: Option<Manifest> = match std::fs::read(&manifest_path) {
+    Some((receipt, bytes))
+}
+
+/// Read the manifest and check it against the receipt's seal.
+fn check_manifest(run: &RunDir, sealed: Option<&str>, problems: &mut Problems) -> Option<Manifest> {
+    let bytes = match run.read_bytes(&Rel::file(files::MANIFEST), limits::SEAL_RECORD) {
+        Ok(Some(b)) => b,
+        Ok(None) => {
+            problems.add(files::MANIFEST, "missing", "no manifest");
+            return None;
+        }
         Err(e) => {
-            problem(files::MANIFEST, "missing", e.to_string());
+            problems.add(files::MANIFEST, "invalid", e.to_string());
+            return None;
+        }
+    };
+    let digest = sha256_hex(&bytes);
+    if let Some(expected) = sealed
+        && digest != expected
+    {
+        problems.add(
+            files::MANIFEST,
+            "changed",
+            format!("its digest is {digest}, the receipt's seal says {expected}"),
+        );
+    }
+    match serde_json::from_slice::<Manifest>(&bytes) {
+        Ok(m) => Some(m),
+        Err(e) => {
+            problems.add(files::MANIFEST, "invalid", format!("not a manifest: {e}"));
             None
         }
-        Ok(bytes) => {
-            let digest = sha256_hex(&bytes);
-            if let Some(expected) = &manifest_digest
-                && &digest != expected
-            {
-                problem(
-                    files::MANIFEST,
-                    "changed",
-                    format!("its digest is {digest}, the receipt's seal says {expected}"),
-                );
-            }
-            match serde_json::from_slice::<Manifest>(&bytes) {
-                Ok(m) => Some(m),
-                Err(e) => {
-                    problem(files::MANIFEST, "invalid", format!("not a manifest: {e}"));
-                    None
+    }
+}
+
+/// Check the seal of the run in `run`: the receipt's own digest, the
+/// manifest's digest, every file against the manifest, nothing irregular or
+/// unlisted, raw files against their source seal, and (with `pubkey`, or
+/// when a signature is present) the signature. Linear in the number of files.
+pub fn verify(run: &RunDir, pubkey: Option<&minisign::PublicKey>) -> Verification {
+    let mut problems = Problems(Vec::new());
+    let receipt = check_receipt(run, &mut problems);
+    let sealed = receipt
+        .as_ref()
+        .and_then(|(r, _)| r.seal.as_ref())
+        .map(|s| s.manifest_sha256.clone());
+    let mut verification = Verification::default();
+    let manifest = check_manifest(run, sealed.as_deref(), &mut problems);
+    if let Some(manifest) = &manifest {
+        check_files(run, manifest, &mut problems);
+        verification.files_checked = manifest.files.len() as u64;
+    }
+    check_raw_seal(run, manifest.as_ref(), &mut problems);
+    if let Some((_, bytes)) = &receipt {
+        verification.signature = crate::sign::check(run, bytes, pubkey, |path, detail| {
+            problems.add(path, "signature", detail)
+        });
+    }
+    verification.problems = problems.0;
+    verification
+}
+
+/// Every listed file against its digest; anything present but unlisted or
+/// irregular is a problem.
+fn check_files(run: &RunDir, manifest: &Manifest, problems: &mut Problems) {
+    let mut listed: BTreeMap<&str, &ManifestEntry> = BTreeMap::new();
+    for entry in &manifest.files {
+        match Rel::parse(&entry.path) {
+            Ok(_) if unlisted(&entry.path) => problems.add(
+                &entry.path,
+                "invalid",
+                "the manifest may not list this file",
+            ),
+            Ok(_) => {
+                if listed.insert(&entry.path, entry).is_some() {
+                    problems.add(&entry.path, "invalid", "listed twice in the manifest");
                 }
             }
+            Err(e) => problems.add(&entry.path, "invalid", e.to_string()),
+        }
+    }
+    let walk = match run.walk(&Rel::root()) {
+        Ok(w) => w,
+        Err(e) => {
+            problems.add(".", "invalid", e.to_string());
+            return;
         }
     };
-    let Some(manifest) = manifest else {
-        return problems;
-    };
-    for entry in &manifest.files {
-        let path = dir.join(&entry.path);
-        match file_sha256(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                problem(&entry.path, "missing", "listed in the manifest".into())
-            }
-            Err(e) => problem(&entry.path, "invalid", e.to_string()),
-            Ok((bytes, sha)) if sha != entry.sha256 => problem(
-                &entry.path,
+    for bad in &walk.irregular {
+        problems.add(
+            &bad.path,
+            "irregular",
+            format!(
+                "a {}; a sealed run holds only regular files and folders",
+                bad.what
+            ),
+        );
+        listed.remove(bad.path.as_str());
+    }
+    for file in &walk.files {
+        let path = file.rel.to_string();
+        if unlisted(&path) {
+            continue;
+        }
+        let Some(entry) = listed.remove(path.as_str()) else {
+            problems.add(&path, "added", "not in the manifest");
+            continue;
+        };
+        match run.digest(&file.rel) {
+            Ok((bytes, sha)) if sha == entry.sha256 && bytes == entry.bytes => {}
+            Ok((bytes, sha)) => problems.add(
+                &path,
                 "changed",
                 format!(
                     "{bytes} bytes with digest {sha}; the manifest says {} bytes with {}",
                     entry.bytes, entry.sha256
                 ),
             ),
-            Ok(_) => {}
+            Err(e) => problems.add(&path, "invalid", e.to_string()),
         }
     }
-    match list_files(dir) {
-        Ok(present) => {
-            for rel in present {
-                if !manifest.files.iter().any(|e| e.path == rel) {
-                    problem(&rel, "added", "not in the manifest".into());
-                }
-            }
-        }
-        Err(e) => problem(".", "invalid", e.to_string()),
+    for path in listed.into_keys() {
+        problems.add(path, "missing", "listed in the manifest");
     }
-    problems
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn canonical_json_sorts_keys_and_drops_whitespace() {
-        let v: serde_json::Value =
-            serde_json::from_str(r#"{ "b": [1, 2.5, {"z": null, "a": "x\"y"}], "a": true }"#)
-                .unwrap();
-        assert_eq!(
-            canonical_json(&v),
-            r#"{"a":true,"b":[1,2.5,{"a":"x\"y","z":null}]}"#
-        );
-    }
-
-    #[test]
-    fn floats_read_back_to_the_same_canonical_text() {
-        // Needs serde_json's `float_roundtrip`: without it some of these
-        // parse one ulp off and a sealed receipt no longer verifies.
-        for text in [
-            "0.30000000000000004",
-            "2.2250738585072014e-308",
-            "1.7976931348623157e308",
-            "5e-324",
-            "0.1234567890123456789",
-            "9007199254740993.0",
-        ] {
-            let v: f64 = text.parse().unwrap();
-            let written = serde_json::Value::from(v).to_string();
-            let back: serde_json::Value = serde_json::from_str(&written).unwrap();
-            assert_eq!(canonical_json(&back), written, "{text}");
-            assert_eq!(back.as_f64(), Some(v), "{text}");
+/// Raw files as the manifest lists them against the source seal; every
+/// reseal is reported, since it accepted data changed after the run.
+fn check_raw_seal(run: &RunDir, manifest: Option<&Manifest>, problems: &mut Problems) {
+    let seal = match run.raw_seal() {
+        Ok(s) => s,
+        Err(e) => {
+            problems.add(files::RAW_SEAL, "invalid", e.to_string());
+            return;
         }
-    }
-
-    #[test]
-    fn sha256_of_a_known_input() {
-        assert_eq!(
-            sha256_hex(b"abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    };
+    for reseal in &seal.reseals {
+        let paths: Vec<&str> = reseal.changes.iter().map(|c| c.path.as_str()).collect();
+        problems.add(
+            files::RAW_SEAL,
+            "resealed",
+            format!(
+                "raw data changed after the run and was accepted by `memqual report --reseal` at {}: {}",
+                reseal.at_utc,
+                paths.join(", ")
+            ),
         );
+    }
+    let Some(manifest) = manifest else { return };
+    let listed: BTreeMap<&str, &ManifestEntry> = manifest
+        .files
+        .iter()
+        .map(|e| (e.path.as_str(), e))
+        .collect();
+    for sealed in &seal.files {
+        match listed.get(sealed.path.as_str()) {
+            Some(e) if e.sha256 == sealed.sha256 => {}
+            Some(_) => problems.add(
+                &sealed.path,
+                "changed",
+                "differs from the digest the run recorded in raw-seal.json",
+            ),
+            None => problems.add(
+                &sealed.path,
+                "missing",
+                "sealed by the run (raw-seal.json) but not in the manifest",
+            ),
+        }
     }
 }

@@ -10,16 +10,14 @@
 //! (`vmmap`) stretches any request whose latency window overlaps it.
 
 use crate::ReportError;
+use run_dir::{Rel, RunDir};
 use sampler::captures::Capture;
 use sampler::{Marker, Phase};
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 use worker_contract::RequestResult;
 
 /// Per arm: the folder of raw tool outputs, the records, and the settings.
-pub const SNAPSHOTS_DIR: &str = "snapshots";
-pub const SNAPSHOTS: &str = "snapshots.jsonl";
-pub const PROBES: &str = "probes.json";
+pub use run_dir::names::{PROBES, SNAPSHOTS, SNAPSHOTS_DIR};
 
 /// A snapshot cadence faster than this perturbs the worker enough to be
 /// flagged in the receipt (`vmmap` alone can take hundreds of milliseconds).
@@ -223,16 +221,15 @@ pub fn overlaps(
 /// Build the receipt section from the arm's folder; `None` when the arm
 /// took no snapshots (no `probes.json`: an older run, or probes off).
 pub fn assemble(
-    arm_dir: &Path,
+    run: &RunDir,
+    arm: &Rel,
     markers: &[Marker],
     results: &[RequestResult],
 ) -> Result<Option<SnapshotReceipt>, ReportError> {
-    let settings_path = arm_dir.join(PROBES);
-    if !settings_path.exists() {
+    let Some(settings) = run.read_json::<ProbeSettings>(&arm.join(PROBES))? else {
         return Ok(None);
-    }
-    let settings: ProbeSettings = crate::receipt::read_json(&settings_path)?;
-    let records: Vec<SnapshotRecord> = crate::receipt::read_jsonl(&arm_dir.join(SNAPSHOTS))?;
+    };
+    let records: Vec<SnapshotRecord> = run.read_jsonl(&arm.join(SNAPSHOTS))?;
     let mut walls = Vec::new();
     let mut skipped_triggers = 0;
     for r in &records {

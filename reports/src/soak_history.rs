@@ -7,11 +7,11 @@
 
 use crate::ReportError;
 use plotters::prelude::*;
+use run_dir::{Rel, RunDir};
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 
 /// The file in the run directory.
-pub const FILE: &str = "soak-history.json";
+pub use run_dir::names::SOAK_HISTORY as FILE;
 
 const WIDTH: u32 = 960;
 const HEIGHT: u32 = 240;
@@ -56,12 +56,8 @@ pub struct SoakHistory {
 }
 
 /// `soak-history.json` of a run directory; `None` when the soak kept no history.
-pub fn read(run_dir: &Path) -> Result<Option<SoakHistory>, ReportError> {
-    let path = run_dir.join(FILE);
-    if !path.exists() {
-        return Ok(None);
-    }
-    crate::receipt::read_json(&path).map(Some)
+pub fn read(run: &RunDir) -> Result<Option<SoakHistory>, ReportError> {
+    Ok(run.read_json(&Rel::file(FILE))?)
 }
 
 fn colour(n: &Night, current: bool) -> RGBColor {
@@ -247,17 +243,18 @@ mod tests {
 
     #[test]
     fn the_file_round_trips_and_is_optional() {
-        let tmp = tempfile::tempdir().unwrap();
-        assert_eq!(read(tmp.path()).unwrap(), None);
+        let (_tmp, run) = crate::testing::run();
+        assert_eq!(read(&run).unwrap(), None);
         let h = SoakHistory {
             protocol: "soak".into(),
             arm: "a".into(),
             nights: vec![night(0, Some(1.0), false)],
         };
-        std::fs::write(tmp.path().join(FILE), serde_json::to_string(&h).unwrap()).unwrap();
-        assert_eq!(read(tmp.path()).unwrap(), Some(h));
-        std::fs::write(tmp.path().join(FILE), "{\"protocol\": 1}").unwrap();
-        let err = read(tmp.path()).unwrap_err().to_string();
+        run.write_json(&Rel::file(FILE), &h).unwrap();
+        assert_eq!(read(&run).unwrap(), Some(h));
+        run.write_bytes(&Rel::file(FILE), b"{\"protocol\": 1}")
+            .unwrap();
+        let err = read(&run).unwrap_err().to_string();
         assert!(err.contains("soak-history.json:1:"), "{err}");
     }
 }

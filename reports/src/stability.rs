@@ -13,13 +13,13 @@
 
 use crate::growth::{self, Classification, GrowthSettings, Point, SeriesGrowth};
 use crate::{ReportError, stats};
+use run_dir::{Rel, RunDir};
 use sampler::{Marker, Phase, SeriesRow, TaskMemory};
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 use worker_contract::{RequestResult, Settled};
 
 /// The soak settings file in an arm's directory.
-pub const SOAK_FILE: &str = "soak.json";
+pub use run_dir::names::SOAK as SOAK_FILE;
 
 /// What a soak judges with, as the protocol's `[soak]` table set it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -95,24 +95,20 @@ fn host_used(r: &SeriesRow) -> Option<u64> {
 
 /// The system value of each series at each request end, streaming the
 /// series once (memory grows with requests, not with ticks).
-fn system_points(series: &Path, ends: &[(u64, u64)]) -> Result<Vec<Vec<Point>>, ReportError> {
+fn system_points(
+    run: &RunDir,
+    series: &Rel,
+    ends: &[(u64, u64)],
+) -> Result<Vec<Vec<Point>>, ReportError> {
     let picks: Vec<Pick> = SYSTEM
         .iter()
         .map(|s| s.1)
         .chain([host_used as Pick])
         .collect();
     let mut out: Vec<Vec<Point>> = vec![Vec::with_capacity(ends.len()); picks.len()];
-    let file = match std::fs::File::open(series) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-        Err(source) => {
-            return Err(ReportError::Io {
-                path: series.into(),
-                source,
-            });
-        }
+    let Some(mut reader) = run.csv_reader(series)? else {
+        return Ok(out);
     };
-    let mut reader = csv::Reader::from_reader(std::io::BufReader::new(file));
     let mut last: Option<SeriesRow> = None;
     let mut next = 0usize;
     let mut emit = |row: &SeriesRow, upto_t: Option<u64>, next: &mut usize| {
@@ -132,7 +128,7 @@ fn system_points(series: &Path, ends: &[(u64, u64)]) -> Result<Vec<Vec<Point>>, 
     };
     for (i, row) in reader.deserialize::<SeriesRow>().enumerate() {
         let row = row.map_err(|e| ReportError::Record {
-            path: series.into(),
+            path: run.display(series),
             line: i as u64 + 2,
             reason: e.to_string(),
         })?;
@@ -206,7 +202,8 @@ pub fn settled_growth(settled: &[Settled], settings: &GrowthSettings) -> Vec<Ser
 /// Judge the arm in `arm_dir` with `settings`, from `markers.jsonl`,
 /// `series.csv` and `results.jsonl`.
 pub fn analyse_arm(
-    arm_dir: &Path,
+    run: &RunDir,
+    arm: &Rel,
     markers: &[Marker],
     results: &[RequestResult],
     settings: &SoakSettings,
@@ -220,8 +217,7 @@ pub fn analyse_arm(
         .map(|m| (m.request_id.unwrap_or(m.seq), m.t_ns, &m.memory))
         .collect();
     let worker_series = own_series("worker", &snapshots, &settings.growth);
-    let settled =
-        crate::receipt::read_jsonl::<Settled>(&arm_dir.join(crate::record::files::SETTLED))?;
+    let settled = run.read_jsonl::<Settled>(&arm.join(crate::record::files::SETTLED))?;
     let settled_series = settled_growth(&settled, &settings.growth);
     let worker = growth::worst(
         &worker_series
@@ -234,7 +230,7 @@ pub fn analyse_arm(
         .iter()
         .map(|m| (m.request_id.unwrap_or(m.seq), m.t_ns))
         .collect();
-    let mut sys = system_points(&arm_dir.join(crate::record::files::SERIES), &index)?;
+    let mut sys = system_points(run, &arm.join(crate::record::files::SERIES), &index)?;
     let system_settings = GrowthSettings {
         linear_slope_bytes_per_request: settings.system_slope_bytes_per_request,
         ..settings.growth.clone()
@@ -283,16 +279,12 @@ mod tests {
 
     #[test]
     fn each_request_end_takes_the_last_row_at_or_before_it() {
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("series.csv");
-        let mut w = csv::Writer::from_path(&path).unwrap();
-        for r in [row(100, 1), row(200, 2), row(300, 3)] {
-            w.serialize(r).unwrap();
-        }
-        w.flush().unwrap();
+        let (_tmp, run) = crate::testing::run();
+        let path = Rel::file("series.csv");
+        crate::testing::csv(&run, &path, [row(100, 1), row(200, 2), row(300, 3)]);
         // Ends at 50 (before any row: none), 100 (exactly row 1), 250, 299, 900.
         let ends = [(0, 50), (1, 100), (2, 250), (3, 299), (4, 900)];
-        let p = system_points(&path, &ends).unwrap();
+        let p = system_points(&run, &path, &ends).unwrap();
         let shmem: Vec<(u64, f64)> = p[3].iter().map(|p| (p.request, p.bytes)).collect();
         assert_eq!(shmem, vec![(1, 1.0), (2, 2.0), (3, 2.0), (4, 3.0)]);
         assert!(p[0].is_empty(), "no wired on Linux rows");
@@ -302,11 +294,12 @@ mod tests {
 
     #[test]
     fn a_flat_worker_with_growing_shmem_is_not_stable() {
-        let tmp = tempfile::tempdir().unwrap();
-        let mut w = csv::Writer::from_path(tmp.path().join("series.csv")).unwrap();
+        let (_tmp, run) = crate::testing::run();
+        let arm = crate::testing::arm(&run, "a");
+        let mut rows = Vec::new();
         let mut markers = Vec::new();
         for i in 0..300u64 {
-            w.serialize(row(i * 10 + 5, i * 262_144)).unwrap();
+            rows.push(row(i * 10 + 5, i * 262_144));
             markers.push(Marker {
                 phase: Phase::RequestEnd,
                 seq: i,
@@ -319,13 +312,13 @@ mod tests {
                 },
             });
         }
-        w.flush().unwrap();
+        crate::testing::csv(&run, &arm.join(crate::record::files::SERIES), rows);
         let settings = SoakSettings {
             growth: GrowthSettings::default(),
             system_slope_bytes_per_request: 16_384.0,
             settle_ms: 0,
         };
-        let s = analyse_arm(tmp.path(), &markers, &[], &settings).unwrap();
+        let s = analyse_arm(&run, &arm, &markers, &[], &settings).unwrap();
         assert_eq!(s.requests, 300);
         assert_eq!(s.worker, Classification::Plateau);
         assert_eq!(
@@ -363,12 +356,12 @@ mod tests {
         }
     }
 
-    fn write_settled(dir: &Path, points: &[Settled]) {
-        let text: String = points
-            .iter()
-            .map(|s| serde_json::to_string(s).unwrap() + "\n")
-            .collect();
-        std::fs::write(dir.join(crate::record::files::SETTLED), text).unwrap();
+    /// A run with arm `a` whose `settled.jsonl` holds `points`.
+    fn with_settled(points: &[Settled]) -> (tempfile::TempDir, RunDir, Rel) {
+        let (tmp, run) = crate::testing::run();
+        let arm = crate::testing::arm(&run, "a");
+        crate::testing::jsonl(&run, &arm.join(crate::record::files::SETTLED), points);
+        (tmp, run, arm)
     }
 
     fn settings() -> SoakSettings {
@@ -383,13 +376,12 @@ mod tests {
     fn growth_seen_only_after_the_settle_period_fails_the_worker() {
         // At request_end the worker sits at 60 MiB (buffers still held);
         // once they are released the floor is 40 MiB plus 64 KiB per request.
-        let tmp = tempfile::tempdir().unwrap();
         let markers: Vec<Marker> = (0..200).map(|i| end(i, 60 << 20)).collect();
         let after: Vec<Settled> = (0..200)
             .map(|i| settled(i, (40 << 20) + i * 65_536))
             .collect();
-        write_settled(tmp.path(), &after);
-        let s = analyse_arm(tmp.path(), &markers, &[], &settings()).unwrap();
+        let (_tmp, run, arm) = with_settled(&after);
+        let s = analyse_arm(&run, &arm, &markers, &[], &settings()).unwrap();
         assert_eq!(s.worker_series.len(), 1);
         assert_eq!(s.worker_series[0].classification, Classification::Plateau);
         assert_eq!(s.settled_series.len(), 1, "no footprint on these points");
@@ -405,14 +397,13 @@ mod tests {
 
     #[test]
     fn a_settled_floor_that_stays_flat_keeps_the_arm_stable() {
-        let tmp = tempfile::tempdir().unwrap();
         let markers: Vec<Marker> = (0..200).map(|i| end(i, 60 << 20)).collect();
         let mut after: Vec<Settled> = (0..200).map(|i| settled(i, 40 << 20)).collect();
         for s in &mut after {
             s.memory.footprint_bytes = Some(30 << 20);
         }
-        write_settled(tmp.path(), &after);
-        let s = analyse_arm(tmp.path(), &markers, &[], &settings()).unwrap();
+        let (_tmp, run, arm) = with_settled(&after);
+        let s = analyse_arm(&run, &arm, &markers, &[], &settings()).unwrap();
         let names: Vec<&str> = s.settled_series.iter().map(|g| g.series.as_str()).collect();
         assert_eq!(names, ["settled_footprint", "settled_resident"]);
         assert!(
@@ -423,22 +414,21 @@ mod tests {
         assert_eq!(s.stable, Some(true));
 
         // Without settled.jsonl (no settle period, or an older run): no series.
-        let bare = tempfile::tempdir().unwrap();
-        let s = analyse_arm(bare.path(), &markers, &[], &settings()).unwrap();
+        let (_bare, run) = crate::testing::run();
+        let arm = crate::testing::arm(&run, "a");
+        let s = analyse_arm(&run, &arm, &markers, &[], &settings()).unwrap();
         assert!(s.settled_series.is_empty());
         assert_eq!(s.stable, Some(true));
     }
 
     #[test]
     fn a_broken_settled_line_names_the_file_and_line() {
-        let tmp = tempfile::tempdir().unwrap();
-        let good = serde_json::to_string(&settled(0, 1)).unwrap();
-        std::fs::write(
-            tmp.path().join(crate::record::files::SETTLED),
-            format!("{good}\n{{\"request_id\": \"x\"}}\n"),
-        )
-        .unwrap();
-        let err = analyse_arm(tmp.path(), &[end(0, 1)], &[], &settings()).unwrap_err();
+        let (_tmp, run, arm) = with_settled(&[settled(0, 1)]);
+        // A second line that does not parse, written as a worker bug would.
+        let path = run.display(&arm.join(crate::record::files::SETTLED));
+        let good = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, format!("{good}{{\"request_id\": \"x\"}}\n")).unwrap();
+        let err = analyse_arm(&run, &arm, &[end(0, 1)], &[], &settings()).unwrap_err();
         let text = err.to_string();
         assert!(text.contains("settled.jsonl:2:"), "{text}");
     }

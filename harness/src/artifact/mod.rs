@@ -129,7 +129,7 @@ fn made_by() -> String {
 }
 
 fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
-    println!(
+    outln!(
         "{}",
         serde_json::to_string_pretty(value).context("serializing the output")?
     );
@@ -145,11 +145,11 @@ fn rejected(path: &Path, e: &ParseError, json: bool) -> anyhow::Result<Outcome> 
             rejection: e,
         })?;
     }
-    eprintln!("memqual: {} rejected: {e}", path.display());
+    note!("memqual: {} rejected: {e}", path.display());
     if let ggml_container::Defect::MissingTensors { names } = &e.defect
         && names.iter().all(|n| n.starts_with("encoder."))
     {
-        eprintln!(
+        note!(
             "memqual: only native-encoder tensors are missing: if this is a derived decoder-only artifact, check it with --decoder-only"
         );
     }
@@ -173,7 +173,7 @@ pub fn main(command: ArtifactCommand) -> anyhow::Result<Outcome> {
             match inspect(&model, expect) {
                 Ok(inv) if json => print_json(&inv).map(|_| Outcome::Passed),
                 Ok(inv) => {
-                    print!("{}", human::inventory(&model, &inv, tensors));
+                    out!("{}", human::inventory(&model, &inv, tensors));
                     Ok(Outcome::Passed)
                 }
                 Err(e) => rejected(&model, &e, json),
@@ -183,7 +183,7 @@ pub fn main(command: ArtifactCommand) -> anyhow::Result<Outcome> {
             match derive_decoder(&src, &out, &made_by()) {
                 Ok(receipt) if json => print_json(&receipt).map(|_| Outcome::Passed),
                 Ok(receipt) => {
-                    print!("{}", human::derivation(&out, &receipt));
+                    out!("{}", human::derivation(&out, &receipt));
                     Ok(Outcome::Passed)
                 }
                 Err(e) => derive_failure(e, json),
@@ -199,7 +199,7 @@ pub fn main(command: ArtifactCommand) -> anyhow::Result<Outcome> {
             match verify_derivation(&src, &out, &receipt) {
                 Ok(r) if json => print_json(&r).map(|_| Outcome::Passed),
                 Ok(r) => {
-                    println!(
+                    outln!(
                         "derivation verified: {} ({} bytes, SHA-256 {}) is {} minus {} native-encoder records; receipt {} sealed {}",
                         out.display(),
                         r.output.bytes,
@@ -222,7 +222,7 @@ pub fn main(command: ArtifactCommand) -> anyhow::Result<Outcome> {
         } => match quantize(&src, &out, target.ggml()) {
             Ok(s) if json => print_json(&s).map(|_| Outcome::Passed),
             Ok(s) => {
-                println!(
+                outln!(
                     "{}: {} ({} tensors quantized, ftype {}), {} bytes (from {}), SHA-256 {}",
                     out.display(),
                     s.target,
@@ -240,7 +240,7 @@ pub fn main(command: ArtifactCommand) -> anyhow::Result<Outcome> {
         ArtifactCommand::Corpus { src, dir, json } => match build_corpus(&src, &dir) {
             Ok(m) if json => print_json(&m).map(|_| Outcome::Passed),
             Ok(m) => {
-                print!("{}", human::corpus(&dir, &m));
+                out!("{}", human::corpus(&dir, &m));
                 Ok(Outcome::Passed)
             }
             Err(CorpusError::Source { path, source }) => rejected(&path, &source, json),
@@ -270,7 +270,7 @@ pub fn main(command: ArtifactCommand) -> anyhow::Result<Outcome> {
             if json {
                 print_json(&e)?;
             } else {
-                print!("{}", human::estimate(&model, &e));
+                out!("{}", human::estimate(&model, &e));
             }
             Ok(Outcome::Passed)
         }
@@ -289,7 +289,7 @@ fn derive_failure(e: DeriveError, json: bool) -> anyhow::Result<Outcome> {
             if json {
                 print_json(&serde_json::json!({ "accepted": false, "reason": other.to_string() }))?;
             }
-            eprintln!("memqual: {other}");
+            note!("memqual: {other}");
             Ok(Outcome::Rejected)
         }
     }

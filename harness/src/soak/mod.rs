@@ -10,14 +10,14 @@
 mod watch;
 
 use crate::protocol::LoadedProtocol;
-use crate::run::{self, RunResult, WorkerDir};
+use crate::run::{self, RunResult};
 use anyhow::{Context, bail};
 use reports::growth::GrowthSettings;
-use reports::record::files;
-use reports::stability::{SOAK_FILE, SoakSettings};
+use reports::stability::SoakSettings;
+use run_dir::{Rel, RunDir};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -267,11 +267,10 @@ pub struct SoakResult {
 #[allow(clippy::too_many_arguments)]
 pub fn run_soak(
     loaded: &LoadedProtocol,
-    settings: &SoakSettings,
     decl: &SoakDecl,
     total: Option<u64>,
-    dir: &Path,
-    workers: &WorkerDir,
+    run: RunDir,
+    executables: &[PathBuf],
     interrupted: &AtomicBool,
     force: bool,
 ) -> anyhow::Result<SoakResult> {
@@ -280,34 +279,20 @@ pub fn run_soak(
         .first()
         .map(|a| a.id.clone())
         .context("the soak has no arm")?;
-    let arm_dir = dir.join(files::ARMS).join(&arm_id);
+    let arm_dir = run.arm(&arm_id)?;
     let stop = Arc::new(AtomicBool::new(false));
     let interval =
         (decl.snapshot_interval_s > 0).then(|| Duration::from_secs(decl.snapshot_interval_s));
     let watcher = {
-        let (arm_dir, stop) = (arm_dir.clone(), Arc::clone(&stop));
+        let (run, arm_dir, stop) = (run.clone(), arm_dir.clone(), Arc::clone(&stop));
         let bar = progress_bar(total);
-        std::thread::spawn(move || watch::watch(arm_dir, total, interval, stop, bar))
+        std::thread::spawn(move || watch::watch(&run, &arm_dir, total, interval, stop, bar))
     };
-    let result = run::run(loaded, dir, workers, interrupted, force);
+    let result = run::run(loaded, run, executables, interrupted, force);
     stop.store(true, Ordering::SeqCst);
     let watch = watcher.join().unwrap_or_default();
-    let result = result?;
-    // The settings go next to the arm's data, so the receipt can be rebuilt
-    // from the run directory alone; then the receipt is assembled again.
-    if arm_dir.is_dir() {
-        let path = arm_dir.join(SOAK_FILE);
-        let text = serde_json::to_string_pretty(settings).context("serializing soak.json")?;
-        std::fs::write(&path, text + "\n")
-            .with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    // Rebuilt with the stability section, then rendered and sealed again.
-    let mut receipt = reports::assemble(dir)
-        .with_context(|| format!("cannot assemble the receipt of {}", dir.display()))?;
-    reports::render::write_all(dir, &receipt).context("cannot write the reports")?;
-    reports::seal::seal(dir, &mut receipt).context("cannot seal the run directory")?;
     Ok(SoakResult {
-        run: RunResult { receipt, ..result },
+        run: result?,
         arm_id,
         watch,
     })
@@ -316,17 +301,14 @@ pub fn run_soak(
 /// Put the history chart's rows (`soak-history.json`) into the run
 /// directory, then render the reports and seal the run again.
 pub fn attach_history(
-    dir: &Path,
-    receipt: &mut reports::Receipt,
+    run: &RunDir,
     history: &reports::soak_history::SoakHistory,
-) -> anyhow::Result<()> {
-    let path = dir.join(reports::soak_history::FILE);
-    let text = serde_json::to_string_pretty(history).context("serializing the soak history")?;
-    std::fs::write(&path, text + "\n")
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    reports::render::write_all(dir, receipt).context("cannot write the reports")?;
-    reports::seal::seal(dir, receipt).context("cannot seal the run directory")?;
-    Ok(())
+) -> anyhow::Result<reports::Receipt> {
+    let rel = Rel::file(reports::soak_history::FILE);
+    run.write_json(&rel, history)?;
+    // Read from the history database at the soak's end: raw, sealed now.
+    run.seal_raw(&[rel])?;
+    run::finish(run)
 }
 
 /// The soak's figures in a few lines.

@@ -7,28 +7,28 @@
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use reports::growth;
 use reports::record::files;
+use run_dir::{Rel, RunDir};
 use sampler::{Marker, Phase};
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::io::{BufRead, BufReader, Read};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// A `markers.jsonl` read as it grows: complete lines only.
+/// A `markers.jsonl` read as it grows: complete lines only, each bounded.
 #[derive(Default)]
 pub struct MarkerTail {
     reader: Option<BufReader<std::fs::File>>,
-    partial: String,
+    partial: Vec<u8>,
 }
 
 impl MarkerTail {
     /// New complete markers since the last call (none while the file is missing).
-    pub fn poll(&mut self, path: &Path) -> Vec<Marker> {
+    pub fn poll(&mut self, run: &RunDir, rel: &Rel) -> Vec<Marker> {
         if self.reader.is_none() {
-            match std::fs::File::open(path) {
-                Ok(f) => self.reader = Some(BufReader::new(f)),
-                Err(_) => return Vec::new(),
+            match run.open_growing(rel) {
+                Ok(Some(f)) => self.reader = Some(BufReader::new(f)),
+                _ => return Vec::new(),
             }
         }
         let mut out = Vec::new();
@@ -36,17 +36,23 @@ impl MarkerTail {
             return out;
         };
         loop {
-            let mut line = String::new();
-            match reader.read_line(&mut line) {
+            let mut line = Vec::new();
+            let limit = run_dir::limits::LINE.saturating_sub(self.partial.len() as u64);
+            match reader.by_ref().take(limit + 1).read_until(b'\n', &mut line) {
                 Ok(0) | Err(_) => break,
-                Ok(_) if !line.ends_with('\n') => {
-                    // Half a line: keep it until the rest arrives.
-                    self.partial.push_str(&line);
+                Ok(_) if !line.ends_with(b"\n") => {
+                    // Half a line: keep it until the rest arrives (a line
+                    // beyond the limit is dropped, not kept growing).
+                    self.partial.extend_from_slice(&line);
+                    if self.partial.len() as u64 > run_dir::limits::LINE {
+                        self.partial.clear();
+                    }
                     break;
                 }
                 Ok(_) => {
-                    let full = std::mem::take(&mut self.partial) + &line;
-                    if let Ok(m) = serde_json::from_str::<Marker>(full.trim()) {
+                    let mut full = std::mem::take(&mut self.partial);
+                    full.extend_from_slice(&line);
+                    if let Ok(m) = serde_json::from_slice::<Marker>(&full) {
                         out.push(m);
                     }
                 }
@@ -103,8 +109,8 @@ pub fn mib(bytes: f64) -> String {
 }
 
 /// Copy the worker's slow-snapshot sources into `dir` as raw text.
-fn snapshot(dir: &Path, pid: u32, n: u32, label: &str) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+fn snapshot(run: &RunDir, dir: &Rel, pid: u32, n: u32, label: &str) -> Result<(), String> {
+    run.create_dir(dir).map_err(|e| e.to_string())?;
     let stem = format!("{n:04}-{label}");
     let sources: Vec<(String, Result<String, String>)> = if cfg!(target_os = "linux") {
         [
@@ -129,16 +135,15 @@ fn snapshot(dir: &Path, pid: u32, n: u32, label: &str) -> Result<(), String> {
     };
     for (name, text) in sources {
         let text = text?;
-        let path = dir.join(&name);
-        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        run.write_bytes(&dir.join(&name), text.as_bytes())
+            .map_err(|e| e.to_string())?;
     }
     Ok(())
 }
 
-fn worker_pid(arm_dir: &Path) -> Option<u32> {
-    let text = std::fs::read_to_string(arm_dir.join(files::HELLO)).ok()?;
-    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-    u32::try_from(v.get("pid")?.as_u64()?).ok()
+fn worker_pid(run: &RunDir, arm_dir: &Rel) -> Option<u32> {
+    let hello: worker_contract::Hello = run.read_json(&arm_dir.join(files::HELLO)).ok()??;
+    Some(hello.pid)
 }
 
 /// What the watcher did, for the arm's record.
@@ -150,14 +155,15 @@ pub struct WatchReport {
 
 /// Tail the arm, draw progress, take snapshots, until `stop`.
 pub fn watch(
-    arm_dir: PathBuf,
+    run: &RunDir,
+    arm_dir: &Rel,
     total: Option<u64>,
     interval: Option<Duration>,
     stop: Arc<AtomicBool>,
     bar: ProgressBar,
 ) -> WatchReport {
     let markers = arm_dir.join(files::MARKERS);
-    let snapshots = arm_dir.join("snapshots");
+    let snapshots = arm_dir.join(files::SNAPSHOTS_DIR);
     let mut tail = MarkerTail::default();
     let mut progress = Progress::default();
     let mut report = WatchReport::default();
@@ -167,16 +173,16 @@ pub fn watch(
     loop {
         let stopping = stop.load(Ordering::SeqCst);
         let was_idle = progress.idle_seen;
-        for m in tail.poll(&markers) {
+        for m in tail.poll(run, &markers) {
             progress.ingest(&m);
         }
-        pid = pid.or_else(|| worker_pid(&arm_dir));
+        pid = pid.or_else(|| worker_pid(run, arm_dir));
         if let Some(pid) = pid {
             let due = interval.is_some_and(|i| last_snapshot.is_none_or(|t| t.elapsed() >= i));
             let at_idle = progress.idle_seen && !was_idle;
             if due || at_idle {
                 let label = if at_idle { "idle_end" } else { "periodic" };
-                match snapshot(&snapshots, pid, report.snapshots, label) {
+                match snapshot(run, &snapshots, pid, report.snapshots, label) {
                     Ok(()) => report.snapshots += 1,
                     // A worker that already exited has no smaps_rollup: note, go on.
                     Err(e) if report.snapshot_errors.len() < 20 => report.snapshot_errors.push(e),
@@ -252,19 +258,21 @@ mod tests {
     #[test]
     fn the_tail_waits_for_the_rest_of_a_half_written_line() {
         let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("markers.jsonl");
+        let run = RunDir::create(&tmp.path().join("run")).unwrap();
+        let rel = Rel::file("markers.jsonl");
+        let path = run.display(&rel);
         let mut tail = MarkerTail::default();
-        assert!(tail.poll(&path).is_empty(), "no file yet");
+        assert!(tail.poll(&run, &rel).is_empty(), "no file yet");
         let line = serde_json::to_string(&end(7, 100)).unwrap();
         let (a, b) = line.split_at(20);
         let mut f = std::fs::File::create(&path).unwrap();
         write!(f, "{}\n{a}", serde_json::to_string(&end(6, 90)).unwrap()).unwrap();
         f.flush().unwrap();
-        let first = tail.poll(&path);
+        let first = tail.poll(&run, &rel);
         assert_eq!(first.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![6]);
         writeln!(f, "{b}").unwrap();
         f.flush().unwrap();
-        assert_eq!(tail.poll(&path), vec![end(7, 100)]);
+        assert_eq!(tail.poll(&run, &rel), vec![end(7, 100)]);
     }
 
     #[test]

@@ -375,6 +375,17 @@ impl RunDir {
             .map(|b| String::from_utf8_lossy(&b).into_owned()))
     }
 
+    /// Open a file another thread of this process is still appending to
+    /// (for a progress display): regular, no links; the caller bounds what
+    /// it reads. `None` if absent.
+    pub fn open_growing(&self, rel: &Rel) -> Result<Option<std::fs::File>, RunDirError> {
+        match self.open_file(rel) {
+            Ok((file, _)) => Ok(Some(file)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Open a line-oriented file: its complete lines only (a torn last line
     /// is recorded as a [`Recovery`]); `None` if absent.
     fn open_lines(&self, rel: &Rel) -> Result<Option<(std::fs::File, u64)>, RunDirError> {

@@ -154,6 +154,7 @@ fn receipt(control: ArmReceipt, candidate: ArmReceipt, gates: ArmGates) -> Recei
     Receipt {
         format_version: crate::RECEIPT_FORMAT_VERSION.into(),
         identity: None,
+        integrity: crate::receipt::Integrity::default(),
         run,
         arms: vec![control, candidate],
         comparisons: vec![],

@@ -1,0 +1,246 @@
+//! Commands on a finished run directory: `report` (rebuild derived files
+//! over raw data that still matches its source seal), `verify`, `sign`,
+//! `keygen` and `compare`. Every read goes through [`run_dir::RunDir`].
+
+use crate::exit::{self, Failure, failed, harness, usage};
+use crate::{calibrate, console, run};
+use anyhow::{Context, anyhow};
+use reports::record::files;
+use run_dir::raw_seal::{Change, RawCheck};
+use run_dir::{Access, Rel, RunDir, RunDirError, limits};
+use std::path::Path;
+
+/// Open `dir` as a run directory; a path that is no directory is a usage
+/// error, one held by another memqual process is memqual's.
+fn open(dir: &Path, access: Access) -> Result<RunDir, Failure> {
+    if !dir.is_dir() {
+        return Err(usage(anyhow!(
+            "{} is not a directory: give the run directory that holds receipt.json",
+            dir.display()
+        )));
+    }
+    RunDir::open(dir, access).map_err(|e| match e {
+        RunDirError::Busy { .. } => harness(e),
+        other => usage(other),
+    })
+}
+
+fn describe(c: &Change) -> String {
+    let digest = |d: &Option<run_dir::raw_seal::FileDigest>| {
+        d.as_ref().map_or("absent".to_string(), |d| {
+            format!("{} bytes, sha256 {}", d.bytes, d.sha256)
+        })
+    };
+    format!(
+        "{}: sealed as {}; now {}",
+        c.path,
+        digest(&c.before),
+        digest(&c.after)
+    )
+}
+
+/// Why `report` will not rebuild, or `None`.
+fn refusal(dir: &Path, check: &RawCheck, reseal: bool) -> Option<String> {
+    if !check.irregular.is_empty() {
+        let list: Vec<String> = check
+            .irregular
+            .iter()
+            .map(|i| format!("  {} is a {}", i.path, i.what))
+            .collect();
+        return Some(format!(
+            "{} holds entries that are not regular files or folders; memqual never reads or writes \
+             through them. Remove them (they are not part of the run) and run report again:\n{}",
+            dir.display(),
+            list.join("\n")
+        ));
+    }
+    if check.holds() || reseal {
+        return None;
+    }
+    let mut list: Vec<String> = check
+        .changed
+        .iter()
+        .map(|c| format!("  CHANGED {}", describe(c)))
+        .collect();
+    list.extend(
+        check
+            .missing
+            .iter()
+            .map(|c| format!("  MISSING {}", describe(c))),
+    );
+    Some(format!(
+        "raw data in {} no longer matches what the run sealed (raw-seal.json):\n{}\n\
+         `memqual report` rebuilds only derived files from the raw data the run recorded. To \
+         accept the changed data anyway, run `memqual report --reseal {}`: the seal keeps the \
+         old digests, the receipt says the run was resealed, and `memqual verify` reports it.",
+        dir.display(),
+        list.join("\n"),
+        dir.display()
+    ))
+}
+
+/// `memqual report DIR [--reseal]`.
+pub fn report(dir: &Path, reseal: bool) -> Result<u8, Failure> {
+    let run = open(dir, Access::Rebuild)?;
+    let check = run
+        .check_raw()
+        .with_context(|| format!("cannot check the raw data of {}", dir.display()))
+        .map_err(usage)?;
+    if let Some(why) = refusal(dir, &check, reseal) {
+        return Err(failed(anyhow!(why)));
+    }
+    let now = chrono::Utc::now().to_rfc3339();
+    run.update_raw_seal(
+        &check,
+        reseal.then_some((now.as_str(), env!("CARGO_PKG_VERSION"))),
+    )
+    .map_err(harness)?;
+    let receipt = run::finish_with(&run, |run, receipt| {
+        // Calibration runs keep their expected-vs-measured table, rebuilt too.
+        if run.has_file(&Rel::file(files::CALIBRATION))? {
+            let table = calibrate::evaluate(&dir.display().to_string(), receipt);
+            run.write_json(&Rel::file(files::CALIBRATION), &table)?;
+        }
+        Ok(())
+    })
+    .map_err(harness)?;
+    console::outln(format_args!(
+        "{}: raw data {}; receipt, report.html, summary.md, phases.csv and trace.json rebuilt and sealed",
+        dir.display(),
+        if check.changed.is_empty() && check.missing.is_empty() {
+            "matches its seal".to_string()
+        } else {
+            format!(
+                "RESEALED ({} file(s) changed after the run)",
+                check.changed.len() + check.missing.len()
+            )
+        }
+    ));
+    if !receipt.integrity.complete {
+        console::outln(format_args!("the receipt is marked incomplete:"));
+        for note in &receipt.integrity.notes {
+            console::outln(format_args!("  {note}"));
+        }
+    }
+    Ok(exit::PASS)
+}
+
+/// `memqual verify DIR [--pubkey FILE] [--json]`.
+pub fn verify(dir: &Path, pubkey: Option<&Path>, json: bool) -> Result<u8, Failure> {
+    let key = pubkey
+        .map(reports::sign::read_public_key)
+        .transpose()
+        .map_err(usage)?;
+    let run = open(dir, Access::Read)?;
+    let v = reports::seal::verify(&run, key.as_ref());
+    if json {
+        console::print_json(&v)?;
+    } else {
+        for p in &v.problems {
+            console::outln(format_args!(
+                "{} {}: {}",
+                p.kind.to_uppercase(),
+                p.path,
+                p.detail
+            ));
+        }
+        if v.holds() {
+            console::outln(format_args!(
+                "{}: seal verified ({} files)",
+                dir.display(),
+                v.files_checked
+            ));
+        } else {
+            console::outln(format_args!(
+                "{}: seal BROKEN ({} problems)",
+                dir.display(),
+                v.problems.len()
+            ));
+        }
+        console::outln(format_args!("{}", signature_line(&v)));
+    }
+    Ok(if v.holds() {
+        exit::PASS
+    } else {
+        exit::ARM_FAILED
+    })
+}
+
+fn signature_line(v: &reports::seal::Verification) -> String {
+    match &v.signature {
+        Some(s) if s.valid => format!(
+            "signature valid: key id {}, trusted comment \"{}\"",
+            s.key_id, s.trusted_comment
+        ),
+        Some(s) if v.problems.iter().any(|p| p.kind == "signature") => {
+            format!("signature INVALID (key id {})", s.key_id)
+        }
+        Some(s) => format!(
+            "signed with key id {}, not checked: give --pubkey FILE to check the signature",
+            s.key_id
+        ),
+        None => "unsigned: the seal detects accidental changes, not forgery (anyone who can write \
+                 the directory can recompute every digest); `memqual sign` adds a minisign signature"
+            .into(),
+    }
+}
+
+/// `memqual sign DIR --key FILE`: the seal must hold first.
+pub fn sign(dir: &Path, key: &Path) -> Result<u8, Failure> {
+    let password = std::env::var("MEMQUAL_SIGN_PASSWORD").ok();
+    let secret = reports::sign::read_secret_key(key, password).map_err(usage)?;
+    let run = open(dir, Access::Rebuild)?;
+    let v = reports::seal::verify(&run, None);
+    let broken: Vec<&reports::seal::Problem> = v
+        .problems
+        .iter()
+        .filter(|p| p.kind != "signature")
+        .collect();
+    if !broken.is_empty() {
+        let list: Vec<String> = broken
+            .iter()
+            .map(|p| format!("  {} {}: {}", p.kind.to_uppercase(), p.path, p.detail))
+            .collect();
+        return Err(failed(anyhow!(
+            "the seal of {} does not hold, so it is not signed:\n{}",
+            dir.display(),
+            list.join("\n")
+        )));
+    }
+    let key_id = reports::sign::sign(&run, &secret).map_err(harness)?;
+    console::outln(format_args!(
+        "{}: receipt.json signed with key id {key_id} ({}); check it with \
+         `memqual verify {} --pubkey KEY.pub` or `minisign -Vm {} -p KEY.pub`",
+        dir.display(),
+        files::SIGNATURE,
+        dir.display(),
+        run.display(&Rel::file(files::RECEIPT)).display()
+    ));
+    Ok(exit::PASS)
+}
+
+/// `memqual keygen --secret FILE --public FILE`.
+pub fn keygen(secret: &Path, public: &Path) -> Result<u8, Failure> {
+    let id = reports::sign::generate(secret, public).map_err(usage)?;
+    console::outln(format_args!(
+        "key id {id}: secret key {} (unencrypted, mode 0600: keep it in your CI's secret store), \
+         public key {}",
+        secret.display(),
+        public.display()
+    ));
+    Ok(exit::PASS)
+}
+
+/// The sealed receipt of a run directory, read bounded.
+pub fn read_receipt(dir: &Path) -> Result<reports::Receipt, Failure> {
+    let run = open(dir, Access::Read)?;
+    run.read_json_limited(&Rel::file(files::RECEIPT), limits::RECEIPT)
+        .map_err(usage)?
+        .ok_or_else(|| {
+            usage(anyhow!(
+                "{} has no receipt.json: run `memqual report {}` first",
+                dir.display(),
+                dir.display()
+            ))
+        })
+}

@@ -1,0 +1,212 @@
+//! Signatures: a minisign (Ed25519) signature of `receipt.json`'s bytes,
+//! in `receipt.json.minisig`. Since the receipt seals the manifest and the
+//! manifest every file, the signature covers the whole run directory. The
+//! files are minisign's own formats, so `minisign -Vm receipt.json -p
+//! KEY.pub` checks a memqual signature too.
+
+use crate::record::files;
+use run_dir::{Rel, RunDir, RunDirError, limits};
+use serde::{Deserialize, Serialize};
+use std::io::Cursor;
+use std::path::Path;
+
+/// Why signing or reading a key failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SignError {
+    #[error(transparent)]
+    RunDir(#[from] RunDirError),
+    #[error("{path}: {reason}")]
+    Key { path: String, reason: String },
+    #[error("{0}")]
+    Other(String),
+}
+
+/// What a signature check found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignatureCheck {
+    /// The signature verified with the given public key.
+    pub valid: bool,
+    /// The minisign key id of the signature, hex.
+    pub key_id: String,
+    /// The signed trusted comment.
+    pub trusted_comment: String,
+}
+
+fn key_id_hex(id: &[u8]) -> String {
+    // minisign prints key ids as the little-endian 64-bit number in hex.
+    id.iter().rev().map(|b| format!("{b:02X}")).collect()
+}
+
+/// A public key from a minisign `.pub` file (or its one-line base64 form).
+pub fn read_public_key(path: &Path) -> Result<minisign::PublicKey, SignError> {
+    let text = run_dir::input::read_text(path, 64 * 1024)?;
+    let key = text
+        .lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty() && !l.starts_with("untrusted comment:"))
+        .unwrap_or_default();
+    minisign::PublicKey::from_base64(key).map_err(|e| SignError::Key {
+        path: path.display().to_string(),
+        reason: format!("not a minisign public key: {e}"),
+    })
+}
+
+/// A secret key from a minisign `.key` file; an encrypted one needs `password`.
+pub fn read_secret_key(
+    path: &Path,
+    password: Option<String>,
+) -> Result<minisign::SecretKey, SignError> {
+    let text = run_dir::input::read_text(path, 64 * 1024)?;
+    let key = |e: minisign::PError| SignError::Key {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    };
+    let sk_box = minisign::SecretKeyBox::from_string(&text).map_err(key)?;
+    match password {
+        Some(p) => sk_box.into_secret_key(Some(p)).map_err(key),
+        None => sk_box
+            .into_unencrypted_secret_key()
+            .map_err(|e| SignError::Key {
+                path: path.display().to_string(),
+                reason: format!(
+                    "{e} (an encrypted key needs its password in MEMQUAL_SIGN_PASSWORD)"
+                ),
+            }),
+    }
+}
+
+/// Write a new unencrypted key pair in minisign's formats: `secret` (mode
+/// 0600) and `public`. Neither may exist yet.
+pub fn generate(secret: &Path, public: &Path) -> Result<String, SignError> {
+    let other = |e: String| SignError::Other(e);
+    let pair =
+        minisign::KeyPair::generate_unencrypted_keypair().map_err(|e| other(e.to_string()))?;
+    let pk_box = pair.pk.to_box().map_err(|e| other(e.to_string()))?;
+    let sk_box = pair
+        .sk
+        .to_box(Some("memqual signing key (unencrypted)"))
+        .map_err(|e| other(e.to_string()))?;
+    let write_new = |path: &Path, text: String, mode: u32| -> Result<(), SignError> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(path)
+            .map_err(|e| SignError::Key {
+                path: path.display().to_string(),
+                reason: format!("cannot create: {e}"),
+            })?;
+        file.write_all(text.as_bytes())
+            .and_then(|()| file.sync_all())
+            .map_err(|e| SignError::Key {
+                path: path.display().to_string(),
+                reason: format!("cannot write: {e}"),
+            })
+    };
+    write_new(secret, sk_box.into_string(), 0o600)?;
+    write_new(public, pk_box.into_string(), 0o644)?;
+    Ok(key_id_hex(pair.pk.keynum()))
+}
+
+/// Sign the sealed receipt of `run` with `key`; returns the key id.
+pub fn sign(run: &RunDir, key: &minisign::SecretKey) -> Result<String, SignError> {
+    let rel = Rel::file(files::RECEIPT);
+    let bytes = run.read_bytes(&rel, limits::RECEIPT)?.ok_or_else(|| {
+        SignError::Other(format!(
+            "{} is missing: seal the run first",
+            run.display(&rel).display()
+        ))
+    })?;
+    let receipt: crate::Receipt = serde_json::from_slice(&bytes).map_err(|e| {
+        SignError::Other(format!(
+            "{}: not a receipt: {e}",
+            run.display(&rel).display()
+        ))
+    })?;
+    let seal = receipt.seal.as_ref().ok_or_else(|| {
+        SignError::Other(format!(
+            "{} is not sealed: run `memqual report` first",
+            run.display(&rel).display()
+        ))
+    })?;
+    let trusted = format!(
+        "memqual receipt {} protocol {} receipt_sha256 {}",
+        receipt.format_version, receipt.run.protocol_name, seal.receipt_sha256
+    );
+    let signature = minisign::sign(
+        None,
+        key,
+        Cursor::new(&bytes),
+        Some(&trusted),
+        Some("signature of receipt.json by memqual"),
+    )
+    .map_err(|e| SignError::Other(format!("signing failed: {e}")))?;
+    let key_id = key_id_hex(signature.keynum());
+    run.write_bytes(
+        &Rel::file(files::SIGNATURE),
+        signature.into_string().as_bytes(),
+    )?;
+    Ok(key_id)
+}
+
+/// Check the signature of `receipt` (the bytes of `receipt.json`), if one is
+/// present or a key is given. Problems go to `problem(path, detail)`.
+pub fn check(
+    run: &RunDir,
+    receipt: &[u8],
+    pubkey: Option<&minisign::PublicKey>,
+    mut problem: impl FnMut(&str, String),
+) -> Option<SignatureCheck> {
+    let rel = Rel::file(files::SIGNATURE);
+    let text = match run.read_bytes(&rel, 64 * 1024) {
+        Ok(Some(b)) => String::from_utf8_lossy(&b).into_owned(),
+        Ok(None) => {
+            if pubkey.is_some() {
+                problem(
+                    files::SIGNATURE,
+                    "no signature, but a public key was given: sign the run with `memqual sign`"
+                        .into(),
+                );
+            }
+            return None;
+        }
+        Err(e) => {
+            problem(files::SIGNATURE, e.to_string());
+            return None;
+        }
+    };
+    let signature = match minisign::SignatureBox::from_string(&text) {
+        Ok(s) => s,
+        Err(e) => {
+            problem(files::SIGNATURE, format!("not a minisign signature: {e}"));
+            return None;
+        }
+    };
+    let key_id = key_id_hex(signature.keynum());
+    let trusted_comment = signature.trusted_comment().unwrap_or_default();
+    let Some(pubkey) = pubkey else {
+        return Some(SignatureCheck {
+            valid: false,
+            key_id,
+            trusted_comment,
+        });
+    };
+    let valid =
+        minisign::verify(pubkey, &signature, Cursor::new(receipt), true, false, false).is_ok();
+    if !valid {
+        problem(
+            files::SIGNATURE,
+            format!(
+                "does not verify with the given public key (signature key id {key_id}, public key id {})",
+                key_id_hex(pubkey.keynum())
+            ),
+        );
+    }
+    Some(SignatureCheck {
+        valid,
+        key_id,
+        trusted_comment,
+    })
+}
