@@ -159,8 +159,9 @@ mod tests {
 
     #[test]
     fn the_census_sees_this_process_with_its_resident_memory() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut census = Census::create(dir.path()).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let run = RunDir::create(&tmp.path().join("run")).unwrap();
+        let mut census = Census::create(&run, &Rel::root()).unwrap();
         let all = census.observe();
         let me = all
             .iter()

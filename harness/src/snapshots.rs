@@ -488,8 +488,8 @@ mod tests {
                     ]
                 );
                 // Absent files are unavailable, not errors.
-                let out = tempfile::tempdir().unwrap();
-                let run = got[1].run(out.path(), "0000-x");
+                let (_tmp, out, dir) = out_dir();
+                let run = got[1].run(&out, &dir, "0000-x");
                 assert!(run.unavailable.unwrap().ends_with("memory.peak is absent"));
                 assert_eq!(run.raw_file, None);
             }
@@ -497,27 +497,38 @@ mod tests {
         }
     }
 
+    /// A run directory with an arm's `snapshots/` folder, as the snapshotter writes it.
+    fn out_dir() -> (tempfile::TempDir, RunDir, Rel) {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = RunDir::create(&tmp.path().join("run")).unwrap();
+        let dir = Rel::file(SNAPSHOTS_DIR);
+        run.create_dir(&dir).unwrap();
+        (tmp, run, dir)
+    }
+
     #[test]
     fn a_command_s_output_is_kept_raw_and_parsed_with_its_exit_status() {
         // `cat` stands in for the macOS tool: the same capture, through the
         // same spawn, keep and parse path.
         let capture = first_capture("vm_stat");
-        let out = tempfile::tempdir().unwrap();
+        let (_tmp, out, dir) = out_dir();
         let source = Source::Command {
             tool: Tool::VmStat,
             argv: vec!["cat".into(), capture.display().to_string()],
             suspends_target: false,
         };
-        let run = source.run(out.path(), "0003-model_loaded");
+        let run = source.run(&out, &dir, "0003-model_loaded");
         assert_eq!(run.exit_code, Some(0));
         assert_eq!(run.unavailable, None);
         assert_eq!(run.parse_error, None);
         assert_eq!(
             run.raw_file.as_deref(),
-            Some("0003-model_loaded-vm_stat.txt")
+            Some("snapshots/0003-model_loaded-vm_stat.txt")
         );
-        let kept =
-            std::fs::read_to_string(out.path().join("0003-model_loaded-vm_stat.txt")).unwrap();
+        let kept = out
+            .read_text(&dir.join("0003-model_loaded-vm_stat.txt"))
+            .unwrap()
+            .unwrap();
         assert_eq!(kept, std::fs::read_to_string(&capture).unwrap());
         let expected = captures::parse(Tool::VmStat, &kept, ParseOptions::strict()).unwrap();
         assert_eq!(run.parsed, Some(expected.value));
@@ -525,13 +536,13 @@ mod tests {
 
     #[test]
     fn a_failing_or_missing_tool_is_unavailable_with_its_reason() {
-        let out = tempfile::tempdir().unwrap();
+        let (_tmp, out, dir) = out_dir();
         let failing = Source::Command {
             tool: Tool::VmmapSummary,
             argv: vec!["sh".into(), "-c".into(), "echo refused >&2; exit 3".into()],
             suspends_target: true,
         };
-        let run = failing.run(out.path(), "0000-a");
+        let run = failing.run(&out, &dir, "0000-a");
         assert_eq!(run.exit_code, Some(3));
         assert_eq!(
             run.unavailable.as_deref(),
@@ -545,7 +556,7 @@ mod tests {
             argv: vec!["memqual-no-such-tool".into()],
             suspends_target: false,
         };
-        let run = missing.run(out.path(), "0000-a");
+        let run = missing.run(&out, &dir, "0000-a");
         assert_eq!(
             run.unavailable.as_deref(),
             Some("memqual-no-such-tool is not installed")
@@ -558,9 +569,9 @@ mod tests {
         if !Path::new("/proc/self/smaps_rollup").exists() {
             return; // not Linux
         }
-        let out = tempfile::tempdir().unwrap();
+        let (_tmp, out, dir) = out_dir();
         let tools = platform_tools(std::process::id());
-        let run = tools[0].run(out.path(), "0000-before_arm");
+        let run = tools[0].run(&out, &dir, "0000-before_arm");
         assert_eq!(run.tool, "smaps_rollup");
         assert_eq!(run.parse_error, None);
         let Some(captures::Capture::SmapsRollup(s)) = run.parsed else {

@@ -6,9 +6,8 @@
 #![cfg(target_os = "linux")]
 
 use reports::record::{RunInfo, files};
+use run_dir::{CsvAppender, Rel, RunDir};
 use sampler::{Marker, Phase, SeriesRow, TaskMemory};
-use std::io::Write;
-use std::path::Path;
 
 const TICKS_PER_HOUR: u64 = 72_000;
 const PERIOD_NS: u64 = 50_000_000;
@@ -21,7 +20,7 @@ fn vm_hwm_kib() -> u64 {
 
 /// A run directory with one soak arm: `ticks` series rows and a request
 /// every 20 ticks (one a second), the worker flat at 300 MiB.
-fn write_run(dir: &Path, ticks: u64) {
+fn write_run(dir: &RunDir, ticks: u64) {
     let run = RunInfo {
         protocol_name: "soak".into(),
         protocol_path: "soak.toml".into(),
@@ -30,18 +29,16 @@ fn write_run(dir: &Path, ticks: u64) {
         arms: vec!["a".into()],
         ..RunInfo::default()
     };
-    std::fs::write(dir.join(files::RUN), serde_json::to_string(&run).unwrap()).unwrap();
-    let arm = dir.join(files::ARMS).join("a");
-    std::fs::create_dir_all(&arm).unwrap();
-    let mut series = csv::Writer::from_path(arm.join(files::SERIES)).unwrap();
-    let mut markers =
-        std::io::BufWriter::new(std::fs::File::create(arm.join(files::MARKERS)).unwrap());
-    let mut results =
-        std::io::BufWriter::new(std::fs::File::create(arm.join(files::RESULTS)).unwrap());
+    dir.write_json(&Rel::file(files::RUN), &run).unwrap();
+    let arm = dir.arm("a").unwrap();
+    dir.create_dir(&arm).unwrap();
+    let mut series = CsvAppender::new(dir.appender(&arm.join(files::SERIES)).unwrap());
+    let mut markers = dir.appender(&arm.join(files::MARKERS)).unwrap();
+    let mut results = dir.appender(&arm.join(files::RESULTS)).unwrap();
     for tick in 0..ticks {
         let t_ns = 1_000_000_000 + tick * PERIOD_NS;
         series
-            .serialize(SeriesRow {
+            .append(&SeriesRow {
                 tick,
                 deadline_ns: t_ns,
                 t_ns,
@@ -67,43 +64,35 @@ fn write_run(dir: &Path, ticks: u64) {
                     ..TaskMemory::default()
                 },
             };
-            writeln!(markers, "{}", serde_json::to_string(&m).unwrap()).unwrap();
-            writeln!(
-                results,
-                "{}",
-                serde_json::json!({"request_id": id, "latency_ns": 400_000_000u64,
+            markers.append_json(&m).unwrap();
+            results
+                .append_json(&serde_json::json!({"request_id": id, "latency_ns": 400_000_000u64,
                     "body": {"kind": "calibration", "held_bytes": 0, "leaked_bytes": 0, "spike_bytes": 0,
-                             "spike_resident_ns": null, "spike_freed_ns": null}})
-            )
-            .unwrap();
+                             "spike_resident_ns": null, "spike_freed_ns": null}}))
+                .unwrap();
         }
     }
-    series.flush().unwrap();
-    markers.flush().unwrap();
-    results.flush().unwrap();
     let settings = reports::stability::SoakSettings {
         growth: reports::growth::GrowthSettings::default(),
         system_slope_bytes_per_request: 16_384.0,
         settle_ms: 0,
     };
-    std::fs::write(
-        arm.join(reports::stability::SOAK_FILE),
-        serde_json::to_string(&settings).unwrap(),
-    )
-    .unwrap();
+    dir.write_json(&arm.join(reports::stability::SOAK_FILE), &settings)
+        .unwrap();
 }
 
 #[test]
 fn an_hour_of_ticks_is_analysed_without_the_peak_growing_with_it() {
     let tmp = tempfile::tempdir().unwrap();
-    write_run(tmp.path(), TICKS_PER_HOUR);
-    let bytes = std::fs::metadata(tmp.path().join("arms/a/series.csv"))
+    let run = RunDir::create(&tmp.path().join("run")).unwrap();
+    write_run(&run, TICKS_PER_HOUR);
+    let bytes = std::fs::metadata(run.path().join("arms/a/series.csv"))
         .unwrap()
         .len();
     // Reset the high-water mark (proc.rst: writing 5 to clear_refs).
     std::fs::write("/proc/self/clear_refs", "5").unwrap();
     let before = vm_hwm_kib();
-    let receipt = reports::assemble(tmp.path()).unwrap();
+    let receipt = reports::assemble(&run).unwrap();
     let grown_kib = vm_hwm_kib().saturating_sub(before);
     let s = receipt.arms[0].stability.as_ref().unwrap();
     assert_eq!(s.requests, TICKS_PER_HOUR / 20);

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 use reports::Receipt;
+use run_dir::{Access, Rel, RunDir, names};
 use sampler::{Marker, SeriesRow};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -89,11 +90,27 @@ pub fn write_protocol(dir: &Path, body: &str) -> PathBuf {
     path
 }
 
+/// A finished run directory, opened for reading as memqual opens it.
+pub fn open_run(run_dir: &Path) -> RunDir {
+    RunDir::open(run_dir, Access::Read).unwrap()
+}
+
+/// An arm folder (`<run>/arms/<id>`) as its run directory and relative path.
+fn open_arm(arm_dir: &Path) -> (RunDir, Rel) {
+    let id = arm_dir.file_name().unwrap().to_str().unwrap();
+    let root = arm_dir.parent().and_then(Path::parent).unwrap();
+    let run = open_run(root);
+    let rel = run.arm(id).unwrap();
+    (run, rel)
+}
+
 /// The run's receipt, after checking it against the schema and the seal.
 pub fn receipt(run_dir: &Path) -> Receipt {
     validate_receipt(run_dir);
-    let text = std::fs::read_to_string(run_dir.join("receipt.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
+    open_run(run_dir)
+        .read_json_limited(&Rel::file(names::RECEIPT), run_dir::limits::RECEIPT)
+        .unwrap()
+        .expect("the run has a receipt")
 }
 
 /// Check `receipt.json` against the committed receipt schema and the seal.
@@ -101,8 +118,11 @@ pub fn validate_receipt(run_dir: &Path) {
     let schema: serde_json::Value =
         serde_json::from_str(include_str!("../../../reports/receipt.schema.json")).unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
-    let text = std::fs::read_to_string(run_dir.join("receipt.json")).unwrap();
-    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let run = open_run(run_dir);
+    let value: serde_json::Value = run
+        .read_json_limited(&Rel::file(names::RECEIPT), run_dir::limits::RECEIPT)
+        .unwrap()
+        .expect("the run has a receipt");
     let errors: Vec<String> = validator
         .iter_errors(&value)
         .map(|e| format!("{} at {}", e, e.instance_path()))
@@ -111,20 +131,23 @@ pub fn validate_receipt(run_dir: &Path) {
         errors.is_empty(),
         "receipt.json against the schema: {errors:?}"
     );
-    assert_eq!(reports::seal::verify(run_dir), [], "the seal holds");
+    assert_eq!(
+        reports::seal::verify(&run, None).problems,
+        [],
+        "the seal holds"
+    );
 }
 
 pub fn markers(arm_dir: &Path) -> Vec<Marker> {
-    std::fs::read_to_string(arm_dir.join("markers.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    let (run, arm) = open_arm(arm_dir);
+    run.read_jsonl(&arm.join(names::MARKERS)).unwrap()
 }
 
 pub fn series(arm_dir: &Path) -> Vec<SeriesRow> {
-    csv::Reader::from_path(arm_dir.join("series.csv"))
+    let (run, arm) = open_arm(arm_dir);
+    run.csv_reader(&arm.join(names::SERIES))
         .unwrap()
+        .expect("the arm has a series")
         .deserialize()
         .map(|r| r.unwrap())
         .collect()
