@@ -18,7 +18,7 @@ pub struct ImportReport {
 
 pub fn import(tool: &str, file: &Path, opts: ParseOptions) -> anyhow::Result<ImportReport> {
     let tool: Tool = tool.parse()?;
-    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let bytes = run_dir::input::read(file, run_dir::limits::CAPTURE)?;
     let text = match String::from_utf8(bytes) {
         Ok(t) => t,
         Err(e) if opts.lenient => String::from_utf8_lossy(e.as_bytes()).into_owned(),

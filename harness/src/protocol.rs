@@ -173,12 +173,8 @@ pub struct ProtocolError {
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("cannot read protocol {path}: {source}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("cannot read the protocol: {0}")]
+    Read(#[from] run_dir::RunDirError),
     #[error(transparent)]
     Invalid(#[from] ProtocolError),
 }
@@ -423,10 +419,8 @@ pub fn json_schema() -> String {
 
 /// Read and validate a protocol file; relative paths in it start from its directory.
 pub fn load(path: &Path, ctx: &mut ParseContext) -> Result<LoadedProtocol, LoadError> {
-    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    // A regular file of bounded size only: a FIFO or /dev/zero is refused at once.
+    let text = run_dir::input::read_text(path, run_dir::limits::PROTOCOL)?;
     ctx.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     Ok(parse(&path.display().to_string(), &text, ctx)?)
 }

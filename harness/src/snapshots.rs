@@ -264,6 +264,11 @@ fn read_file(path: &Path) -> Output {
             exit_code: None,
             unavailable: Some(match e.kind() {
                 std::io::ErrorKind::NotFound => format!("{} is absent", path.display()),
+                // A process that exited but is not reaped yet (a zombie)
+                // answers ESRCH for the files that need its memory map.
+                _ if e.raw_os_error() == Some(nix::libc::ESRCH) => {
+                    format!("{} cannot be read: the process has exited", path.display())
+                }
                 _ => format!("cannot read {}: {e}", path.display()),
             }),
         },
@@ -562,6 +567,40 @@ mod tests {
             Some("memqual-no-such-tool is not installed")
         );
         assert_eq!((run.exit_code, run.raw_file), (None, None));
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_process_that_exited_is_unavailable_not_an_error() {
+        // An exited, unreaped worker (a zombie) answers ESRCH for
+        // smaps_rollup: the race between a marker and the snapshot.
+        let mut child = std::process::Command::new("sleep")
+            .arg("100")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        child.kill().unwrap();
+        let stat = format!("/proc/{pid}/stat");
+        let zombie = (0..500).any(|_| {
+            let state = std::fs::read_to_string(&stat).unwrap_or_default();
+            let is_zombie = state
+                .rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z'));
+            if !is_zombie {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            is_zombie
+        });
+        assert!(zombie, "the killed child never became a zombie");
+        let out = read_file(Path::new(&format!("/proc/{pid}/smaps_rollup")));
+        child.wait().unwrap();
+        assert_eq!(out.text, None);
+        let why = out.unavailable.unwrap();
+        assert!(
+            why.ends_with("cannot be read: the process has exited"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -115,6 +115,21 @@ pub(crate) mod testing {
         }
     }
 
+    /// A receipt with nothing measured, for sealing tests.
+    pub fn receipt() -> crate::Receipt {
+        crate::Receipt {
+            format_version: crate::RECEIPT_FORMAT_VERSION.into(),
+            run: crate::record::RunInfo::default(),
+            arms: Vec::new(),
+            comparisons: Vec::new(),
+            identity: None,
+            admission: None,
+            integrity: crate::receipt::Integrity::default(),
+            gates: None,
+            seal: None,
+        }
+    }
+
     /// A CSV file of `rows`, with its header.
     pub fn csv<T: serde::Serialize>(run: &RunDir, rel: &Rel, rows: impl IntoIterator<Item = T>) {
         let mut out = CsvAppender::new(run.appender(rel).unwrap());

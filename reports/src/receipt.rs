@@ -489,14 +489,16 @@ pub fn assemble_arm(
 
 /// Assemble the receipt of the run in `dir`.
 pub fn assemble(dir: &RunDir) -> Result<Receipt, ReportError> {
-    let run: RunInfo = dir.read_json(&Rel::file(files::RUN))?.ok_or_else(|| {
-        ReportError::Invalid {
+    let run: RunInfo =
+        dir.read_json(&Rel::file(files::RUN))?
+            .ok_or_else(|| {
+                ReportError::Invalid {
             path: dir.display(&Rel::file(files::RUN)),
             reason:
                 "missing: this is not a memqual run directory, or the run stopped before it began"
                     .into(),
         }
-    })?;
+            })?;
     let mut arms = Vec::new();
     for id in &run.arms {
         let arm = dir.arm(id)?;
@@ -838,7 +840,7 @@ mod tests {
             true,
         );
         let mut r = assemble(&run).unwrap();
-        assert!(r.integrity.complete == false, "never-ran never started");
+        assert!(!r.integrity.complete, "never-ran never started");
         crate::seal::seal(&run, &mut r).unwrap();
         let verify = || crate::seal::verify(&run, None).problems;
         assert_eq!(verify(), []);

@@ -157,7 +157,30 @@ fn rejected(path: &Path, e: &ParseError, json: bool) -> anyhow::Result<Outcome> 
 }
 
 /// Run one artifact subcommand.
+/// The model files a command reads: each must be a regular file, checked
+/// without blocking (a FIFO would hang the parser's open forever).
+fn inputs(command: &ArtifactCommand) -> Vec<&Path> {
+    match command {
+        ArtifactCommand::Inspect { model, .. } | ArtifactCommand::Estimate { model, .. } => {
+            vec![model]
+        }
+        ArtifactCommand::DeriveDecoder { src, .. }
+        | ArtifactCommand::Quantize { src, .. }
+        | ArtifactCommand::Corpus { src, .. } => vec![src],
+        ArtifactCommand::VerifyDerivation {
+            src, out, receipt, ..
+        } => [Some(src), Some(out), receipt.as_ref()]
+            .into_iter()
+            .flatten()
+            .map(PathBuf::as_path)
+            .collect(),
+    }
+}
+
 pub fn main(command: ArtifactCommand) -> anyhow::Result<Outcome> {
+    for path in inputs(&command) {
+        run_dir::input::open(path)?;
+    }
     match command {
         ArtifactCommand::Inspect {
             model,

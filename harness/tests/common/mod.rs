@@ -95,13 +95,16 @@ pub fn open_run(run_dir: &Path) -> RunDir {
     RunDir::open(run_dir, Access::Read).unwrap()
 }
 
-/// An arm folder (`<run>/arms/<id>`) as its run directory and relative path.
+/// A folder inside a run (`<run>/arms/<id>`, `<run>/arms/<id>/overhead/0-a`)
+/// as its run directory (the nearest folder holding `run.json`) and the
+/// folder's path inside it.
 fn open_arm(arm_dir: &Path) -> (RunDir, Rel) {
-    let id = arm_dir.file_name().unwrap().to_str().unwrap();
-    let root = arm_dir.parent().and_then(Path::parent).unwrap();
-    let run = open_run(root);
-    let rel = run.arm(id).unwrap();
-    (run, rel)
+    let root = arm_dir
+        .ancestors()
+        .find(|p| p.join(names::RUN).is_file())
+        .unwrap_or_else(|| panic!("{} is not inside a run directory", arm_dir.display()));
+    let inside = arm_dir.strip_prefix(root).unwrap().to_str().unwrap();
+    (open_run(root), Rel::parse(inside).unwrap())
 }
 
 /// The run's receipt, after checking it against the schema and the seal.
