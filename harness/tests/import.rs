@@ -55,7 +55,7 @@ fn every_capture_imports_and_its_json_round_trips() {
             count += 1;
         }
     }
-    assert_eq!(count, 56);
+    assert_eq!(count, 63);
 }
 
 #[test]
