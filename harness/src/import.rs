@@ -2,7 +2,9 @@
 //! earlier campaign, or a test fixture) and print the structured result.
 
 use anyhow::Context;
+use sampler::captures::footprint::SharedBlock;
 use sampler::captures::vm_stat::VmStatCapture;
+use sampler::captures::vmmap::Measure;
 use sampler::captures::{self, Capture, ParseOptions, Parsed, Tool};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -45,6 +47,21 @@ fn bytes(b: Option<u64>) -> String {
     }
 }
 
+/// `a [1], b [2]: dirty 16 KB` for a `Shared with` block of footprint.
+fn shared(b: &SharedBlock) -> String {
+    let who: Vec<String> = b
+        .with
+        .iter()
+        .map(|w| format!("{} [{}]", w.name, w.pid))
+        .collect();
+    let dirty = b
+        .table
+        .as_ref()
+        .and_then(|t| t.total.as_ref())
+        .map(|total| total.dirty.bytes);
+    format!("{}: dirty {}", who.join(", "), bytes(dirty))
+}
+
 /// A short human summary; `--json` has everything.
 pub fn human(r: &ImportReport) -> String {
     let mut s = String::new();
@@ -80,14 +97,16 @@ pub fn human(r: &ImportReport) -> String {
                 bytes(v.physical_footprint_peak.as_ref().map(|x| x.bytes))
             ));
             if let Some(t) = &v.regions {
+                // Older macOS prints fewer columns: those it lacks show as "-".
                 let total = t.total("TOTAL");
-                let get = |c: &str| total.and_then(|row| t.value(row, c));
+                let get = |m: Measure| total.and_then(|row| t.measured(row, m));
                 line(format!(
-                    "  regions: {} rows; TOTAL resident {}, dirty {}, swapped {}",
+                    "  regions: {} rows; TOTAL virtual {}, resident {}, dirty {}, swapped {}",
                     t.rows.len(),
-                    bytes(get("RESIDENT SIZE")),
-                    bytes(get("DIRTY SIZE")),
-                    bytes(get("SWAPPED SIZE"))
+                    bytes(get(Measure::Virtual)),
+                    bytes(get(Measure::Resident)),
+                    bytes(get(Measure::Dirty)),
+                    bytes(get(Measure::Swapped))
                 ));
             }
             if let Some(z) = &v.malloc_zones {
@@ -133,6 +152,12 @@ pub fn human(r: &ImportReport) -> String {
                     bytes(p.phys_footprint()),
                     bytes(p.phys_footprint_peak())
                 ));
+                for b in &p.shared {
+                    line(format!("    shared with {}", shared(b)));
+                }
+            }
+            for b in &f.shared {
+                line(format!("  shared by the group: {}", shared(b)));
             }
             if let Some(s) = &f.summary {
                 line(format!(

@@ -1,5 +1,7 @@
 //! `memqual import` on every committed capture: it succeeds, and its JSON
-//! deserializes into the library's types and serializes back unchanged.
+//! deserializes into the library's types and serializes back unchanged. The
+//! human summary shows a column older vmmap lacks as absent, and footprint's
+//! shared blocks.
 
 use sampler::captures::{Capture, Parsed, Tool};
 use serde::{Deserialize, Serialize};
@@ -55,7 +57,7 @@ fn every_capture_imports_and_its_json_round_trips() {
             count += 1;
         }
     }
-    assert_eq!(count, 56);
+    assert_eq!(count, 63);
 }
 
 #[test]
@@ -90,4 +92,27 @@ fn a_garbled_line_fails_strict_and_is_listed_when_lenient() {
     let report: Report = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report.parsed.skipped.len(), 1);
     assert_eq!(report.parsed.skipped[0].line, 21);
+}
+
+#[test]
+fn older_vmmap_columns_and_footprint_shared_blocks_in_the_summary() {
+    let ocspd = captures().join("vmmap/osx-10.10.5-x86_64-ocspd.txt");
+    let out = memqual(&["import", "vmmap", ocspd.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    // OS X 10.10 prints only the virtual size: the rest is absent, not 0.
+    assert!(
+        text.contains("TOTAL virtual 330.2 MiB (346239795 B), resident -, dirty -, swapped -"),
+        "{text}"
+    );
+    let unreal = captures().join("footprint/macos-arm64-unreal-zsh-shared-cut.txt");
+    let out = memqual(&["import", "footprint", unreal.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("\n    shared with zsh [25484]: dirty -\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("shared by the group: UnrealEditor [11916], zsh [25484]: dirty -"),
+        "{text}"
+    );
 }

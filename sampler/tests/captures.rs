@@ -2,6 +2,7 @@
 //! README there), asserting exact values read from the files.
 
 use sampler::captures::vm_stat::{ColumnRole, VmStatCapture};
+use sampler::captures::vmmap::{ColumnKind, Measure};
 use sampler::captures::{
     Capture, ParseOptions, Tool, cgroup, footprint, memory_pressure, parse, proc_files, ps, time_l,
     vm_stat, vmmap,
@@ -24,12 +25,32 @@ const STRICT: ParseOptions = ParseOptions {
     page_size: None,
 };
 
+/// The sum of the rows' values in `column` and the TOTAL row's value.
+fn column_sum_and_total(t: &vmmap::Table, column: Measure) -> (u64, u64) {
+    let sum = t.rows.iter().map(|r| t.measured(r, column).unwrap()).sum();
+    (sum, t.measured(t.total("TOTAL").unwrap(), column).unwrap())
+}
+
 /// The region counts of all rows add up to the TOTAL row's count.
 fn region_counts_add_up(t: &vmmap::Table) -> u64 {
-    let col = t.column("REGION COUNT").unwrap();
-    let sum: u64 = t.rows.iter().map(|r| r.cells[col].value).sum();
-    assert_eq!(sum, t.total("TOTAL").unwrap().cells[col].value);
+    let (sum, total) = column_sum_and_total(t, Measure::RegionCount);
+    assert_eq!(sum, total);
     sum
+}
+
+/// vmmap prints sizes rounded to three significant figures (`330.2M`,
+/// `8192K`): a sum of `rows` rounded values may differ from the rounded
+/// total by half a unit of the largest printed figure per row.
+fn within_rounding(sum: u64, total: u64, rows: usize, unit: u64) {
+    let slack = rows as u64 * unit / 2 + unit / 2;
+    assert!(
+        sum.abs_diff(total) <= slack,
+        "sum {sum} vs total {total}: off by more than {slack}"
+    );
+}
+
+fn cell(row: &vmmap::Row, index: usize) -> &vmmap::Cell {
+    row.cells[index].as_ref().unwrap()
 }
 
 #[test]
@@ -59,7 +80,7 @@ fn vmmap_macos_13_intel() {
     // A value under 1 KiB is printed as bare bytes.
     let objc = r.row("__OBJC_RW").unwrap();
     assert_eq!(
-        (objc.cells[2].raw.as_str(), objc.cells[2].value),
+        (cell(objc, 2).raw.as_str(), cell(objc, 2).value),
         ("1520", 1520)
     );
     assert!(r.total("TOTAL, minus reserved VM space").is_none());
@@ -113,7 +134,7 @@ fn vmmap_macos_26() {
     let r = v.regions.unwrap();
     assert_eq!(region_counts_add_up(&r), 7_248);
     let minus = r.total("TOTAL, minus reserved VM space").unwrap();
-    assert_eq!(minus.cells[0].raw, "4.0G");
+    assert_eq!(cell(minus, 0).raw, "4.0G");
     assert_eq!(
         r.value(r.row("IOSurface").unwrap(), "SWAPPED SIZE"),
         Some(372_034_765)
@@ -146,6 +167,222 @@ fn vmmap_macos_26() {
     // The capture's zone table was cut after its first row: no TOTAL there.
     let z = llama.malloc_zones.unwrap();
     assert_eq!((z.rows.len(), z.totals.len()), (1, 0));
+}
+
+fn vmmap_table(file: &str) -> vmmap::VmmapSummary {
+    vmmap::parse(&load("vmmap", file), STRICT).unwrap().value
+}
+
+fn names(t: &vmmap::Table) -> Vec<&str> {
+    t.columns.iter().map(|c| c.name.as_str()).collect()
+}
+
+#[test]
+fn vmmap_osx_10_10_one_header_line_and_full_percent() {
+    let v = vmmap_table("osx-10.10.5-x86_64-ocspd.txt");
+    assert!(
+        v.header
+            .iter()
+            .any(|h| h.key == "OS Version" && h.value == "Mac OS X 10.10.5 (14F2511)")
+    );
+    // 10.10 prints no footprint lines: absent, not zero.
+    assert_eq!(
+        (v.physical_footprint, v.physical_footprint_peak),
+        (None, None)
+    );
+    assert!(
+        v.header
+            .iter()
+            .any(|h| h.key.starts_with("==== Summary for process 94338"))
+    );
+    let r = v.regions.unwrap();
+    assert_eq!(r.name_header, "REGION TYPE");
+    assert_eq!(names(&r), ["VIRTUAL"]);
+    assert_eq!(
+        (r.columns[0].kind, r.columns[0].measure),
+        (ColumnKind::Bytes, Some(Measure::Virtual))
+    );
+    assert_eq!(r.rows.len(), 15);
+    let total = r.total("TOTAL").unwrap();
+    assert_eq!(cell(total, 0).raw, "330.2M");
+    assert_eq!(r.measured(total, Measure::Virtual), Some(346_239_795));
+    // No resident, dirty or region-count column: absent, never 0.
+    for m in [Measure::Resident, Measure::Dirty, Measure::RegionCount] {
+        assert_eq!(r.measured(total, m), None, "{m:?}");
+    }
+    let (sum, total) = column_sum_and_total(&r, Measure::Virtual);
+    within_rounding(sum, total, r.rows.len(), 104_858);
+    let malloc = r.row("MALLOC").unwrap();
+    assert_eq!(
+        malloc.detail.as_deref(),
+        Some("see MALLOC ZONE table below")
+    );
+    assert_eq!(
+        r.value(r.row("MALLOC freed, no zone").unwrap(), "VIRTUAL"),
+        Some(264 * 1024)
+    );
+
+    let z = v.malloc_zones.unwrap();
+    assert_eq!(
+        names(&z),
+        [
+            "VIRTUAL SIZE",
+            "ALLOCATION COUNT",
+            "BYTES ALLOCATED",
+            "% FULL"
+        ]
+    );
+    let kinds: Vec<ColumnKind> = z.columns.iter().map(|c| c.kind).collect();
+    use ColumnKind::{Bytes, Count, Percent};
+    assert_eq!(kinds, [Bytes, Count, Bytes, Percent]);
+    let default = z.row("DefaultMallocZone_0x10c523000").unwrap();
+    assert_eq!(z.measured(default, Measure::FullPercent), Some(1));
+    assert_eq!(
+        z.measured(default, Measure::BytesAllocated),
+        Some(634 * 1024)
+    );
+    assert_eq!(z.measured(default, Measure::FragPercent), None);
+    // The empty zone has no % FULL: the cell is blank, so None.
+    let gfx = z.row("GFXMallocZone_0x10c554000").unwrap();
+    assert_eq!(gfx.cells[3], None);
+    assert_eq!(z.measured(gfx, Measure::FullPercent), None);
+    assert_eq!(z.measured(gfx, Measure::AllocationCount), Some(0));
+    let (sum, total) = column_sum_and_total(&z, Measure::AllocationCount);
+    assert_eq!((sum, total), (7081, 7081));
+}
+
+#[test]
+fn vmmap_osx_resident_only_table() {
+    let v = vmmap_table("osx-report-2.2-x86_64-python-resident.txt");
+    assert!(v.header.iter().any(|h| h.key == "Output report format"));
+    assert_eq!(v.summary_lines.len(), 2);
+    let r = v.regions.unwrap();
+    assert_eq!(names(&r), ["VIRTUAL", "RESIDENT"]);
+    assert_eq!((r.rows.len(), r.totals.len()), (16, 2));
+    let total = r.total("TOTAL").unwrap();
+    assert_eq!(r.measured(total, Measure::Resident), Some(446_903_091)); // 426.2M
+    assert_eq!(r.measured(total, Measure::Dirty), None);
+    let minus = r.total("TOTAL, minus reserved VM space").unwrap();
+    assert_eq!(cell(minus, 1).raw, "426.2M");
+    let vm = r.row("VM_ALLOCATE").unwrap();
+    assert_eq!(
+        (
+            r.measured(vm, Measure::Virtual),
+            r.measured(vm, Measure::Resident)
+        ),
+        (Some(28 << 30), Some(12 * 1024))
+    );
+    assert_eq!(
+        r.row("IOKit (reserved)").unwrap().detail.as_deref(),
+        Some("reserved VM address space (unallocated)")
+    );
+    let (sum, total) = column_sum_and_total(&r, Measure::Resident);
+    within_rounding(sum, total, r.rows.len(), 104_858);
+
+    let z = v.malloc_zones.unwrap();
+    assert_eq!(
+        names(&z),
+        [
+            "VIRTUAL SIZE",
+            "RESIDENT SIZE",
+            "ALLOCATION COUNT",
+            "BYTES ALLOCATED",
+            "% FULL"
+        ]
+    );
+    let default = z.row("DefaultMallocZone_0x105b64000").unwrap();
+    assert_eq!(z.measured(default, Measure::Resident), Some(174_587_904)); // 166.5M
+    assert_eq!(z.measured(default, Measure::FullPercent), Some(81));
+    assert_eq!(z.row("GFXMallocZone_0x1093a9000").unwrap().cells[4], None);
+    assert_eq!(
+        z.measured(z.total("TOTAL").unwrap(), Measure::AllocationCount),
+        Some(23_534)
+    );
+}
+
+#[test]
+fn vmmap_macos_10_12_to_10_14() {
+    // 10.12, not run as root: only the virtual size and the region count.
+    let v = vmmap_table("macos-10.12-x86_64-hyperkit-no-resident.txt");
+    assert!(
+        v.header
+            .iter()
+            .any(|h| h.key == "OS Version" && h.value == "Mac OS X 10.12 (16A323)")
+    );
+    assert_eq!(v.physical_footprint, None);
+    let r = v.regions.unwrap();
+    assert_eq!(names(&r), ["VIRTUAL SIZE", "REGION COUNT"]);
+    assert_eq!(r.rows.len(), 23);
+    // 10.12 to 10.14 count one region more per row than their TOTAL does;
+    // the 10.13 and 10.14 captures below show the same.
+    assert_eq!(column_sum_and_total(&r, Measure::RegionCount), (374, 351));
+    let total = r.total("TOTAL").unwrap();
+    assert_eq!(r.measured(total, Measure::Resident), None);
+    assert_eq!(
+        r.row("MALLOC_SMALL (empty)").unwrap().detail.as_deref(),
+        Some("see MALLOC ZONE table below")
+    );
+    let z = v.malloc_zones.unwrap();
+    assert_eq!(
+        names(&z),
+        [
+            "VIRTUAL SIZE",
+            "ALLOCATION COUNT",
+            "BYTES ALLOCATED",
+            "% FULL",
+            "REGION COUNT"
+        ]
+    );
+    let default = &z.rows[0];
+    assert_eq!(
+        (
+            z.measured(default, Measure::FullPercent),
+            z.measured(default, Measure::RegionCount),
+            z.measured(default, Measure::AllocationCount)
+        ),
+        (Some(98), Some(11), Some(1620))
+    );
+    assert!(z.totals.is_empty());
+
+    let v = vmmap_table("macos-10.13.6-x86_64-go.txt");
+    assert_eq!(v.physical_footprint.unwrap().bytes, 10_695_475); // 10.2M
+    assert_eq!(v.physical_footprint_peak.unwrap().bytes, 12_792_627); // 12.2M
+    let r = v.regions.unwrap();
+    assert_eq!(r.columns.len(), 8);
+    assert_eq!(column_sum_and_total(&r, Measure::RegionCount), (448, 432));
+    assert_eq!(r.rows.len(), 16);
+    let (sum, total) = column_sum_and_total(&r, Measure::Dirty);
+    within_rounding(sum, total, r.rows.len(), 104_858);
+    let z = v.malloc_zones.unwrap();
+    // The newer % FRAG prints 0% for an empty zone, where % FULL was blank.
+    let gfx = z.row("GFXMallocZone_0x1bfd000").unwrap();
+    assert_eq!(z.measured(gfx, Measure::FragPercent), Some(0));
+    assert_eq!(
+        z.measured(&z.rows[0], Measure::DirtySwapFrag),
+        Some(126 * 1024)
+    );
+
+    let v = vmmap_table("macos-10.14.1-x86_64-hyperkit.txt");
+    assert_eq!(v.physical_footprint.unwrap().raw, "3.7G");
+    assert!(
+        v.header
+            .iter()
+            .any(|h| h.key == "Analysis Tool Version" && h.value == "Xcode 10.1 (10B61)")
+    );
+    let r = v.regions.unwrap();
+    assert_eq!(column_sum_and_total(&r, Measure::RegionCount), (473, 450));
+    assert_eq!(r.rows.len(), 23);
+    // Every swapped size is printed in whole KiB: the sum is exact.
+    assert_eq!(
+        column_sum_and_total(&r, Measure::Swapped),
+        (96 * 1024, 96 * 1024)
+    );
+    assert_eq!(
+        r.measured(r.row("__pci_devemu_set").unwrap(), Measure::Dirty),
+        Some(4096)
+    );
+    let z = v.malloc_zones.unwrap();
+    assert_eq!(z.measured(&z.rows[0], Measure::Swapped), Some(52 * 1024));
 }
 
 fn snapshot(file: &str) -> vm_stat::VmStat {
@@ -277,8 +514,9 @@ fn footprint_captures() {
         ("sleep", 39461, 16384)
     );
     assert_eq!(p.footprint.bytes, 832 * 1024);
-    assert_eq!(p.categories.len(), 19);
-    let total = p.total.as_ref().unwrap();
+    let table = p.table.as_ref().unwrap();
+    assert_eq!(table.rows.len(), 19);
+    let total = table.total.as_ref().unwrap();
     assert_eq!(
         (total.dirty.bytes, total.clean.bytes, total.regions),
         (832 * 1024, 48 * 1024, 360)
@@ -290,16 +528,20 @@ fn footprint_captures() {
     let c = &chrome.processes[0];
     assert_eq!(c.name, "Google Chrome Helper (Renderer)");
     assert_eq!(c.phys_footprint_peak(), Some(617 << 20));
-    assert_eq!(c.categories[1].reclaimable.bytes, 37 << 20);
+    assert_eq!(
+        c.table.as_ref().unwrap().rows[1].reclaimable.bytes,
+        37 << 20
+    );
     let ferryx = f("macos-26.6-arm64-ferryx.txt");
     let x = &ferryx.processes[0];
     assert_eq!(
-        x.categories[0].category,
+        x.table.as_ref().unwrap().rows[0].category,
         "Owned physical footprint (unmapped) (graphics)"
     );
-    assert_eq!(x.total.as_ref().unwrap().regions, 9386);
+    let x_total = x.table.as_ref().unwrap().total.as_ref().unwrap();
+    assert_eq!(x_total.regions, 9386);
     assert_eq!(x.phys_footprint(), Some(922 << 20));
-    assert!(x.total.is_some() && ferryx.summary.is_none());
+    assert!(ferryx.summary.is_none() && ferryx.shared.is_empty() && x.shared.is_empty());
 }
 
 #[test]
@@ -321,14 +563,14 @@ fn footprint_multi_process_summaries() {
         bytes
             .processes
             .iter()
-            .all(|p| p.categories.is_empty() && p.total.is_none())
+            .all(|p| p.table.is_none() && p.shared.is_empty())
     );
     let summary = bytes.summary.as_ref().unwrap();
     assert_eq!((summary.line, summary.footprint.bytes), (42, 368_056_728));
     // Shared memory counted once: below the sum of the headline figures.
     let sum: u64 = bytes.processes.iter().map(|p| p.footprint.bytes).sum();
     assert_eq!(sum - summary.footprint.bytes, 1_277_952);
-    assert!(summary.categories.is_empty() && summary.auxiliary.is_empty());
+    assert!(summary.table.is_none() && summary.auxiliary.is_empty());
 
     let formatted = f("macos-arm64-muxbase-2-processes-formatted.txt");
     let helper = &formatted.processes[1];
@@ -346,6 +588,84 @@ fn footprint_multi_process_summaries() {
         (summary.footprint.raw.as_str(), summary.footprint.bytes),
         ("74 MB", 74 << 20)
     );
+}
+
+#[test]
+fn footprint_rube_render_pipeline() {
+    let f = footprint::parse(
+        &load("footprint", "macos-arm64-rube-render-pipeline.txt"),
+        STRICT,
+    )
+    .unwrap()
+    .value;
+    let p = &f.processes[0];
+    assert_eq!((p.name.as_str(), p.pid), ("rube-bin", 39974));
+    let t = p.table.as_ref().unwrap();
+    assert_eq!(
+        t.columns,
+        ["Dirty", "Clean", "Reclaimable", "Regions", "Category"]
+    );
+    assert_eq!(t.rows.len(), 36);
+    let reusable = t.row("MALLOC_LARGE_REUSABLE").unwrap();
+    assert_eq!(
+        (
+            reusable.dirty.bytes,
+            reusable.reclaimable.bytes,
+            reusable.regions
+        ),
+        (0, 33 << 20, 2)
+    );
+    // Not asked for: no swapped or wired figures, rather than zeros.
+    assert!(
+        t.rows
+            .iter()
+            .all(|r| r.swapped.is_none() && r.wired.is_none())
+    );
+    let total = t.total.as_ref().unwrap();
+    assert_eq!((total.dirty.bytes, total.regions), (114 << 20, 6945));
+    // The listed regions sum to 2 less than TOTAL, as in the Chrome and
+    // Ferryx captures from other machines.
+    let regions: u64 = t.rows.iter().map(|r| r.regions).sum();
+    assert_eq!(regions, 6943);
+    // Whole units of at most 4 digits: each row is off by under half a unit.
+    let dirty: u64 = t.rows.iter().map(|r| r.dirty.bytes).sum();
+    assert!(dirty.abs_diff(total.dirty.bytes) < (1 << 20), "{dirty}");
+    assert_eq!(p.phys_footprint(), Some(114 << 20));
+}
+
+#[test]
+fn footprint_shared_with_lines() {
+    let f = footprint::parse(
+        &load("footprint", "macos-arm64-unreal-zsh-shared-cut.txt"),
+        STRICT,
+    )
+    .unwrap()
+    .value;
+    let pids: Vec<i32> = f.processes.iter().map(|p| p.pid).collect();
+    assert_eq!(pids, [11916, 25484]);
+    // Inside UnrealEditor's block: the memory it shares with zsh.
+    let unreal = &f.processes[0];
+    assert_eq!(unreal.shared.len(), 1);
+    let with = &unreal.shared[0].with;
+    assert_eq!(
+        (with[0].name.as_str(), with[0].pid, with.len()),
+        ("zsh", 25484, 1)
+    );
+    // The source cut the tables: absent, not empty.
+    assert!(unreal.shared[0].table.is_none() && unreal.table.is_none());
+    assert!(f.processes[1].shared.is_empty());
+    // After the processes: the group's shared memory, naming both.
+    assert_eq!(f.shared.len(), 1);
+    let group: Vec<(&str, i32)> = f.shared[0]
+        .with
+        .iter()
+        .map(|w| (w.name.as_str(), w.pid))
+        .collect();
+    assert_eq!(group, [("UnrealEditor", 11916), ("zsh", 25484)]);
+    let summary = f.summary.unwrap();
+    assert_eq!(summary.footprint.bytes, 4358 << 20);
+    let sum: u64 = f.processes.iter().map(|p| p.footprint.bytes).sum();
+    assert!(sum.abs_diff(summary.footprint.bytes) < (1 << 20));
 }
 
 #[test]
@@ -612,5 +932,5 @@ fn every_capture_parses_strictly_and_round_trips() {
             n += 1;
         }
     }
-    assert_eq!(n, 56);
+    assert_eq!(n, 63);
 }

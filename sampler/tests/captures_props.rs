@@ -1,9 +1,13 @@
 //! No parser panics: random text, every real capture truncated anywhere, and
 //! captures with a character replaced or a line inserted, strict and lenient.
-//! Plus the errors a truncated or garbled capture gives.
+//! Plus the errors a truncated or garbled capture gives, and two properties
+//! of the table parsers on the real captures: a blanked vmmap cell is `None`
+//! under a percentage and an error naming its column anywhere else, and a
+//! `(Swapped)` column added to a footprint table reads back exactly.
 
 use proptest::prelude::*;
-use sampler::captures::{CaptureError, ParseOptions, Tool, parse};
+use sampler::captures::vmmap::{self, ColumnKind};
+use sampler::captures::{CaptureError, ParseOptions, Tool, footprint, parse};
 use std::path::PathBuf;
 
 fn fixtures() -> Vec<(Tool, String)> {
@@ -96,6 +100,154 @@ proptest! {
     }
 }
 
+fn tool_fixtures(tool: Tool) -> Vec<String> {
+    fixtures()
+        .into_iter()
+        .filter(|(t, _)| *t == tool)
+        .map(|(_, s)| s)
+        .collect()
+}
+
+/// Every (table, row, column) of a parsed vmmap capture, rows and totals.
+fn vmmap_cells(v: &vmmap::VmmapSummary) -> Vec<(bool, usize, usize)> {
+    let mut out = Vec::new();
+    for (zones, table) in [(false, &v.regions), (true, &v.malloc_zones)] {
+        let Some(t) = table else { continue };
+        for (r, row) in t.rows.iter().chain(&t.totals).enumerate() {
+            for (c, cell) in row.cells.iter().enumerate() {
+                if cell.is_some() {
+                    out.push((zones, r, c));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Where each whitespace-separated word of `line` starts and ends.
+fn word_spans(line: &str) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    let mut start = None;
+    for (i, ch) in line.char_indices().chain([(line.len(), ' ')]) {
+        match (ch.is_whitespace(), start) {
+            (false, None) => start = Some(i),
+            (true, Some(s)) => {
+                out.push((s, i));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Where the second word of a footprint table row ends.
+fn second_word_end(line: &str) -> Option<usize> {
+    word_spans(line).get(1).map(|&(_, end)| end)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_blanked_vmmap_cell_is_none_only_under_a_percentage(
+        pick in any::<prop::sample::Index>(),
+        cell in any::<prop::sample::Index>(),
+        percentages_only in any::<bool>(),
+    ) {
+        let all = tool_fixtures(Tool::VmmapSummary);
+        let text = pick.get(&all);
+        let parsed = vmmap::parse(text, ParseOptions::strict()).unwrap().value;
+        let table_of = |zones: bool| if zones { parsed.malloc_zones.as_ref() } else { parsed.regions.as_ref() };
+        // Percentages are a few cells among hundreds: pick among them half the time.
+        let all_cells = vmmap_cells(&parsed);
+        let percent: Vec<_> = all_cells
+            .iter()
+            .copied()
+            .filter(|&(z, _, c)| table_of(z).unwrap().columns[c].kind == ColumnKind::Percent)
+            .collect();
+        let cells = if percentages_only && !percent.is_empty() { percent } else { all_cells };
+        let &(zones, r, c) = cell.get(&cells);
+        let table = table_of(zones).unwrap();
+        let row = table.rows.iter().chain(&table.totals).nth(r).unwrap();
+        let raw = &row.cells[c].as_ref().unwrap().raw;
+        // Blank the token in place: same length, same line.
+        let mut lines: Vec<String> = text.split('\n').map(str::to_string).collect();
+        let line = &mut lines[row.line - 1];
+        let words = word_spans(line);
+        let present = row.cells.iter().filter(|x| x.is_some()).count();
+        let index = row.cells[..=c].iter().filter(|x| x.is_some()).count() - 1;
+        let detail_words = row.detail.as_deref().map_or(0, |d| d.split_whitespace().count());
+        let first_value = words.len() - detail_words - present;
+        let (start, end) = words[first_value + index];
+        prop_assert_eq!(&line[start..end], raw.as_str());
+        line.replace_range(start..end, &" ".repeat(end - start));
+        let blanked = lines.join("\n");
+        let result = vmmap::parse(&blanked, ParseOptions::strict());
+        if table.columns[c].kind == ColumnKind::Percent {
+            let mut want = parsed.clone();
+            let t = if zones { want.malloc_zones.as_mut() } else { want.regions.as_mut() }.unwrap();
+            let rows = t.rows.len();
+            let target = if r < rows { &mut t.rows[r] } else { &mut t.totals[r - rows] };
+            target.cells[c] = None;
+            prop_assert_eq!(result.unwrap().value, want);
+        } else {
+            match result {
+                Err(CaptureError::Line { line, reason, .. }) => {
+                    prop_assert_eq!(line, row.line);
+                    prop_assert!(reason.contains(&format!("{:?}", table.columns[c].name)), "{}", reason);
+                }
+                other => prop_assert!(false, "{:?}", other),
+            }
+        }
+    }
+
+    #[test]
+    fn an_added_swapped_column_reads_back(
+        pick in any::<prop::sample::Index>(),
+        kib in proptest::collection::vec(0u32..100_000, 64),
+    ) {
+        let all: Vec<String> = tool_fixtures(Tool::Footprint)
+            .into_iter()
+            .filter(|s| s.contains("Category"))
+            .collect();
+        let text = pick.get(&all);
+        let before = footprint::parse(text, ParseOptions::strict()).unwrap().value;
+        let mut added = Vec::new();
+        let mut in_table = false;
+        let mut out = Vec::new();
+        for line in text.split('\n') {
+            let t = line.trim();
+            if t.starts_with("Dirty") && t.ends_with("Category") {
+                in_table = true;
+                out.push(line.replacen("Dirty", "Dirty  (Swapped)", 1));
+            } else if in_table && !t.is_empty() && t.split_whitespace().all(|w| w == "---") {
+                out.push(format!("{line}    ---"));
+            } else if in_table && !t.is_empty() {
+                let n = kib[added.len() % kib.len()];
+                let at = second_word_end(line).unwrap();
+                out.push(format!("{} {n} KB{}", &line[..at], &line[at..]));
+                added.push(u64::from(n) * 1024);
+            } else {
+                in_table = false;
+                out.push(line.to_string());
+            }
+        }
+        let after = footprint::parse(&out.join("\n"), ParseOptions::strict()).unwrap().value;
+        let mut read = Vec::new();
+        let mut unswapped = after.clone();
+        for p in &mut unswapped.processes {
+            let t = p.table.as_mut().unwrap();
+            t.columns.remove(1);
+            for row in t.rows.iter_mut().chain(t.total.as_mut()) {
+                read.push(row.swapped.take().unwrap().bytes);
+            }
+        }
+        prop_assert_eq!(read, added);
+        prop_assert_eq!(unswapped, before);
+    }
+}
+
 #[test]
 fn a_truncated_row_is_an_error_naming_its_line() {
     let all = fixtures();
@@ -111,7 +263,11 @@ fn a_truncated_row_is_an_error_naming_its_line() {
             line, ref reason, ..
         } => {
             assert_eq!(line, line_no);
-            assert_eq!(reason, "row does not fit the table's columns");
+            assert!(
+                reason
+                    .starts_with("no value under column \"VIRTUAL SIZE\": the row ends at byte 9"),
+                "{reason}"
+            );
         }
         other => panic!("{other}"),
     }

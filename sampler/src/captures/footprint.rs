@@ -1,10 +1,22 @@
-//! `footprint PID…`: per process, the headline footprint, the dirty / clean /
-//! reclaimable table by category, its TOTAL row and the auxiliary data
-//! (`phys_footprint`, `phys_footprint_peak`). Units are binary (`KB` = 1024).
+//! `footprint PID…`: per process, the headline footprint, the category
+//! table (dirty / clean / reclaimable memory and regions by category, with
+//! its TOTAL row), the memory it shares with other processes and the
+//! auxiliary data (`phys_footprint`, `phys_footprint_peak`). Units are
+//! binary (`KB` = 1024).
 //!
-//! With more than one process the tool ends with `Summary Footprint:`, the
-//! footprint of all of them with shared memory counted once, optionally
-//! followed by its own category table and auxiliary data.
+//! The category table's columns are read from its header: `Dirty`, `Clean`,
+//! `Reclaimable`, `Regions` and `Category` always, `(Swapped)` and `(Wired)`
+//! when the tool was asked for them (`--swapped`, `--wired`, `-w`); a column
+//! the header lacks is `None`, never 0.
+//!
+//! With more than one process the tool de-duplicates memory mapped by
+//! several of them: inside a process's block, `Shared with NAME [PID]:`
+//! heads the memory that process shares with the ones named; after the
+//! processes, a `Shared with A [1], B [2]:` block that opens with a `=` rule
+//! (or names the process just printed) is memory of the whole group. The
+//! output ends with `Summary Footprint:`, the footprint of all of them with
+//! shared memory counted once, optionally followed by its own category table
+//! and auxiliary data.
 
 use super::lines::{Lines, fatal, parse_u64};
 use super::{CaptureError, ParseOptions, Parsed, Size};
@@ -13,6 +25,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Footprint {
     pub processes: Vec<ProcessFootprint>,
+    /// `Shared with …:` blocks of the whole group, printed after the processes.
+    pub shared: Vec<SharedBlock>,
     /// Present when the capture covers several processes.
     pub summary: Option<SummaryFootprint>,
 }
@@ -23,8 +37,7 @@ pub struct SummaryFootprint {
     pub line: usize,
     /// De-duplicated: less than the sum of the processes when they share memory.
     pub footprint: Size,
-    pub categories: Vec<CategoryRow>,
-    pub total: Option<CategoryRow>,
+    pub table: Option<CategoryTable>,
     pub auxiliary: Vec<AuxEntry>,
 }
 
@@ -38,10 +51,38 @@ pub struct ProcessFootprint {
     /// The headline `Footprint:`; it can differ from `phys_footprint` below.
     pub footprint: Size,
     pub page_size: u64,
-    pub categories: Vec<CategoryRow>,
-    pub total: Option<CategoryRow>,
+    /// The process's own memory by category; `None` with `--noCategories`.
+    pub table: Option<CategoryTable>,
+    /// `Shared with …:` blocks inside this process's block.
+    pub shared: Vec<SharedBlock>,
     /// `Auxiliary data:` lines, e.g. `phys_footprint`, `phys_footprint_peak`.
     pub auxiliary: Vec<AuxEntry>,
+}
+
+/// `Shared with NAME [PID], …:` and the category table under it, if any.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SharedBlock {
+    pub line: usize,
+    /// The processes named, in the order printed.
+    pub with: Vec<ProcessRef>,
+    pub table: Option<CategoryTable>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ProcessRef {
+    pub name: String,
+    pub pid: i32,
+}
+
+/// `Dirty … Regions Category`, its rows and the TOTAL row under the closing rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CategoryTable {
+    /// The header's line.
+    pub line: usize,
+    /// The header's column names as printed, `Category` last.
+    pub columns: Vec<String>,
+    pub rows: Vec<CategoryRow>,
+    pub total: Option<CategoryRow>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -49,8 +90,12 @@ pub struct CategoryRow {
     pub line: usize,
     pub category: String,
     pub dirty: Size,
+    /// `(Swapped)`: swapped or compressed memory, a part of `dirty`.
+    pub swapped: Option<Size>,
     pub clean: Size,
     pub reclaimable: Size,
+    /// `(Wired)`.
+    pub wired: Option<Size>,
     pub regions: u64,
 }
 
@@ -78,41 +123,100 @@ impl ProcessFootprint {
     }
 }
 
-#[derive(PartialEq)]
-enum Part {
-    Start,
-    Table,
-    Total,
-    Auxiliary,
+impl CategoryTable {
+    pub fn row(&self, category: &str) -> Option<&CategoryRow> {
+        self.rows.iter().find(|r| r.category == category)
+    }
 }
 
-/// Where table rows and auxiliary lines go: the latest process, or the summary.
-struct Block<'a> {
-    categories: &'a mut Vec<CategoryRow>,
-    total: &'a mut Option<CategoryRow>,
-    auxiliary: &'a mut Vec<AuxEntry>,
+/// A category table column, as the header names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Col {
+    Dirty,
+    Swapped,
+    Clean,
+    Reclaimable,
+    Wired,
+    Regions,
+}
+
+const COLUMNS: [(&str, Col); 6] = [
+    ("Dirty", Col::Dirty),
+    ("(Swapped)", Col::Swapped),
+    ("Clean", Col::Clean),
+    ("Reclaimable", Col::Reclaimable),
+    ("(Wired)", Col::Wired),
+    ("Regions", Col::Regions),
+];
+const REQUIRED: [Col; 4] = [Col::Dirty, Col::Clean, Col::Reclaimable, Col::Regions];
+/// The units of `-f formatted` and `-f bytes` (`Size::parse_number_unit`).
+const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
+const KNOWN: &str = "Dirty, (Swapped), Clean, Reclaimable, (Wired), Regions, Category";
+
+/// Which block a table or `Shared with` line belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    Process(usize),
+    /// A shared block inside process `.0`, index `.1`.
+    ProcessShared(usize, usize),
+    GroupShared(usize),
+    Summary,
+}
+
+/// What the previous non-blank line was, to tell a `=` rule that opens a
+/// block from the one that closes a header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Prev {
+    Other,
+    Header,
+    OpeningRule,
+}
+
+/// The category table being read: its columns and how many `---` rules so far.
+struct OpenTable {
+    columns: Vec<Col>,
+    rules: u8,
 }
 
 pub fn parse(text: &str, opts: ParseOptions) -> Result<Parsed<Footprint>, CaptureError> {
     let mut lines = Lines::new(text, opts);
-    let mut processes: Vec<ProcessFootprint> = Vec::new();
-    let mut summary: Option<SummaryFootprint> = None;
-    let mut part = Part::Start;
+    let mut out = Footprint {
+        processes: Vec::new(),
+        shared: Vec::new(),
+        summary: None,
+    };
+    let mut target: Option<Target> = None;
+    let mut open: Option<OpenTable> = None;
+    let mut in_auxiliary = false;
+    let mut prev = Prev::Other;
     while let Some((no, line)) = lines.next_line() {
         let t = line.trim();
-        if t.is_empty() || t.chars().all(|c| c == '=') || t.starts_with("Found process ") {
+        if t.is_empty() {
+            continue;
+        }
+        let was = std::mem::replace(&mut prev, Prev::Other);
+        if t.chars().all(|c| c == '=') {
+            prev = if was == Prev::Header {
+                Prev::Other
+            } else {
+                Prev::OpeningRule
+            };
+            continue;
+        }
+        if t.starts_with("Found process ") {
             continue;
         }
         if let Some(p) = process_header(no, t) {
-            if summary.is_some() {
+            if out.summary.is_some() {
                 return Err(fatal(no, line, "a process after 'Summary Footprint:'"));
             }
-            processes.push(p);
-            part = Part::Start;
+            out.processes.push(p);
+            target = Some(Target::Process(out.processes.len() - 1));
+            (open, in_auxiliary, prev) = (None, false, Prev::Header);
             continue;
         }
         if let Some(rest) = t.strip_prefix("Summary Footprint: ") {
-            if processes.is_empty() || summary.is_some() {
+            if out.processes.is_empty() || out.summary.is_some() {
                 return Err(fatal(
                     no,
                     line,
@@ -125,71 +229,164 @@ pub fn parse(text: &str, opts: ParseOptions) -> Result<Parsed<Footprint>, Captur
             else {
                 return Err(fatal(no, line, "expected 'Summary Footprint: N UNIT'"));
             };
-            summary = Some(SummaryFootprint {
+            out.summary = Some(SummaryFootprint {
                 line: no,
                 footprint,
-                categories: Vec::new(),
-                total: None,
+                table: None,
                 auxiliary: Vec::new(),
             });
-            part = Part::Start;
+            target = Some(Target::Summary);
+            (open, in_auxiliary, prev) = (None, false, Prev::Header);
             continue;
         }
-        let block = match (summary.as_mut(), processes.last_mut()) {
-            (Some(s), _) => Block {
-                categories: &mut s.categories,
-                total: &mut s.total,
-                auxiliary: &mut s.auxiliary,
-            },
-            (None, Some(p)) => Block {
-                categories: &mut p.categories,
-                total: &mut p.total,
-                auxiliary: &mut p.auxiliary,
-            },
-            (None, None) => {
-                lines.unknown(no, line, "expected 'NAME [PID]: … Footprint: …' first")?;
-                continue;
-            }
+        if let Some(list) = t.strip_prefix("Shared with ") {
+            let with = match shared_with(list) {
+                Ok(with) => with,
+                Err(reason) => {
+                    lines.unknown(no, line, reason)?;
+                    continue;
+                }
+            };
+            let block = SharedBlock {
+                line: no,
+                with,
+                table: None,
+            };
+            let current = match target {
+                Some(Target::Process(p) | Target::ProcessShared(p, _)) => Some(p),
+                _ => None,
+            };
+            let names_current =
+                current.is_some_and(|p| block.with.iter().any(|w| w.pid == out.processes[p].pid));
+            target = Some(match current {
+                Some(p) if was != Prev::OpeningRule && !names_current => {
+                    let shared = &mut out.processes[p].shared;
+                    shared.push(block);
+                    Target::ProcessShared(p, shared.len() - 1)
+                }
+                _ => {
+                    out.shared.push(block);
+                    prev = Prev::Header;
+                    Target::GroupShared(out.shared.len() - 1)
+                }
+            });
+            (open, in_auxiliary) = (None, false);
+            continue;
+        }
+        let Some(at) = target else {
+            lines.unknown(no, line, "expected 'NAME [PID]: … Footprint: …' first")?;
+            continue;
         };
-        if t.split_whitespace()
-            .eq(["Dirty", "Clean", "Reclaimable", "Regions", "Category"])
-        {
-            part = Part::Table;
-            continue;
-        }
-        if t.split_whitespace().all(|w| w == "---") {
-            if part == Part::Table && !block.categories.is_empty() {
-                part = Part::Total;
+        if let Some(header) = category_header(t) {
+            let columns = match header {
+                Ok(columns) => columns,
+                Err(reason) => {
+                    lines.unknown(no, line, reason)?;
+                    continue;
+                }
+            };
+            let Some(slot) = table_slot(&mut out, at) else {
+                continue;
+            };
+            if slot.is_some() {
+                return Err(fatal(no, line, "a second category table in one block"));
             }
+            *slot = Some(CategoryTable {
+                line: no,
+                columns: t.split_whitespace().map(str::to_string).collect(),
+                rows: Vec::new(),
+                total: None,
+            });
+            (open, in_auxiliary) = (Some(OpenTable { columns, rules: 0 }), false);
             continue;
         }
         if t == "Auxiliary data:" {
-            part = Part::Auxiliary;
+            // Auxiliary data belongs to the process (after its shared blocks) or the summary.
+            target = match at {
+                Target::ProcessShared(p, _) => Some(Target::Process(p)),
+                Target::GroupShared(_) => {
+                    lines.unknown(
+                        no,
+                        line,
+                        "'Auxiliary data:' belongs to a process or the summary, not to memory shared by the group",
+                    )?;
+                    continue;
+                }
+                other => Some(other),
+            };
+            (open, in_auxiliary) = (None, true);
             continue;
         }
-        match part {
-            Part::Table | Part::Total => match category_row(no, t) {
-                Some(row) if part == Part::Total => {
-                    if block.total.replace(row).is_some() {
-                        return Err(fatal(no, line, "a second TOTAL row"));
+        if in_auxiliary {
+            match aux_line(no, t) {
+                Some(a) => match at {
+                    Target::Process(p) => out.processes[p].auxiliary.push(a),
+                    Target::Summary => {
+                        if let Some(s) = out.summary.as_mut() {
+                            s.auxiliary.push(a);
+                        }
                     }
-                }
-                Some(row) => block.categories.push(row),
-                None => lines.unknown(no, line, "expected 'SIZE SIZE SIZE REGIONS CATEGORY'")?,
-            },
-            Part::Auxiliary => match aux_line(no, t) {
-                Some(a) => block.auxiliary.push(a),
+                    // Not reached: "Auxiliary data:" moved the target off these.
+                    Target::ProcessShared(..) | Target::GroupShared(_) => {}
+                },
                 None => lines.unknown(no, line, "expected 'name: N UNIT'")?,
-            },
-            Part::Start => lines.unknown(no, line, "not a footprint line")?,
+            }
+            continue;
+        }
+        let Some(table) = open.as_mut() else {
+            lines.unknown(no, line, "not a footprint line")?;
+            continue;
+        };
+        if t.split_whitespace().all(|w| w == "---") {
+            table.rules += 1;
+            if table.rules > 2 {
+                lines.unknown(no, line, "a third --- rule in one category table")?;
+            }
+            continue;
+        }
+        let row = match table.rules {
+            0 => Err("a category row before the --- rule under the header".to_string()),
+            _ => category_row(no, t, &table.columns),
+        };
+        let row = match row {
+            Ok(row) => row,
+            Err(reason) => {
+                lines.unknown(no, line, reason)?;
+                continue;
+            }
+        };
+        let closing = table.rules >= 2;
+        let Some(Some(cats)) = table_slot(&mut out, at) else {
+            continue;
+        };
+        if !closing {
+            cats.rows.push(row);
+        } else if row.category != "TOTAL" {
+            lines.unknown(
+                no,
+                line,
+                "expected the TOTAL row under the closing --- rule",
+            )?;
+        } else if cats.total.replace(row).is_some() {
+            return Err(fatal(no, line, "a second TOTAL row"));
         }
     }
-    if processes.is_empty() {
+    if out.processes.is_empty() {
         return Err(CaptureError::whole(
             "no 'NAME [PID]: … Footprint: N UNIT' line",
         ));
     }
-    Ok(lines.finish(Footprint { processes, summary }))
+    Ok(lines.finish(out))
+}
+
+/// The table slot of the block `at`; `None` only for a summary not yet read.
+fn table_slot(out: &mut Footprint, at: Target) -> Option<&mut Option<CategoryTable>> {
+    Some(match at {
+        Target::Process(p) => &mut out.processes[p].table,
+        Target::ProcessShared(p, s) => &mut out.processes[p].shared[s].table,
+        Target::GroupShared(s) => &mut out.shared[s].table,
+        Target::Summary => &mut out.summary.as_mut()?.table,
+    })
 }
 
 /// `sleep [39461]: 64-bit    Footprint: 832 KB (16384 bytes per page)`
@@ -207,31 +404,140 @@ fn process_header(no: usize, t: &str) -> Option<ProcessFootprint> {
         arch: arch.trim().to_string(),
         footprint: Size::parse_number_unit(number, unit)?,
         page_size: parse_u64(page)?,
-        categories: Vec::new(),
-        total: None,
+        table: None,
+        shared: Vec::new(),
         auxiliary: Vec::new(),
     })
 }
 
-/// ` 240 KB        0 B          0 B          8    MALLOC metadata`
-fn category_row(no: usize, t: &str) -> Option<CategoryRow> {
-    let mut words = t.split_whitespace();
-    let mut size = || {
-        let number = words.next()?;
-        Size::parse_number_unit(number, words.next()?)
+/// `zsh [25484]:` or `UnrealEditor [11916], zsh [25484]:` (after `Shared with `).
+fn shared_with(list: &str) -> Result<Vec<ProcessRef>, String> {
+    let want = "expected 'Shared with NAME [PID], …:'";
+    let list = list
+        .strip_suffix("]:")
+        .ok_or_else(|| format!("{want}: no ']:' at the end"))?;
+    list.split("], ")
+        .map(|one| {
+            let (name, pid) = one
+                .rsplit_once(" [")
+                .ok_or_else(|| format!("{want}: no ' [PID]' in {one:?}"))?;
+            let pid = parse_u64(pid)
+                .and_then(|p| i32::try_from(p).ok())
+                .ok_or_else(|| format!("{want}: {pid:?} is not a pid"))?;
+            if name.is_empty() {
+                return Err(format!("{want}: a pid without a name"));
+            }
+            Ok(ProcessRef {
+                name: name.to_string(),
+                pid,
+            })
+        })
+        .collect()
+}
+
+/// `Dirty  (Swapped)  Clean  Reclaimable  (Wired)  Regions  Category`: the
+/// columns, or why the header is wrong; `None` if `t` is not a header.
+fn category_header(t: &str) -> Option<Result<Vec<Col>, String>> {
+    let words: Vec<&str> = t.split_whitespace().collect();
+    let (&"Dirty", [middle @ .., "Category"]) = (words.first()?, &words[1..]) else {
+        return None;
     };
-    let (dirty, clean, reclaimable) = (size()?, size()?, size()?);
-    let regions = parse_u64(words.next()?)?;
-    let category: Vec<&str> = words.collect();
-    if category.is_empty() {
+    let mut columns = vec![Col::Dirty];
+    for w in middle {
+        let Some(&(_, col)) = COLUMNS.iter().find(|(n, _)| n == w) else {
+            return Some(Err(format!(
+                "unknown column {w:?} in the category table header (known: {KNOWN})"
+            )));
+        };
+        if columns.contains(&col) {
+            return Some(Err(format!(
+                "column {w:?} twice in the category table header"
+            )));
+        }
+        columns.push(col);
+    }
+    if let Some(missing) = REQUIRED.iter().find(|c| !columns.contains(c)) {
+        let name = COLUMNS
+            .iter()
+            .find(|(_, c)| c == missing)
+            .map_or("?", |(n, _)| n);
+        return Some(Err(format!(
+            "the category table header has no {name} column"
+        )));
+    }
+    Some(Ok(columns))
+}
+
+/// The first whitespace-separated word of `s` and the text after it.
+fn next_word(s: &str) -> Option<(&str, &str)> {
+    let s = s.trim_start();
+    if s.is_empty() {
         return None;
     }
-    Some(CategoryRow {
+    let end = s.find(char::is_whitespace).unwrap_or(s.len());
+    Some((&s[..end], &s[end..]))
+}
+
+/// ` 240 KB        0 B          0 B          8    MALLOC metadata`: one
+/// value per column in the header's order, then the category.
+fn category_row(no: usize, t: &str, columns: &[Col]) -> Result<CategoryRow, String> {
+    let mut rest = t;
+    let mut sizes: Vec<(Col, Size)> = Vec::new();
+    let mut regions = None;
+    for &col in columns {
+        let name = COLUMNS
+            .iter()
+            .find(|(_, c)| *c == col)
+            .map_or("?", |(n, _)| n);
+        if col == Col::Regions {
+            let (word, after) = next_word(rest).ok_or(format!("no value under {name}"))?;
+            regions = Some(parse_u64(word).ok_or(format!("{word:?} under {name} is not a count"))?);
+            rest = after;
+            continue;
+        }
+        let (number, after) = next_word(rest).ok_or(format!("no value under {name}"))?;
+        let (unit, after) =
+            next_word(after).ok_or(format!("no unit after {number:?} under {name}"))?;
+        let size = Size::parse_number_unit(number, unit).ok_or(format!(
+            "{number:?} {unit:?} under {name} is not a size (N B, KB, MB, GB or TB)"
+        ))?;
+        sizes.push((col, size));
+        rest = after;
+    }
+    let category = rest.trim();
+    if category.is_empty() {
+        return Err("a row without its category".to_string());
+    }
+    // A unit or a number where the category starts: the row has more values
+    // than the header has columns (a column missing from the header).
+    let first = category.split_whitespace().next().unwrap_or("");
+    if UNITS.contains(&first) || parse_u64(first).is_some() {
+        return Err(format!(
+            "more values than the header's {} columns (category would start with {first:?})",
+            columns.len() + 1
+        ));
+    }
+    let mut take = |col: Col| {
+        sizes
+            .iter()
+            .position(|(c, _)| *c == col)
+            .map(|i| sizes.remove(i).1)
+    };
+    let (dirty, clean, reclaimable) = (take(Col::Dirty), take(Col::Clean), take(Col::Reclaimable));
+    let (Some(dirty), Some(clean), Some(reclaimable), Some(regions)) =
+        (dirty, clean, reclaimable, regions)
+    else {
+        // category_header guarantees these columns.
+        return Err("a category table without its required columns".to_string());
+    };
+    Ok(CategoryRow {
         line: no,
-        category: category.join(" "),
+        category: category.to_string(),
         dirty,
+        swapped: take(Col::Swapped),
         clean,
         reclaimable,
+        wired: take(Col::Wired),
         regions,
     })
 }

@@ -70,7 +70,10 @@ pub struct SkippedLine {
 /// Why a capture could not be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CaptureError {
-    #[error("line {line}: {reason}: {text:?} (fix the line, or pass --lenient to skip it)")]
+    #[error(
+        "line {line}: {reason}: {:?} (fix the line, or pass --lenient to skip it)",
+        clipped(text)
+    )]
     Line {
         line: usize,
         text: String,
@@ -78,6 +81,16 @@ pub enum CaptureError {
     },
     #[error("{reason}")]
     Whole { reason: String },
+}
+
+/// A line as an error shows it: whole up to 200 characters, then cut with
+/// `…`, so that a multi-megabyte line does not flood the terminal.
+fn clipped(text: &str) -> String {
+    const SHOWN: usize = 200;
+    match text.char_indices().nth(SHOWN) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
 }
 
 impl CaptureError {

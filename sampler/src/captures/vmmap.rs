@@ -1,10 +1,15 @@
 //! `vmmap -summary PID`: the report header (with the physical footprint and
 //! its peak), the summary lines, the region table and the malloc zone table.
 //!
-//! Table columns are read from the `=====` separator under the two header
-//! lines: each group of `=` is one column, values are right-aligned to the
-//! group's end, and the column's name is the header text above it. So a macOS
-//! version that adds or drops a column is read without code changes.
+//! Table columns are read from the `=====` separator under the header: each
+//! group of `=` is one column, values are right-aligned to the group's end,
+//! and the column's name is the header text above it. Newer macOS prints two
+//! header lines (`VIRTUAL RESIDENT …` over `REGION TYPE  SIZE SIZE …`); older
+//! ones print one (`REGION TYPE  VIRTUAL RESIDENT`), and without root only
+//! `VIRTUAL` and `REGION COUNT`. A version that adds or drops a column is read
+//! without code changes; a column the table lacks is simply absent, never 0.
+//! The one blank cell the tool prints, a percentage it cannot compute (the
+//! `% FULL` of an empty malloc zone), is `None`.
 
 use super::lines::{Lines, fatal, parse_u64};
 use super::{CaptureError, ParseOptions, Parsed, Size, SizeUnits};
@@ -43,9 +48,12 @@ pub struct Table {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Column {
-    /// The two header lines joined, e.g. `DIRTY SIZE`, `REGION COUNT`, `% FRAG`.
+    /// The header text above the column, lines joined: `DIRTY SIZE`,
+    /// `REGION COUNT`, `% FRAG`; on older macOS `VIRTUAL`, `RESIDENT`, `% FULL`.
     pub name: String,
     pub kind: ColumnKind,
+    /// What the column measures, when its name is one this parser knows.
+    pub measure: Option<Measure>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -56,12 +64,58 @@ pub enum ColumnKind {
     Percent,
 }
 
+/// A quantity whatever the macOS version calls its column (`RESIDENT` in
+/// older tables, `RESIDENT SIZE` in newer ones).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Measure {
+    Virtual,
+    Resident,
+    Dirty,
+    Swapped,
+    Volatile,
+    Nonvolatile,
+    Empty,
+    RegionCount,
+    AllocationCount,
+    BytesAllocated,
+    DirtySwapFrag,
+    /// `% FRAG`.
+    FragPercent,
+    /// `% FULL`, the older tables' counterpart of `% FRAG`.
+    FullPercent,
+}
+
+/// Column names as vmmap prints them, old and new, and what they measure.
+const MEASURES: [(&str, Measure); 19] = [
+    ("VIRTUAL", Measure::Virtual),
+    ("VIRTUAL SIZE", Measure::Virtual),
+    ("RESIDENT", Measure::Resident),
+    ("RESIDENT SIZE", Measure::Resident),
+    ("DIRTY", Measure::Dirty),
+    ("DIRTY SIZE", Measure::Dirty),
+    ("SWAPPED", Measure::Swapped),
+    ("SWAPPED SIZE", Measure::Swapped),
+    ("VOLATILE", Measure::Volatile),
+    ("VOLATILE SIZE", Measure::Volatile),
+    ("NONVOL", Measure::Nonvolatile),
+    ("NONVOL SIZE", Measure::Nonvolatile),
+    ("EMPTY SIZE", Measure::Empty),
+    ("REGION COUNT", Measure::RegionCount),
+    ("ALLOCATION COUNT", Measure::AllocationCount),
+    ("BYTES ALLOCATED", Measure::BytesAllocated),
+    ("DIRTY+SWAP FRAG SIZE", Measure::DirtySwapFrag),
+    ("% FRAG", Measure::FragPercent),
+    ("% FULL", Measure::FullPercent),
+];
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Row {
     pub line: usize,
     pub name: String,
     /// One per column: bytes, a count or a percentage, per the column's kind.
-    pub cells: Vec<Cell>,
+    /// `None` where the tool left the cell blank.
+    pub cells: Vec<Option<Cell>>,
     /// Text after the last column, e.g. `see MALLOC ZONE table below`.
     pub detail: Option<String>,
 }
@@ -77,6 +131,11 @@ impl Table {
         self.columns.iter().position(|c| c.name == name)
     }
 
+    /// The column that measures `measure`, whatever this table calls it.
+    pub fn column_of(&self, measure: Measure) -> Option<usize> {
+        self.columns.iter().position(|c| c.measure == Some(measure))
+    }
+
     pub fn row(&self, name: &str) -> Option<&Row> {
         self.rows.iter().find(|r| r.name == name)
     }
@@ -85,10 +144,21 @@ impl Table {
         self.totals.iter().find(|r| r.name == name)
     }
 
-    /// The value of `column` in `row`.
+    /// The value of `column` in `row`; `None` if the table has no such
+    /// column or the cell is blank.
     pub fn value(&self, row: &Row, column: &str) -> Option<u64> {
-        row.cells.get(self.column(column)?).map(|c| c.value)
+        cell_value(row, self.column(column)?)
     }
+
+    /// The value `row` holds for `measure`; `None` if this table has no
+    /// column for it (older tables lack most) or the cell is blank.
+    pub fn measured(&self, row: &Row, measure: Measure) -> Option<u64> {
+        cell_value(row, self.column_of(measure)?)
+    }
+}
+
+fn cell_value(row: &Row, index: usize) -> Option<u64> {
+    row.cells.get(index)?.as_ref().map(|c| c.value)
 }
 
 const FOOTPRINT: &str = "Physical footprint";
@@ -102,6 +172,8 @@ const REPORT_LINES: [&str; 5] = [
     "Collected with",
     "==== Summary for process",
 ];
+/// The first column's header, which names a table.
+const TABLE_NAMES: [&str; 2] = ["REGION TYPE", "MALLOC ZONE"];
 
 pub fn parse(text: &str, opts: ParseOptions) -> Result<Parsed<VmmapSummary>, CaptureError> {
     let mut lines = Lines::new(text, opts);
@@ -119,8 +191,8 @@ pub fn parse(text: &str, opts: ParseOptions) -> Result<Parsed<VmmapSummary>, Cap
         if trimmed.is_empty() {
             continue;
         }
-        if trimmed.starts_with("VIRTUAL") {
-            let table = match parse_table(&mut lines, no, line)? {
+        if let Some(headers) = table_header(&mut lines, no, line)? {
+            let table = match parse_table(&mut lines, &headers)? {
                 Some(t) => t,
                 None => continue,
             };
@@ -194,6 +266,29 @@ fn key_value(line: &str) -> Option<(&str, &str)> {
     Some((key, value.trim()))
 }
 
+/// If a table starts at `line`, its header lines (consumed; the separator
+/// under them is left for [`parse_table`]). Two-line headers start with the
+/// `VIRTUAL` line; a one-line header is the table's name followed directly by
+/// the separator.
+fn table_header<'a>(
+    lines: &mut Lines<'a>,
+    no: usize,
+    line: &'a str,
+) -> Result<Option<Vec<(usize, &'a str)>>, CaptureError> {
+    let trimmed = line.trim();
+    if trimmed.starts_with("VIRTUAL") {
+        let Some(second) = lines.next_line() else {
+            return Err(fatal(no, line, "table header without its second line"));
+        };
+        return Ok(Some(vec![(no, line), second]));
+    }
+    let named = TABLE_NAMES.iter().any(|n| line.starts_with(n));
+    if named && lines.peek().is_some_and(|(_, next)| is_separator(next)) {
+        return Ok(Some(vec![(no, line)]));
+    }
+    Ok(None)
+}
+
 /// Where one column ends (exclusive) in the separator line.
 struct Span {
     end: usize,
@@ -228,47 +323,55 @@ fn header_text(line: &str, from: usize, to: usize) -> &str {
     line.get(from.min(to)..to).map(str::trim).unwrap_or("")
 }
 
-/// Parse a table starting at its first header line. Returns `None` when a
-/// lenient parse skipped a malformed header.
+fn column(name: String) -> Column {
+    let kind = if name.starts_with('%') {
+        ColumnKind::Percent
+    } else if name.ends_with("COUNT") {
+        ColumnKind::Count
+    } else {
+        ColumnKind::Bytes
+    };
+    let measure = MEASURES.iter().find(|(n, _)| *n == name).map(|(_, m)| *m);
+    Column {
+        name,
+        kind,
+        measure,
+    }
+}
+
+/// Parse a table from its separator on, given its header lines. Returns
+/// `None` when a lenient parse skipped a malformed header.
 fn parse_table(
     lines: &mut Lines<'_>,
-    no: usize,
-    head1: &str,
+    headers: &[(usize, &str)],
 ) -> Result<Option<Table>, CaptureError> {
-    let Some((no2, head2)) = lines.next_line() else {
-        return Err(fatal(no, head1, "table header without its second line"));
+    let Some(&(last_no, last)) = headers.last() else {
+        return Ok(None);
     };
-    let Some((no3, sep)) = lines.next_line() else {
-        return Err(fatal(no2, head2, "table header without its separator"));
+    let Some((sep_no, sep)) = lines.next_line() else {
+        return Err(fatal(last_no, last, "table header without its separator"));
     };
     let groups = spans(sep);
-    if !is_separator(sep) || groups.len() < 2 || !head1.is_ascii() || !head2.is_ascii() {
+    let ascii = headers.iter().all(|(_, h)| h.is_ascii());
+    if !is_separator(sep) || groups.len() < 2 || !ascii {
         lines.unknown(
-            no3,
+            sep_no,
             sep,
             "expected the ===== separator under a table header",
         )?;
         return Ok(None);
     }
-    let name_header = header_text(head2, 0, groups[0].end);
+    let name_header = header_text(last, 0, groups[0].end);
     let columns: Vec<Column> = groups
         .windows(2)
         .map(|w| {
             let (prev, span) = (&w[0], &w[1]);
-            let words: Vec<&str> = [head1, head2]
+            let words: Vec<&str> = headers
                 .iter()
-                .map(|h| header_text(h, prev.end, span.end))
+                .map(|(_, h)| header_text(h, prev.end, span.end))
                 .filter(|t| !t.is_empty())
                 .collect();
-            let name = words.join(" ");
-            let kind = if name.starts_with('%') {
-                ColumnKind::Percent
-            } else if name.ends_with("COUNT") {
-                ColumnKind::Count
-            } else {
-                ColumnKind::Bytes
-            };
-            Column { name, kind }
+            column(words.join(" "))
         })
         .collect();
     let value_spans = &groups[1..];
@@ -292,52 +395,90 @@ fn parse_table(
             continue;
         }
         match parse_row(line, row_no, value_spans, &table.columns) {
-            Some(row) if in_totals => table.totals.push(row),
-            Some(row) => table.rows.push(row),
-            None => lines.unknown(row_no, line, "row does not fit the table's columns")?,
+            Ok(row) if in_totals => table.totals.push(row),
+            Ok(row) => table.rows.push(row),
+            Err(reason) => lines.unknown(row_no, line, reason)?,
         }
     }
     Ok(Some(table))
 }
 
-/// A row whose values end exactly where their columns end.
-fn parse_row(line: &str, no: usize, spans: &[Span], columns: &[Column]) -> Option<Row> {
+/// A row whose values end exactly where their columns end. Only a
+/// percentage may be blank. The error says which column did not fit.
+fn parse_row(line: &str, no: usize, spans: &[Span], columns: &[Column]) -> Result<Row, String> {
     let bytes = line.as_bytes();
     let mut cells = Vec::with_capacity(spans.len());
     let mut first_start = None;
     let mut prev_end = 0;
     for (span, column) in spans.iter().zip(columns) {
         let end = span.end;
-        if end > bytes.len() || bytes[end - 1] == b' ' || bytes.get(end).is_some_and(|b| *b != b' ')
-        {
-            return None;
+        let name = &column.name;
+        // The field between the previous column's end and this one's.
+        let field = line.get(prev_end.min(line.len())..end.min(line.len()));
+        if field.is_some_and(|f| f.trim().is_empty()) {
+            if column.kind != ColumnKind::Percent {
+                return Err(format!("no value under column {name:?}"));
+            }
+            cells.push(None);
+            prev_end = end;
+            continue;
+        }
+        let row_end = line.trim_end().len();
+        if end > row_end {
+            // Text after the previous column is a value ending short of the
+            // edge; after the name (first column) or nothing, a missing value.
+            let short = prev_end != 0 && row_end > prev_end;
+            let what = if short {
+                format!("the value under column {name:?} ends at byte {row_end}")
+            } else {
+                format!("no value under column {name:?}: the row ends at byte {row_end}")
+            };
+            return Err(format!("{what}, before the column's edge at byte {end}"));
+        }
+        if bytes[end - 1] == b' ' || bytes.get(end).is_some_and(|b| *b != b' ') {
+            return Err(format!(
+                "the value under column {name:?} does not end at the column's edge (byte {end})"
+            ));
         }
         let start = line[..end].rfind(' ').map_or(0, |i| i + 1);
         if start == 0 || (prev_end != 0 && start <= prev_end) {
-            return None;
+            return Err(format!(
+                "the value under column {name:?} runs into the column before it"
+            ));
         }
-        let token = line.get(start..end)?;
+        let token = line
+            .get(start..end)
+            .ok_or_else(|| format!("column {name:?} splits a character"))?;
         let value = match column.kind {
-            ColumnKind::Bytes => Size::parse_suffixed(token, SizeUnits::Binary)?.bytes,
-            ColumnKind::Count => parse_u64(token)?,
-            ColumnKind::Percent => parse_u64(token.strip_suffix('%')?)?,
+            ColumnKind::Bytes => Size::parse_suffixed(token, SizeUnits::Binary).map(|s| s.bytes),
+            ColumnKind::Count => parse_u64(token),
+            ColumnKind::Percent => token.strip_suffix('%').and_then(parse_u64),
         };
-        cells.push(Cell {
+        let Some(value) = value else {
+            let want = match column.kind {
+                ColumnKind::Bytes => "a size (824, 8192K, 100.3M)",
+                ColumnKind::Count => "a count",
+                ColumnKind::Percent => "a percentage (12%)",
+            };
+            return Err(format!("{token:?} under column {name:?} is not {want}"));
+        };
+        cells.push(Some(Cell {
             value,
             raw: token.to_string(),
-        });
+        }));
         first_start.get_or_insert(start);
         prev_end = end;
     }
-    let name = line.get(..first_start?)?.trim_end();
+    let first_start = first_start.ok_or("a row without any value")?;
+    let name = line.get(..first_start).unwrap_or("").trim_end();
     if name.is_empty() {
-        return None;
+        return Err("a row without a name before its first value".to_string());
     }
     let detail = line
-        .get(prev_end..)
+        .get(prev_end.min(line.len())..)
         .map(str::trim)
         .filter(|d| !d.is_empty());
-    Some(Row {
+    Ok(Row {
         line: no,
         name: name.to_string(),
         cells,
