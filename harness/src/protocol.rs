@@ -2,7 +2,9 @@
 //! any worker starts. Errors name `file:line:col` and the key.
 
 use crate::census::CensusPlan;
+use crate::limits::{PERIOD_MS, TIMEOUT_S};
 use crate::snapshots::SnapshotPlan;
+use crate::spans::Spans;
 use crate::whisper_arm::{FixtureCatalog, ModelCatalog, ModelRef, WhisperArmDecl};
 use reports::admission::AdmissionThresholds;
 use reports::gates::{ArmGates, Expect, GateSpec};
@@ -12,7 +14,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use worker_contract::{CalibrationSpec, WorkerSpec};
+use worker_contract::{CalibrationSpec, FieldError, WorkerSpec};
 
 /// The protocol format version this memqual reads.
 pub const PROTOCOL_SCHEMA_VERSION: u32 = 1;
@@ -157,6 +159,9 @@ pub struct ParseContext<'a> {
     pub base_dir: PathBuf,
     pub fixtures: &'a FixtureCatalog,
     pub models: &'a dyn ModelCatalog,
+    /// This host's RAM: a calibration arm whose patterns would hold more is
+    /// refused (`None`: unknown, not checked).
+    pub physical_memory: Option<u64>,
 }
 
 /// A protocol that cannot be run, located in its file.
@@ -211,16 +216,33 @@ fn valid_id(id: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
+/// `prefix.key`, or whichever of the two is not empty.
+fn join(prefix: &str, key: &str) -> String {
+    match (prefix.is_empty(), key.is_empty()) {
+        (true, _) => key.to_string(),
+        (_, true) => prefix.to_string(),
+        _ => format!("{prefix}.{key}"),
+    }
+}
+
 /// Parse and validate protocol text; `file` is used only in messages.
+/// Every number is range-checked here, and every error is located at the
+/// key it is about (or at the nearest enclosing table written in the file).
 pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtocol, ProtocolError> {
     let raw: Protocol = toml::from_str(text)
         .map_err(|e| error_at(file, text, e.span(), e.message().trim().to_string()))?;
+    let spans = Spans::parse(text);
     let at = |span: Range<usize>, message: String| error_at(file, text, Some(span), message);
+    // An error about the key at `path` (dotted, from the document root).
+    let at_key = |path: &str, message: String| error_at(file, text, spans.value(path), message);
+    // A checked table's error, its key relative to `table`.
+    let in_table = |table: &str, e: FieldError| {
+        let e = e.under(table);
+        at_key(&e.key, e.message)
+    };
     if raw.schema_version != PROTOCOL_SCHEMA_VERSION {
-        return Err(error_at(
-            file,
-            text,
-            text.find("schema_version").map(|s| s..s),
+        return Err(at_key(
+            "schema_version",
             format!(
                 "schema_version = {} is not supported; this memqual reads version {PROTOCOL_SCHEMA_VERSION}",
                 raw.schema_version
@@ -241,30 +263,23 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
             "the protocol declares no [[arm]]".into(),
         ));
     }
-    let check_period = |s: &Sampling, span: Range<usize>| {
-        if s.period_ms == 0 {
-            Err(at(span, "sampling.period_ms must be at least 1".into()))
-        } else {
-            Ok(())
-        }
-    };
-    check_period(&raw.sampling, 0..0)?;
-    for (table, checked) in [
-        ("[snapshots]", raw.snapshots.validate()),
-        ("[census]", raw.census.validate()),
-    ] {
-        checked.map_err(|e| error_at(file, text, text.find(table).map(|s| s..s), e))?;
+    PERIOD_MS
+        .check("period_ms", raw.sampling.period_ms)
+        .map_err(|e| in_table("sampling", e))?;
+    TIMEOUT_S
+        .check("arm_timeout_s", raw.defaults.arm_timeout_s)
+        .map_err(|e| in_table("defaults", e))?;
+    for checked in [raw.snapshots.validate(), raw.census.validate()] {
+        checked.map_err(|e| at_key(&e.key, e.message))?;
     }
-    check_admission(&raw.admission)
-        .map_err(|e| error_at(file, text, text.find("[admission]").map(|s| s..s), e))?;
+    raw.admission
+        .validate()
+        .map_err(|e| in_table("admission", e))?;
+    let params = resolve_params(file, text, &raw.params, ctx, &spans)?;
     let mut seen = std::collections::HashSet::new();
     let mut arms = Vec::with_capacity(raw.arms.len());
     let mut controls = Vec::with_capacity(raw.arms.len());
-    let mut params = raw.params.clone();
-    params.extend(ctx.overrides.clone());
-    let params = crate::whisper_arm::resolve_params(&params)
-        .map_err(|e| error_at(file, text, text.find("[params]").map(|s| s..s), e))?;
-    for decl in raw.arms {
+    for (index, decl) in raw.arms.into_iter().enumerate() {
         let span = decl.id.span();
         let id = decl.id.into_inner();
         if !valid_id(&id) {
@@ -276,13 +291,26 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
         if !seen.insert(id.clone()) {
             return Err(at(span, format!("arm id `{id}` is declared twice")));
         }
+        let here = format!("arm[{index}]");
+        // An error about key `key` of this arm, said of the arm.
+        let in_arm = |key: &str, message: String| {
+            at_key(&join(&here, key), format!("arm `{id}`: {message}"))
+        };
         let control_span = decl.control.as_ref().map(|c| c.span());
         let sampling = decl.sampling.unwrap_or(raw.sampling);
-        check_period(&sampling, span.clone())?;
+        PERIOD_MS
+            .check("sampling.period_ms", sampling.period_ms)
+            .map_err(|e| in_arm(&e.key, e.message))?;
         let (worker, model) = match (decl.calibrate, decl.whisper) {
             (Some(cal), None) => {
-                cal.validate()
-                    .map_err(|e| at(span.clone(), format!("arm `{id}`: calibrate.{e}")))?;
+                let checked = cal.validate().and_then(|()| match ctx.physical_memory {
+                    Some(ram) => cal.check_fits(ram),
+                    None => Ok(()),
+                });
+                checked.map_err(|e| {
+                    let e = e.under("calibrate");
+                    in_arm(&e.key, e.message)
+                })?;
                 (WorkerSpec::Calibrate(cal), None)
             }
             (None, Some(w)) => {
@@ -293,7 +321,7 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
                     ctx.fixtures,
                     ctx.models,
                 )
-                .map_err(|e| at(span.clone(), format!("arm `{id}`: whisper: {e}")))?;
+                .map_err(|e| in_arm(&join("whisper", &e.key), format!("whisper: {}", e.message)))?;
                 (WorkerSpec::Whisper(Box::new(spec)), Some(model))
             }
             (Some(_), Some(_)) => {
@@ -309,13 +337,12 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
                 ));
             }
         };
-        let timeout_s = decl.timeout_s.unwrap_or(raw.defaults.arm_timeout_s);
-        if timeout_s == 0 {
-            return Err(at(
-                span,
-                format!("arm `{id}`: timeout_s must be at least 1"),
-            ));
-        }
+        let timeout_s = match decl.timeout_s {
+            Some(t) => TIMEOUT_S
+                .check("timeout_s", t)
+                .map_err(|e| in_arm(&e.key, e.message))?,
+            None => raw.defaults.arm_timeout_s,
+        };
         let mut gate_spans = Vec::with_capacity(decl.gates.len());
         let mut gates = Vec::with_capacity(decl.gates.len());
         for g in decl.gates {
@@ -327,11 +354,11 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
             expect: decl.expect,
             gates,
         };
-        for (gate, gspan) in gates.gates.iter().zip(&gate_spans) {
+        for (g, gate) in gates.gates.iter().enumerate() {
             gate.validate().map_err(|e| {
-                at(
-                    gspan.clone(),
-                    format!("arm `{id}`: gate `{}`: {e}", gate.kind()),
+                in_arm(
+                    &join(&format!("gate[{g}]"), &e.key),
+                    format!("gate `{}`: {}", gate.kind(), e.message),
                 )
             })?;
         }
@@ -370,14 +397,7 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
         }
     }
     if let Some(soak) = &raw.soak {
-        soak.validate().map_err(|e| {
-            error_at(
-                file,
-                text,
-                text.find("[soak]").map(|s| s..s),
-                format!("soak.{e}"),
-            )
-        })?;
+        soak.validate().map_err(|e| in_table("soak", e))?;
     }
     Ok(LoadedProtocol {
         path: PathBuf::from(file),
@@ -391,24 +411,38 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
     })
 }
 
-fn check_admission(a: &AdmissionThresholds) -> Result<(), String> {
-    let finite = |key: &str, v: f64| {
-        if v.is_finite() && v >= 0.0 {
-            Ok(())
-        } else {
-            Err(format!("admission.{key} = {v} must be a finite number ≥ 0"))
-        }
+/// `[params]` with the `--param` overrides, expanded. Messages name each
+/// parameter with where it is declared (`file:line:col`, or `--param NAME`),
+/// and the error is located at the parameter it is about.
+fn resolve_params(
+    file: &str,
+    text: &str,
+    declared: &BTreeMap<String, String>,
+    ctx: &ParseContext,
+    spans: &Spans,
+) -> Result<BTreeMap<String, String>, ProtocolError> {
+    let mut values = declared.clone();
+    values.extend(ctx.overrides.clone());
+    let declared_at = |name: &str| {
+        spans
+            .key("params", name)
+            .filter(|_| !ctx.overrides.contains_key(name))
     };
-    finite("max_load_per_core", a.max_load_per_core)?;
-    finite("max_psi_some_avg10", a.max_psi_some_avg10)?;
-    finite("max_thermal_celsius", a.max_thermal_celsius)?;
-    if a.window_ms == 0 || a.window_ms > 600_000 {
-        return Err(format!(
-            "admission.window_ms = {} must be between 1 and 600000",
-            a.window_ms
-        ));
-    }
-    Ok(())
+    let origin = |name: &str| match declared_at(name) {
+        Some(span) => {
+            let (line, col) = line_col(text, span.start);
+            format!("{file}:{line}:{col}")
+        }
+        None => format!("--param {name}"),
+    };
+    crate::params::resolve(&crate::params::Declared {
+        values: &values,
+        origin: &origin,
+    })
+    .map_err(|e| {
+        let span = declared_at(&e.name).or_else(|| spans.value("params"));
+        error_at(file, text, span, e.message)
+    })
 }
 
 /// The JSON Schema of the protocol format (committed as
@@ -442,6 +476,9 @@ mod tests {
         }
     }
 
+    /// The RAM the tests' protocols are checked against: 8 GiB.
+    const TEST_RAM: u64 = 8 << 30;
+
     /// Parse with no fixtures and no named models: enough for calibration arms.
     fn parse_t(text: &str) -> Result<LoadedProtocol, ProtocolError> {
         let ctx = ParseContext {
@@ -449,6 +486,7 @@ mod tests {
             base_dir: PathBuf::from("."),
             fixtures: &FixtureCatalog::default(),
             models: &NoModels,
+            physical_memory: Some(TEST_RAM),
         };
         parse("p.toml", text, &ctx)
     }
@@ -495,7 +533,7 @@ plateau = { mib = 8 }
     }
 
     #[test]
-    fn semantic_errors_point_at_the_arm() {
+    fn semantic_errors_point_at_the_arm_or_the_key() {
         let dup = format!("{GOOD}\n[[arm]]\nid = \"a\"\n[arm.calibrate]\n");
         let err = parse_t(&dup).unwrap_err();
         assert_eq!(err.line, 10);
@@ -506,7 +544,7 @@ plateau = { mib = 8 }
             "spike = { mib = 8, hold_ms = 1, request = 9 }",
         );
         let err = parse_t(&bad_spike).unwrap_err();
-        assert_eq!(err.line, 5);
+        assert_eq!((err.line, err.col), (7, 43), "at the value: {err}");
         assert!(err.message.contains("calibrate.spike.request = 9"), "{err}");
 
         let no_worker = GOOD.replace("[arm.calibrate]\nplateau = { mib = 8 }\n", "");
@@ -527,7 +565,7 @@ plateau = { mib = 8 }
 
         let v2 = GOOD.replace("schema_version = 1", "schema_version = 2");
         let err = parse_t(&v2).unwrap_err();
-        assert_eq!((err.line, err.col), (1, 1));
+        assert_eq!((err.line, err.col), (1, 18));
     }
 
     const COMMITTED_SCHEMA: &str = include_str!("../../protocols/protocol.schema.json");
@@ -567,6 +605,7 @@ plateau = { mib = 8 }
                 base_dir: PathBuf::new(),
                 fixtures: &fixtures,
                 models: &crate::catalogs::ModelCache,
+                physical_memory: crate::host::physical_memory_bytes(),
             };
             load(&path, &mut ctx).unwrap_or_else(|e| panic!("{e}"));
             let text = std::fs::read_to_string(&path).unwrap();
@@ -643,7 +682,7 @@ kind = "parity"
         let err = parse_t(&GATED.replace("kind = \"parity\"", "kind = \"parrot\"")).unwrap_err();
         assert!(err.message.contains("parrot"), "{err}");
         assert_eq!(err.line, 23, "{err}");
-        // A bad value, located at the gate's table.
+        // A bad value, located at the value.
         let err =
             parse_t(&GATED.replace("min_reduction = 0.1", "min_reduction = 1.5")).unwrap_err();
         assert!(
@@ -651,7 +690,7 @@ kind = "parity"
                 .contains("arm `cand`: gate `memory`: min_reduction = 1.5"),
             "{err}"
         );
-        assert_eq!(err.line, 16, "{err}");
+        assert_eq!((err.line, err.col), (20, 17), "{err}");
         // A comparing gate without a control.
         let err = parse_t(&GATED.replace("control = \"base\"\n", "")).unwrap_err();
         assert!(err.message.contains("add `control = "), "{err}");
@@ -680,7 +719,7 @@ kind = "parity"
                 .contains("arm `cand`: gate `overhead`: pairs = 0: at least one A/B pair"),
             "{err}"
         );
-        assert_eq!((err.line, err.col), (25, 1), "{err}");
+        assert_eq!((err.line, err.col), (27, 9), "{err}");
         let err = parse_t(&with("pair = 2")).unwrap_err();
         assert!(err.message.contains("unknown field `pair`"), "{err}");
     }
@@ -691,9 +730,211 @@ kind = "parity"
         assert_eq!(p.admission.window_ms, 200);
         assert_eq!(p.admission.max_load_per_core, 1.5, "defaults fill the rest");
         let err = parse_t(&format!("{GOOD}\n[admission]\nwindow_ms = 0\n")).unwrap_err();
-        assert_eq!(err.line, 9, "{err}");
+        assert_eq!((err.line, err.col), (10, 13), "{err}");
         let err = parse_t(&format!("{GOOD}\n[admission]\nwindow = 1\n")).unwrap_err();
         assert!(err.message.contains("unknown field `window`"), "{err}");
+    }
+
+    /// A calibration arm `a` whose table holds `body` (the table starts on line 6).
+    fn cal(top: &str, body: &str) -> String {
+        format!(
+            "schema_version = 1\nname = \"t\"\n{top}\n[[arm]]\nid = \"a\"\n[arm.calibrate]\n{body}\n"
+        )
+    }
+
+    /// A whisper arm `w` whose table holds `body`, after a `[params]` table.
+    fn whisper(params: &str, body: &str) -> String {
+        format!(
+            "schema_version = 1\nname = \"t\"\n[params]\n{params}\n[[arm]]\nid = \"w\"\n[arm.whisper]\n{body}\n"
+        )
+    }
+
+    #[test]
+    fn every_bad_number_is_refused_at_its_file_line_col_with_the_allowed_range() {
+        let doubling: String = std::iter::once("p00 = \"xx\"".to_string())
+            .chain((1..=40).map(|i| format!("p{i:02} = \"${{p{:02}}}${{p{:02}}}\"", i - 1, i - 1)))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let cases: Vec<(String, &str)> = vec![
+            (
+                cal("", "timeout_s = 1\n").replace(
+                    "[arm.calibrate]\ntimeout_s = 1",
+                    "timeout_s = 10000000000000000000\n[arm.calibrate]",
+                ),
+                "p.toml:6:13: arm `a`: timeout_s = 10000000000000000000 is out of range: allowed 1..=604800 (seconds, at most 7 days)",
+            ),
+            (
+                cal("[defaults]\narm_timeout_s = 0", ""),
+                "p.toml:4:17: defaults.arm_timeout_s = 0 is out of range: allowed 1..=604800 (seconds, at most 7 days)",
+            ),
+            (
+                cal("[sampling]\nperiod_ms = 0", ""),
+                "p.toml:4:13: sampling.period_ms = 0 is out of range: allowed 1..=60000 (milliseconds, at most 1 minute)",
+            ),
+            (
+                cal("", "").replace(
+                    "id = \"a\"",
+                    "id = \"a\"\nsampling = { period_ms = 18446744073709551615 }",
+                ),
+                "p.toml:6:26: arm `a`: sampling.period_ms = 18446744073709551615 is out of range: allowed 1..=60000 (milliseconds, at most 1 minute)",
+            ),
+            (
+                cal("", "plateau = { mib = 17592186044416 }"),
+                "p.toml:7:19: arm `a`: calibrate.plateau.mib = 17592186044416 is out of range: allowed 0..=1048576 (MiB, at most 1 TiB)",
+            ),
+            (
+                cal("", "leak = { mib_per_request = nan }"),
+                "p.toml:7:28: arm `a`: calibrate.leak.mib_per_request = NaN is out of range: allowed a finite number in (0, 1048576] (MiB, at most 1 TiB per request)",
+            ),
+            (
+                cal("", "leak = { mib_per_request = inf }"),
+                "p.toml:7:28: arm `a`: calibrate.leak.mib_per_request = inf is out of range: allowed a finite number in (0, 1048576] (MiB, at most 1 TiB per request)",
+            ),
+            (
+                cal("", "reserve = { mib = 2000000 }"),
+                "p.toml:7:19: arm `a`: calibrate.reserve.mib = 2000000 is out of range: allowed 0..=1048576 (MiB, at most 1 TiB)",
+            ),
+            (
+                cal("", "spike = { mib = 1, hold_ms = 99999999999 }"),
+                "p.toml:7:30: arm `a`: calibrate.spike.hold_ms = 99999999999 is out of range: allowed 0..=3600000 (milliseconds, at most 1 hour)",
+            ),
+            (
+                cal(
+                    "",
+                    "requests = 4\nsteps = { mib = 1, at_requests = [1, 2, 4] }",
+                ),
+                "p.toml:8:41: arm `a`: calibrate.steps.at_requests has 4 but the arm has only 4 requests",
+            ),
+            (
+                cal("", "requests = 10000001"),
+                "p.toml:7:12: arm `a`: calibrate.requests = 10000001 is out of range: allowed 0..=10000000 (at most 10 million)",
+            ),
+            (
+                cal("", "busy_threads = 100000"),
+                "p.toml:7:16: arm `a`: calibrate.busy_threads = 100000 is out of range: allowed 0..=256 (at most 256)",
+            ),
+            (
+                cal("", "shm_file = { kib_per_request = 4, dir = \"/tmp\" }"),
+                "p.toml:7:41: arm `a`: calibrate.shm_file.dir = \"/tmp\" is no longer accepted: the pattern's shared memory has no path (memfd), so nothing is written outside the run directory; remove the key",
+            ),
+            (
+                cal(
+                    "",
+                    "requests = 1\nplateau = { mib = 6000 }\nleak = { mib_per_request = 3000.0 }",
+                ),
+                "p.toml:6:1: arm `a`: calibrate: the patterns would hold 9000 MiB at their peak, more than this host's physical memory (8192 MiB): make them smaller or use fewer requests",
+            ),
+            (
+                cal("[snapshots]\nevery_ms = 0", ""),
+                "p.toml:4:12: snapshots.every_ms = 0 is out of range: allowed 1..=86400000 (milliseconds, at most 1 day)",
+            ),
+            (
+                cal("[census]\nthreshold_mib = nan", ""),
+                "p.toml:4:17: census.threshold_mib = NaN is out of range: allowed a finite number in [0, 1048576] (MiB, at most 1 TiB)",
+            ),
+            (
+                cal("[admission]\nmax_psi_some_avg10 = 101.0", ""),
+                "p.toml:4:22: admission.max_psi_some_avg10 = 101 is out of range: allowed a finite number in [0, 100] (percent)",
+            ),
+            (
+                cal("", "") + "[[arm.gate]]\nkind = \"validity\"\nmax_skipped_fraction = inf\n",
+                "p.toml:10:24: arm `a`: gate `validity`: max_skipped_fraction = inf is out of range: allowed a finite number in [0, 1] (a fraction of the ticks due)",
+            ),
+            (
+                cal("", "") + "[[arm.gate]]\nkind = \"overhead\"\npairs = 1000000\n",
+                "p.toml:10:9: arm `a`: gate `overhead`: pairs = 1000000 is out of range: allowed 1..=50 (each pair runs the arm twice more)",
+            ),
+            (
+                cal("[soak]\nbootstrap_resamples = 1000000000", ""),
+                "p.toml:4:23: soak.bootstrap_resamples = 1000000000 is out of range: allowed 20..=10000 (each is a Theil–Sen fit)",
+            ),
+            (
+                cal("[soak]\nsettle_ms = 18446744073709551615", ""),
+                "p.toml:4:13: soak.settle_ms = 18446744073709551615 is out of range: allowed 0..=600000 (milliseconds, at most 10 minutes)",
+            ),
+            (
+                whisper("", "model = \"m.bin\"\nextra_states = 100000"),
+                "p.toml:9:16: arm `w`: whisper: extra_states = 100000 is out of range: allowed 0..=16 (each state costs its own kv caches and compute buffers)",
+            ),
+            (
+                whisper("", "model = \"m.bin\"\nidle_s = nan"),
+                "p.toml:9:10: arm `w`: whisper: idle_s = NaN is out of range: allowed a finite number in [0, 3600] (seconds, at most 1 hour)",
+            ),
+            (
+                whisper("", "model = \"m.bin\"\nthreads = 4294967295"),
+                "p.toml:9:11: arm `w`: whisper: threads = 4294967295 is out of range: allowed 1..=256 (at most 256)",
+            ),
+            (
+                whisper(
+                    "",
+                    "model = \"m.bin\"\ndecoding = { strategy = \"beam\", beam_size = 64 }",
+                ),
+                "p.toml:9:45: arm `w`: whisper: decoding.beam_size = 64 is out of range: allowed 2..=8 (whisper.cpp's decoder limit)",
+            ),
+            (
+                whisper("", "model = \"m.bin\"\naudio_ctx = 100000"),
+                "p.toml:9:13: arm `w`: whisper: audio_ctx = 100000 is out of range: allowed 0..=1500 (0 = the model's; Whisper's encoder context is 1500)",
+            ),
+            (
+                whisper("", "model = \"m.bin\"\nrepetitions = 0"),
+                "p.toml:9:15: arm `w`: whisper: repetitions = 0 is out of range: allowed 1..=100000 (at most 100000)",
+            ),
+            (
+                whisper("m = \"${m}\"", "model = \"${m}/x.bin\""),
+                "p.toml:4:1: param `m` (p.toml:4:1) refers to itself: `${m}` can never be expanded",
+            ),
+            (
+                whisper("a = \"${b}\"\nb = \"${a}\"", "model = \"${a}/x.bin\""),
+                "p.toml:4:1: params refer to each other in a cycle: `a` (p.toml:4:1) → `b` (p.toml:5:1) → `a`",
+            ),
+            (
+                whisper(&doubling, "model = \"${p40}/x.bin\""),
+                "p.toml:16:1: param `p12` (p.toml:16:1) expands to more than 4096 bytes",
+            ),
+            (
+                whisper("d = \"$\"", "model = \"${d}{m}/x.bin\""),
+                "p.toml:8:9: arm `w`: whisper: model expands to \"${m}/x.bin\", which still holds `${`: parameters are expanded once",
+            ),
+        ];
+        let wrong: Vec<String> = cases
+            .iter()
+            .filter_map(|(text, expected)| match parse_t(text) {
+                Ok(_) => Some(format!("accepted:\n{text}")),
+                Err(e) if &e.to_string() != expected => {
+                    Some(format!("{text}\n  got:      {e}\n  expected: {expected}"))
+                }
+                Err(_) => None,
+            })
+            .collect();
+        assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+    }
+
+    #[test]
+    fn a_param_cycle_through_an_override_names_the_flag() {
+        let text = whisper("a = \"${b}\"", "model = \"${a}/x.bin\"");
+        let ctx = ParseContext {
+            overrides: BTreeMap::from([("b".to_string(), "${a}".to_string())]),
+            base_dir: PathBuf::from("."),
+            fixtures: &FixtureCatalog::default(),
+            models: &NoModels,
+            physical_memory: Some(TEST_RAM),
+        };
+        let err = parse("p.toml", &text, &ctx).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "p.toml:4:1: params refer to each other in a cycle: `a` (p.toml:4:1) → `b` (--param b) → `a`"
+        );
+    }
+
+    #[test]
+    fn the_largest_valid_values_load() {
+        let text = cal(
+            "[sampling]\nperiod_ms = 60000\n[defaults]\narm_timeout_s = 604800",
+            "requests = 10000000\nrequest_ms = 3600000\nidle_ms = 3600000\nbusy_threads = 256\nreserve = { mib = 1048576 }",
+        );
+        let p = parse_t(&text).unwrap();
+        assert_eq!(p.arms[0].timeout, Duration::from_secs(604_800));
+        assert_eq!(p.arms[0].period, Duration::from_secs(60));
     }
 
     #[test]

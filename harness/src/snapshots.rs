@@ -55,14 +55,15 @@ impl Default for SnapshotPlan {
 }
 
 impl SnapshotPlan {
-    pub fn validate(&self) -> Result<(), String> {
-        if self.every_ms == Some(0) {
-            return Err("snapshots.every_ms must be at least 1".into());
+    /// Every key in range; the error's key is the full path (`snapshots.every_ms`).
+    pub fn validate(&self) -> Result<(), worker_contract::FieldError> {
+        if let Some(ms) = self.every_ms {
+            crate::limits::EVERY_MS.check("snapshots.every_ms", ms)?;
         }
         self.filter().map(|_| ())
     }
 
-    fn filter(&self) -> Result<MarkerFilter, String> {
+    fn filter(&self) -> Result<MarkerFilter, worker_contract::FieldError> {
         MarkerFilter::from_plan(
             "snapshots",
             self.at_phases,
