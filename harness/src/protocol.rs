@@ -926,6 +926,191 @@ kind = "parity"
         );
     }
 
+    /// Every numeric key, in the table it belongs to (`{v}` is the value).
+    const NUMERIC_KEYS: &[(&str, &str)] = &[
+        ("[sampling]\nperiod_ms = {v}", ""),
+        ("[defaults]\narm_timeout_s = {v}", ""),
+        ("[snapshots]\nevery_ms = {v}", ""),
+        ("[snapshots]\nevery_n_requests = {v}", ""),
+        ("[census]\nthreshold_mib = {v}", ""),
+        ("[census]\nevery_n_requests = {v}", ""),
+        ("[admission]\nwindow_ms = {v}", ""),
+        ("[admission]\nmax_load_per_core = {v}", ""),
+        ("[admission]\nmin_available_mib = {v}", ""),
+        ("[admission]\nmax_psi_some_avg10 = {v}", ""),
+        ("[admission]\nmax_thermal_celsius = {v}", ""),
+        ("[soak]\nwarmup_requests = {v}", ""),
+        ("[soak]\ncycle_requests = {v}", ""),
+        ("[soak]\nmin_points = {v}", ""),
+        ("[soak]\ntail_fraction = {v}", ""),
+        ("[soak]\nmax_slope_kib_per_request = {v}", ""),
+        ("[soak]\nsystem_max_slope_kib_per_request = {v}", ""),
+        ("[soak]\nstep_min_mib = {v}", ""),
+        ("[soak]\nmax_steps = {v}", ""),
+        ("[soak]\nbootstrap_resamples = {v}", ""),
+        ("[soak]\nconfidence = {v}", ""),
+        ("[soak]\nseed = {v}", ""),
+        ("[soak]\nsnapshot_interval_s = {v}", ""),
+        ("[soak]\nsettle_ms = {v}", ""),
+        ("[soak]\nregression_window = {v}", ""),
+        ("[soak]\nregression_slope_kib_per_request = {v}", ""),
+        ("[soak]\nregression_peak_pct = {v}", ""),
+        ("", "requests = {v}"),
+        ("", "warmup = {v}"),
+        ("", "request_ms = {v}"),
+        ("", "idle_ms = {v}"),
+        ("", "busy_threads = {v}"),
+        ("", "plateau = { mib = {v} }"),
+        ("", "leak = { mib_per_request = {v} }"),
+        (
+            "",
+            "leak = { mib_per_request = 1.0 }\ngrowth_until_request = {v}",
+        ),
+        ("", "steps = { mib = {v}, at_requests = [0] }"),
+        ("", "steps = { mib = 1, at_requests = [{v}] }"),
+        ("", "shm_file = { kib_per_request = {v} }"),
+        ("", "spike = { mib = {v}, hold_ms = 1 }"),
+        ("", "spike = { mib = 1, hold_ms = {v} }"),
+        ("", "spike = { mib = 1, hold_ms = 1, request = {v} }"),
+        ("", "reserve = { mib = {v} }"),
+        ("", "file_map = { mib = {v} }"),
+        ("", "crash_at = {v}"),
+    ];
+
+    /// Whisper and gate keys, as lines of an arm (`{v}` is the value).
+    const ARM_KEYS: &[&str] = &[
+        "timeout_s = {v}",
+        "sampling = { period_ms = {v} }",
+        "[arm.whisper]\nthreads = {v}",
+        "[arm.whisper]\naudio_ctx = {v}",
+        "[arm.whisper]\nmax_tokens = {v}",
+        "[arm.whisper]\nextra_states = {v}",
+        "[arm.whisper]\nwarmup = {v}",
+        "[arm.whisper]\nrepetitions = {v}",
+        "[arm.whisper]\nidle_s = {v}",
+        "[arm.whisper]\ndecoding = { strategy = \"greedy\", best_of = {v} }",
+        "[arm.whisper]\ndecoding = { strategy = \"beam\", beam_size = {v} }",
+        "[[arm.gate]]\nkind = \"memory\"\nphase = \"state_ready\"\nmin_reduction = {v}",
+        "[[arm.gate]]\nkind = \"memory\"\nphase = \"state_ready\"\ncontrol_factor = {v}",
+        "[[arm.gate]]\nkind = \"memory\"\nphase = \"state_ready\"\nceiling_mib = {v}",
+        "[[arm.gate]]\nkind = \"latency\"\ntolerance = {v}",
+        "[[arm.gate]]\nkind = \"quality\"\nwer_delta = {v}",
+        "[[arm.gate]]\nkind = \"validity\"\nmax_skipped_fraction = {v}",
+        "[[arm.gate]]\nkind = \"overhead\"\ntolerance = {v}",
+        "[[arm.gate]]\nkind = \"overhead\"\npairs = {v}",
+    ];
+
+    const EXTREMES: &[&str] = &[
+        "0",
+        "1",
+        "-1",
+        "3",
+        "255",
+        "4294967295",
+        "4294967296",
+        "9223372036854775807",
+        "18446744073709551615",
+        "18446744073709551616",
+        "1e19",
+        "0.5",
+        "-0.0",
+        "nan",
+        "inf",
+        "-inf",
+        "1e308",
+        "1048576",
+        "1048577",
+    ];
+
+    /// What an accepted protocol must satisfy: every derived quantity the
+    /// run computes from it fits, so nothing on the run path can overflow.
+    fn assert_bounded(p: &LoadedProtocol, text: &str) {
+        for arm in &p.arms {
+            assert!(arm.timeout <= Duration::from_secs(604_800), "{text}");
+            assert!(arm.period >= Duration::from_millis(1), "{text}");
+            assert!(arm.period <= Duration::from_secs(60), "{text}");
+            let _ = std::time::Instant::now() + arm.timeout;
+            match &arm.worker {
+                WorkerSpec::Calibrate(c) => {
+                    assert_eq!(c.validate(), Ok(()), "{text}");
+                    assert!(c.peak_touched_bytes() <= u128::from(TEST_RAM), "{text}");
+                    for mib in [c.plateau.map(|x| x.mib), c.reserve.map(|x| x.mib)] {
+                        let m = mib.unwrap_or(0);
+                        assert!(
+                            worker_contract::bounds::mib_to_bytes("m", m).is_ok(),
+                            "{text}"
+                        );
+                    }
+                    let _ = c.request_ms * 1_000_000 + c.idle_ms * 1_000_000;
+                }
+                WorkerSpec::Whisper(w) => assert_eq!(w.validate(), Ok(()), "{text}"),
+            }
+            for g in &arm.gates.gates {
+                assert_eq!(g.validate(), Ok(()), "{text}");
+            }
+        }
+        if let Some(s) = &p.soak {
+            assert_eq!(s.validate(), Ok(()), "{text}");
+            let _ = s.settings(5);
+        }
+    }
+
+    #[test]
+    fn extreme_values_in_every_numeric_key_are_refused_or_bounded() {
+        let fixtures = crate::catalogs::fixture_catalog().unwrap();
+        let ctx = ParseContext {
+            overrides: BTreeMap::new(),
+            base_dir: PathBuf::from("."),
+            fixtures: &fixtures,
+            models: &NoModels,
+            physical_memory: Some(TEST_RAM),
+        };
+        let (mut accepted, mut refused) = (0, 0);
+        let mut texts = Vec::new();
+        for v in EXTREMES {
+            for (top, cal_line) in NUMERIC_KEYS {
+                let calibrate = format!("requests = 3\n{}", cal_line.replace("{v}", v));
+                texts.push(cal(&top.replace("{v}", v), &calibrate));
+            }
+            for line in ARM_KEYS {
+                let line = line.replace("{v}", v);
+                let worker = if line.contains("[arm.whisper]") {
+                    format!("{line}\nmodel = \"m.bin\"\nfixtures = [\"all\"]")
+                } else {
+                    "[arm.whisper]\nmodel = \"m.bin\"\nfixtures = [\"all\"]".to_string()
+                };
+                let (own, gate) = match line.find("[[arm.gate]]") {
+                    Some(_) => (String::new(), line.clone()),
+                    None if line.contains("[arm.whisper]") => (String::new(), String::new()),
+                    None => (line.clone(), String::new()),
+                };
+                texts.push(format!(
+                    "schema_version = 1\nname = \"t\"\n[[arm]]\nid = \"c\"\n[arm.calibrate]\n\
+                     [[arm]]\nid = \"w\"\ncontrol = \"c\"\n{own}\n{worker}\n{gate}\n"
+                ));
+            }
+        }
+        for text in &texts {
+            match parse("p.toml", text, &ctx) {
+                Ok(p) => {
+                    assert_bounded(&p, text);
+                    accepted += 1;
+                }
+                Err(e) => {
+                    assert!(e.line >= 1 && e.col >= 1, "{e}");
+                    assert!(!e.message.is_empty());
+                    refused += 1;
+                }
+            }
+        }
+        // Both outcomes happen: the table is not all one or the other.
+        assert_eq!(accepted + refused, texts.len());
+        assert!(
+            accepted > 100 && refused > 500,
+            "{accepted} accepted, {refused} refused"
+        );
+    }
+
     #[test]
     fn the_largest_valid_values_load() {
         let text = cal(

@@ -270,7 +270,7 @@ pub fn prepare(
                 }
             }
             w.validate()
-                .map_err(|e| anyhow::anyhow!("arm {}: whisper.{e}", arm.id))?;
+                .map_err(|e| anyhow::anyhow!("arm {}: whisper: {e}", arm.id))?;
             per_cycle
         }
     };
