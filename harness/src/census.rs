@@ -22,6 +22,7 @@ pub struct CensusPlan {
     /// List processes whose memory moved by more than this during the arm
     /// (MiB, default 16).
     #[serde(default = "default_threshold_mib")]
+    #[schemars(range(min = crate::limits::THRESHOLD_MIB.min, max = crate::limits::THRESHOLD_MIB.max))]
     pub threshold_mib: f64,
     /// Also at the `request_begin` / `request_end` markers (default true).
     /// Soaks set it false: a census per request marker walks every process
@@ -30,6 +31,7 @@ pub struct CensusPlan {
     pub at_request_markers: bool,
     /// With `at_request_markers`, only at the markers of every n-th measured
     /// request (the 1st, the n+1-th, …; default 1: each).
+    #[schemars(range(min = crate::limits::EVERY_N_REQUESTS.min, max = crate::limits::EVERY_N_REQUESTS.max))]
     pub every_n_requests: Option<u64>,
 }
 

@@ -55,6 +55,7 @@ pub struct Protocol {
 pub struct Sampling {
     /// Tick period in milliseconds (default 50).
     #[serde(default = "default_period_ms")]
+    #[schemars(range(min = crate::limits::PERIOD_MS.min, max = crate::limits::PERIOD_MS.max))]
     pub period_ms: u64,
 }
 
@@ -75,6 +76,7 @@ impl Default for Sampling {
 pub struct Defaults {
     /// Seconds an arm may run before its worker's process group is killed (default 300).
     #[serde(default = "default_timeout_s")]
+    #[schemars(range(min = crate::limits::TIMEOUT_S.min, max = crate::limits::TIMEOUT_S.max))]
     pub arm_timeout_s: u64,
 }
 
@@ -98,6 +100,7 @@ pub struct ArmDecl {
     pub id: toml::Spanned<String>,
     #[serde(default)]
     pub description: String,
+    #[schemars(range(min = crate::limits::TIMEOUT_S.min, max = crate::limits::TIMEOUT_S.max))]
     pub timeout_s: Option<u64>,
     pub sampling: Option<Sampling>,
     /// The arm this one is compared with (parity, gates).
@@ -618,9 +621,15 @@ plateau = { mib = 8 }
             seen += 1;
         }
         assert!(seen >= 1);
-        // The schema is strict like the loader: a typo fails it too.
+        // The schema is strict like the loader: a typo fails it too, and so
+        // does a number out of its range.
         let typo: serde_json::Value = toml::from_str(&GOOD.replace("plateau", "platue")).unwrap();
         assert!(!validator.is_valid(&typo));
+        for bad in ["plateau = { mib = 17592186044416 }", "requests = 10000001"] {
+            let text = GOOD.replace("plateau = { mib = 8 }", bad);
+            let value: serde_json::Value = toml::from_str(&text).unwrap();
+            assert!(!validator.is_valid(&value), "{text}");
+        }
     }
 
     const GATED: &str = r#"schema_version = 1
@@ -1065,6 +1074,8 @@ kind = "parity"
             models: &NoModels,
             physical_memory: Some(TEST_RAM),
         };
+        let schema: serde_json::Value = serde_json::from_str(COMMITTED_SCHEMA).unwrap();
+        let validator = jsonschema::validator_for(&schema).unwrap();
         let (mut accepted, mut refused) = (0, 0);
         let mut texts = Vec::new();
         for v in EXTREMES {
@@ -1091,9 +1102,15 @@ kind = "parity"
             }
         }
         for text in &texts {
+            // The schema is never stricter than the loader (NaN and
+            // infinities have no JSON form and are left to the loader).
+            let schema_ok = toml::from_str::<serde_json::Value>(text)
+                .ok()
+                .map(|v| validator.is_valid(&v));
             match parse("p.toml", text, &ctx) {
                 Ok(p) => {
                     assert_bounded(&p, text);
+                    assert_ne!(schema_ok, Some(false), "the schema refuses:\n{text}");
                     accepted += 1;
                 }
                 Err(e) => {

@@ -33,9 +33,11 @@ pub struct SnapshotPlan {
     pub at_request_markers: bool,
     /// With `at_request_markers`, only at the markers of every n-th measured
     /// request (the 1st, the n+1-th, …; default 1: each).
+    #[schemars(range(min = crate::limits::EVERY_N_REQUESTS.min, max = crate::limits::EVERY_N_REQUESTS.max))]
     pub every_n_requests: Option<u64>,
     /// Also take one every this many milliseconds. Soaks use a slow cadence;
     /// under 1000 ms the receipt flags the perturbation.
+    #[schemars(range(min = crate::limits::EVERY_MS.min, max = crate::limits::EVERY_MS.max))]
     pub every_ms: Option<u64>,
 }
 

@@ -36,6 +36,7 @@ pub struct WhisperArmDecl {
     /// default: whisper.cpp's own naming rule next to the model.
     pub coreml_sidecar: Option<String>,
     /// Threads per request (default: min(4, CPUs), whisper.cpp's own default).
+    #[schemars(range(min = worker_contract::bounds::WHISPER_THREADS.min, max = worker_contract::bounds::WHISPER_THREADS.max))]
     pub threads: Option<u32>,
     /// `{ strategy = "greedy", best_of = 1 }` (default) or `{ strategy = "beam", beam_size = 5 }`.
     #[serde(default)]
@@ -52,9 +53,11 @@ pub struct WhisperArmDecl {
     pub use_gpu: bool,
     /// Encoder context; 0 (default) keeps the model's 1500.
     #[serde(default)]
+    #[schemars(range(min = worker_contract::bounds::AUDIO_CTX.min, max = worker_contract::bounds::AUDIO_CTX.max))]
     pub audio_ctx: u32,
     /// Upper bound on tokens per segment; 0 (default) leaves whisper.cpp's.
     #[serde(default)]
+    #[schemars(range(min = worker_contract::bounds::MAX_TOKENS.min, max = worker_contract::bounds::MAX_TOKENS.max))]
     pub max_tokens: u32,
     /// whisper.cpp's temperature fallback (default true): a decode judged failed is
     /// retried with sampling, whose RNG state carries over between requests.
@@ -64,9 +67,11 @@ pub struct WhisperArmDecl {
     #[serde(default = "default_initializer")]
     pub initializer: Initializer,
     #[serde(default)]
+    #[schemars(range(min = worker_contract::bounds::EXTRA_STATES.min, max = worker_contract::bounds::EXTRA_STATES.max))]
     pub extra_states: u32,
     /// Unmeasured requests on the first fixture before `warmup_done` (default 1).
     #[serde(default = "one")]
+    #[schemars(range(min = worker_contract::bounds::WARMUP.min, max = worker_contract::bounds::WARMUP.max))]
     pub warmup: u32,
     /// Fixture ids from fixtures/audio/manifest.toml, `category:<name>`, or
     /// `all`. Leave out when `long_form` is set.
@@ -78,11 +83,14 @@ pub struct WhisperArmDecl {
     pub long_form: Option<LongFormName>,
     /// Fill the long-form recipe to this many seconds instead of its own
     /// length (e.g. a short cut for a quick check); needs `long_form`.
+    #[schemars(range(min = crate::limits::LONG_FORM_S.min, max = crate::limits::LONG_FORM_S.max))]
     pub long_form_s: Option<u32>,
     #[serde(default = "one")]
+    #[schemars(range(min = crate::limits::REPETITIONS.min, max = crate::limits::REPETITIONS.max))]
     pub repetitions: u32,
     /// Seconds of idle after the last request (default 1).
     #[serde(default = "default_idle_s")]
+    #[schemars(range(min = crate::limits::IDLE_S.min, max = crate::limits::IDLE_S.max))]
     pub idle_s: f64,
     /// `native` (default) or `coreml`.
     #[serde(default = "default_encoder")]

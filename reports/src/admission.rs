@@ -13,14 +13,19 @@ use worker_contract::bounds::{FloatBound, IntBound};
 #[serde(deny_unknown_fields, default)]
 pub struct AdmissionThresholds {
     /// How long the host is watched before the run and before each arm.
+    #[schemars(range(min = WINDOW_MS.min, max = WINDOW_MS.max))]
     pub window_ms: u64,
     /// 1-minute load average divided by the core count, at most this.
+    #[schemars(range(min = LOAD_PER_CORE.min, max = LOAD_PER_CORE.max))]
     pub max_load_per_core: f64,
     /// Available memory at least this, in MiB.
+    #[schemars(range(min = AVAILABLE_MIB.min, max = AVAILABLE_MIB.max))]
     pub min_available_mib: u64,
     /// Memory pressure: PSI `some avg10` (percent) at most this.
+    #[schemars(range(min = PSI_PERCENT.min, max = PSI_PERCENT.max))]
     pub max_psi_some_avg10: f64,
     /// Hottest reported thermal zone at most this, in °C.
+    #[schemars(range(min = CELSIUS.min, max = CELSIUS.max))]
     pub max_thermal_celsius: f64,
 }
 

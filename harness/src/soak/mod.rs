@@ -33,34 +33,49 @@ pub struct SoakDecl {
     /// The arm to soak (default: the first arm).
     pub arm: Option<String>,
     /// Requests not judged at the start.
+    #[schemars(range(min = SOAK_REQUEST_COUNT.min, max = SOAK_REQUEST_COUNT.max))]
     pub warmup_requests: u64,
     /// Requests per workload cycle; default: the arm's fixture count (whisper) or 1.
+    #[schemars(range(min = CYCLE_REQUESTS.min, max = CYCLE_REQUESTS.max))]
     pub cycle_requests: Option<u64>,
     /// Fewer analysed bins than this is inconclusive.
+    #[schemars(range(min = MIN_POINTS.min, max = MIN_POINTS.max))]
     pub min_points: usize,
     /// Fraction of the analysed bins, at the end, whose slope decides growth.
+    #[schemars(range(max = TAIL_FRACTION.max), extend("exclusiveMinimum" = TAIL_FRACTION.min))]
     pub tail_fraction: f64,
     /// Worker growth threshold, KiB per request.
+    #[schemars(range(max = SLOPE_KIB.max), extend("exclusiveMinimum" = SLOPE_KIB.min))]
     pub max_slope_kib_per_request: f64,
     /// System growth threshold (wired, compressor, swap, shmem), KiB per request.
+    #[schemars(range(max = SLOPE_KIB.max), extend("exclusiveMinimum" = SLOPE_KIB.min))]
     pub system_max_slope_kib_per_request: f64,
     /// A level jump at least this large (MiB) is a step.
+    #[schemars(range(max = STEP_MIN_MIB.max), extend("exclusiveMinimum" = STEP_MIN_MIB.min))]
     pub step_min_mib: f64,
     /// More steps than this is inconclusive.
+    #[schemars(range(min = MAX_STEPS.min, max = MAX_STEPS.max))]
     pub max_steps: usize,
+    #[schemars(range(min = BOOTSTRAP.min, max = BOOTSTRAP.max))]
     pub bootstrap_resamples: usize,
+    #[schemars(extend("exclusiveMinimum" = CONFIDENCE.min, "exclusiveMaximum" = CONFIDENCE.max))]
     pub confidence: f64,
     pub seed: u64,
     /// Seconds between slow snapshots of the worker (0: only at `idle_end`).
+    #[schemars(range(min = SNAPSHOT_INTERVAL_S.min, max = SNAPSHOT_INTERVAL_S.max))]
     pub snapshot_interval_s: u64,
     /// Milliseconds the worker waits after each `request_end` before a
     /// second (`settled`) snapshot, judged as series of their own (0: off).
+    #[schemars(range(min = SETTLE_MS.min, max = SETTLE_MS.max))]
     pub settle_ms: u64,
     /// Past soaks of the same protocol and arm a new one is compared with.
+    #[schemars(range(min = REGRESSION_WINDOW.min, max = REGRESSION_WINDOW.max))]
     pub regression_window: usize,
     /// Regression: slope above the window's median by more than this (KiB per request).
+    #[schemars(range(max = SLOPE_KIB.max), extend("exclusiveMinimum" = SLOPE_KIB.min))]
     pub regression_slope_kib_per_request: f64,
     /// Regression: peak footprint above the window's median by more than this percentage.
+    #[schemars(range(max = PEAK_PCT.max), extend("exclusiveMinimum" = PEAK_PCT.min))]
     pub regression_peak_pct: f64,
 }
 
@@ -105,6 +120,14 @@ const BOOTSTRAP: IntBound = IntBound::new(20, 10_000, "each is a Theil–Sen fit
 const SNAPSHOT_INTERVAL_S: IntBound = IntBound::new(0, 86_400, "seconds, at most 1 day");
 /// `settle_ms`: waited after every request, so at most 10 minutes.
 const SETTLE_MS: IntBound = IntBound::new(0, 600_000, "milliseconds, at most 10 minutes");
+/// `tail_fraction`: a fraction of the analysed bins, `(0, 1]`.
+const TAIL_FRACTION: FloatBound = FloatBound::above(0.0, 1.0, "a fraction of the bins");
+/// `step_min_mib`: positive, at most 1 TiB.
+const STEP_MIN_MIB: FloatBound = FloatBound::above(0.0, 1_048_576.0, "MiB, at most 1 TiB");
+/// `confidence`: of the bootstrap interval, `(0.5, 1)`.
+const CONFIDENCE: FloatBound = FloatBound::open(0.5, 1.0, "a confidence level");
+/// `regression_peak_pct`: positive, at most 10000 %.
+const PEAK_PCT: FloatBound = FloatBound::above(0.0, 10_000.0, "percent");
 /// `regression_window`: past nights compared with.
 const REGRESSION_WINDOW: IntBound = IntBound::new(1, 365, "nights");
 
@@ -117,18 +140,16 @@ impl SoakDecl {
             CYCLE_REQUESTS.check("cycle_requests", c)?;
         }
         MIN_POINTS.check("min_points", self.min_points as u64)?;
-        FloatBound::above(0.0, 1.0, "a fraction of the bins")
-            .check("tail_fraction", self.tail_fraction)?;
+        TAIL_FRACTION.check("tail_fraction", self.tail_fraction)?;
         SLOPE_KIB.check("max_slope_kib_per_request", self.max_slope_kib_per_request)?;
         SLOPE_KIB.check(
             "system_max_slope_kib_per_request",
             self.system_max_slope_kib_per_request,
         )?;
-        FloatBound::above(0.0, 1_048_576.0, "MiB, at most 1 TiB")
-            .check("step_min_mib", self.step_min_mib)?;
+        STEP_MIN_MIB.check("step_min_mib", self.step_min_mib)?;
         MAX_STEPS.check("max_steps", self.max_steps as u64)?;
         BOOTSTRAP.check("bootstrap_resamples", self.bootstrap_resamples as u64)?;
-        FloatBound::open(0.5, 1.0, "a confidence level").check("confidence", self.confidence)?;
+        CONFIDENCE.check("confidence", self.confidence)?;
         SNAPSHOT_INTERVAL_S.check("snapshot_interval_s", self.snapshot_interval_s)?;
         SETTLE_MS.check("settle_ms", self.settle_ms)?;
         REGRESSION_WINDOW.check("regression_window", self.regression_window as u64)?;
@@ -136,8 +157,7 @@ impl SoakDecl {
             "regression_slope_kib_per_request",
             self.regression_slope_kib_per_request,
         )?;
-        FloatBound::above(0.0, 10_000.0, "percent")
-            .check("regression_peak_pct", self.regression_peak_pct)?;
+        PEAK_PCT.check("regression_peak_pct", self.regression_peak_pct)?;
         Ok(())
     }
 

@@ -60,10 +60,13 @@ pub struct MemoryGate {
     #[serde(default)]
     pub field: MemoryField,
     /// Threshold = control × (1 − min_reduction); 0 ≤ min_reduction < 1.
+    #[schemars(range(min = MIN_REDUCTION.min), extend("exclusiveMaximum" = MIN_REDUCTION.max))]
     pub min_reduction: Option<f64>,
     /// Threshold = control × control_factor (a ceiling set from the control).
+    #[schemars(range(max = CONTROL_FACTOR.max), extend("exclusiveMinimum" = CONTROL_FACTOR.min))]
     pub control_factor: Option<f64>,
     /// An absolute threshold in MiB; needs no control.
+    #[schemars(range(max = CEILING_MIB.max), extend("exclusiveMinimum" = CEILING_MIB.min))]
     pub ceiling_mib: Option<f64>,
 }
 
@@ -71,6 +74,7 @@ pub struct MemoryGate {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LatencyGate {
+    #[schemars(range(min = TOLERANCE.min, max = TOLERANCE.max))]
     pub tolerance: f64,
 }
 
@@ -86,6 +90,7 @@ pub struct ParityGate {}
 #[serde(deny_unknown_fields)]
 pub struct QualityGate {
     /// Absolute WER allowance, e.g. 0.01 for one point.
+    #[schemars(range(min = WER_DELTA.min, max = WER_DELTA.max))]
     pub wer_delta: f64,
     #[serde(default)]
     pub exact_categories: Vec<String>,
@@ -107,6 +112,7 @@ pub struct FailClosedGate {
 pub struct ValidityGate {
     /// Skipped ticks over ticks due (samples + skipped); default 0.01.
     #[serde(default = "default_skipped_fraction")]
+    #[schemars(range(min = SKIPPED_FRACTION.min, max = SKIPPED_FRACTION.max))]
     pub max_skipped_fraction: f64,
 }
 
@@ -130,9 +136,11 @@ impl Default for ValidityGate {
 pub struct OverheadGate {
     /// Allowed slowdown, e.g. 0.02 for 2 % (the default).
     #[serde(default = "default_overhead_tolerance")]
+    #[schemars(range(min = TOLERANCE.min, max = TOLERANCE.max))]
     pub tolerance: f64,
     /// A/B pairs of twin runs (default 2, at least 1).
     #[serde(default = "default_overhead_pairs")]
+    #[schemars(range(min = OVERHEAD_PAIRS.min, max = OVERHEAD_PAIRS.max))]
     pub pairs: u32,
 }
 

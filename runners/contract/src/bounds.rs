@@ -197,6 +197,40 @@ pub const MILLIS: IntBound = IntBound::new(0, 3_600_000, "milliseconds, at most 
 /// Extra threads of a worker.
 pub const THREADS: IntBound = IntBound::new(0, 256, "at most 256");
 
+/// Threads per request: at least one; more than 256 is no CPU memqual runs on.
+pub const WHISPER_THREADS: IntBound = IntBound::new(1, 256, "at most 256");
+
+/// Encoder positions: every Whisper model's encoder context is 1500 (30 s);
+/// 0 keeps the model's.
+pub const AUDIO_CTX: IntBound = IntBound::new(
+    0,
+    1500,
+    "0 = the model's; Whisper's encoder context is 1500",
+);
+
+/// Tokens per segment: Whisper's text context is 448 tokens; 0 = no limit.
+pub const MAX_TOKENS: IntBound =
+    IntBound::new(0, 448, "0 = no limit; Whisper's text context is 448");
+
+/// States beyond the working one. Each holds its own kv caches and compute
+/// buffers (tiny.en about 23 MiB, large models hundreds of MiB), so a
+/// larger count only grows until the host kills the worker; 16 already
+/// shows the per-state slope.
+pub const EXTRA_STATES: IntBound = IntBound::new(
+    0,
+    16,
+    "each state costs its own kv caches and compute buffers",
+);
+
+/// Greedy `best_of`: whisper.cpp runs at most 8 decoders.
+pub const BEST_OF: IntBound = IntBound::new(1, 8, "whisper.cpp's decoder limit");
+
+/// Beam search `beam_size`: 2 to whisper.cpp's 8 decoders.
+pub const BEAM_SIZE: IntBound = IntBound::new(2, 8, "whisper.cpp's decoder limit");
+
+/// A soak's `max_duration_s`: at most 7 days.
+pub const SOAK_SECONDS: IntBound = IntBound::new(1, 7 * 24 * 3600, "seconds, at most 7 days");
+
 /// Converts `mib` to bytes, refusing what does not fit a `u64`.
 pub fn mib_to_bytes(key: &str, mib: u64) -> Result<u64, FieldError> {
     mib.checked_mul(crate::MIB).ok_or_else(|| {

@@ -14,18 +14,23 @@ use serde::{Deserialize, Serialize};
 pub struct CalibrationSpec {
     /// Measured requests.
     #[serde(default = "default_requests")]
+    #[schemars(range(min = crate::bounds::REQUESTS.min, max = crate::bounds::REQUESTS.max))]
     pub requests: u64,
     /// Warmup requests before `warmup_done` (no pattern runs in them).
     #[serde(default = "default_warmup")]
+    #[schemars(range(min = crate::bounds::WARMUP.min, max = crate::bounds::WARMUP.max))]
     pub warmup: u64,
     /// Simulated work per request, in milliseconds.
     #[serde(default = "default_request_ms")]
+    #[schemars(range(min = crate::bounds::MILLIS.min, max = crate::bounds::MILLIS.max))]
     pub request_ms: u64,
     /// The idle interval before `idle_end`, in milliseconds.
     #[serde(default = "default_idle_ms")]
+    #[schemars(range(min = crate::bounds::MILLIS.min, max = crate::bounds::MILLIS.max))]
     pub idle_ms: u64,
     /// Threads that spin during each request's work (CPU load), besides the main one.
     #[serde(default)]
+    #[schemars(range(min = crate::bounds::THREADS.min, max = crate::bounds::THREADS.max))]
     pub busy_threads: u32,
     /// Hold this much from `model_loaded` on.
     pub plateau: Option<Plateau>,
@@ -33,6 +38,7 @@ pub struct CalibrationSpec {
     pub leak: Option<Leak>,
     /// With `leak`: the leak stops after this many measured requests (a plateau).
     #[serde(default)]
+    #[schemars(range(min = crate::bounds::REQUESTS.min, max = crate::bounds::REQUESTS.max))]
     pub growth_until_request: Option<u64>,
     /// Hold one more block at each listed measured request (allocator caching).
     pub steps: Option<Box<Steps>>,
@@ -46,6 +52,7 @@ pub struct CalibrationSpec {
     /// Map a file and read every page (clean, file-backed, resident), from `model_loaded` on.
     pub file_map: Option<FileMap>,
     /// Abort (SIGABRT) in the middle of this measured request.
+    #[schemars(range(min = crate::bounds::REQUESTS.min, max = crate::bounds::REQUESTS.max))]
     pub crash_at: Option<u64>,
     /// Break the worker contract on purpose, to prove the harness fails closed.
     pub misbehave: Option<Misbehaviour>,
@@ -251,8 +258,10 @@ pub const LEAK_MIB_PER_REQUEST: FloatBound =
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Steps {
+    #[schemars(range(min = crate::bounds::MIB_SIZE.min, max = crate::bounds::MIB_SIZE.max))]
     pub mib: u64,
     /// Measured requests (0-based) at which one more block is taken and kept.
+    #[schemars(length(max = MAX_STEPS))]
     pub at_requests: Vec<u64>,
 }
 
@@ -261,6 +270,7 @@ pub struct Steps {
 pub struct ShmFile {
     /// KiB appended per measured request (1 to 1048576). The file has no
     /// path: Linux `memfd_create`, macOS an unlinked POSIX shared-memory object.
+    #[schemars(range(min = SHM_KIB_PER_REQUEST.min, max = SHM_KIB_PER_REQUEST.max))]
     pub kib_per_request: u64,
     /// Gone since contract 4 (the file has no path). Still read, so run
     /// directories written before then can be rebuilt; `validate` refuses
@@ -273,6 +283,7 @@ pub struct ShmFile {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Plateau {
+    #[schemars(range(min = crate::bounds::MIB_SIZE.min, max = crate::bounds::MIB_SIZE.max))]
     pub mib: u64,
 }
 
@@ -280,17 +291,21 @@ pub struct Plateau {
 #[serde(deny_unknown_fields)]
 pub struct Leak {
     /// Fractions are allowed (0.0625 = 64 KiB); rounded up to whole pages.
+    #[schemars(range(max = LEAK_MIB_PER_REQUEST.max), extend("exclusiveMinimum" = LEAK_MIB_PER_REQUEST.min))]
     pub mib_per_request: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Spike {
+    #[schemars(range(min = crate::bounds::MIB_SIZE.min, max = crate::bounds::MIB_SIZE.max))]
     pub mib: u64,
     /// How long the block is held after it is fully touched.
+    #[schemars(range(min = crate::bounds::MILLIS.min, max = crate::bounds::MILLIS.max))]
     pub hold_ms: u64,
     /// Which measured request spikes (0-based).
     #[serde(default)]
+    #[schemars(range(min = crate::bounds::REQUESTS.min, max = crate::bounds::REQUESTS.max))]
     pub request: u64,
     /// Start the spike just after an external-sampler tick, so that it lies
     /// wholly between two ticks: the case only the kernel peak can catch.
@@ -303,12 +318,14 @@ pub struct Spike {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Reserve {
+    #[schemars(range(min = crate::bounds::MIB_SIZE.min, max = crate::bounds::MIB_SIZE.max))]
     pub mib: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FileMap {
+    #[schemars(range(min = crate::bounds::MIB_SIZE.min, max = crate::bounds::MIB_SIZE.max))]
     pub mib: u64,
 }
 

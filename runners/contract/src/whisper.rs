@@ -5,7 +5,10 @@
 //! worker checks both digests itself, so a spec never runs on a file it did
 //! not name.
 
-use crate::bounds::{FieldError, IntBound, MILLIS, REQUESTS, WARMUP};
+use crate::bounds::{
+    AUDIO_CTX, BEAM_SIZE, BEST_OF, EXTRA_STATES, FieldError, MAX_TOKENS, MILLIS, REQUESTS,
+    SOAK_SECONDS, WARMUP, WHISPER_THREADS,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -35,9 +38,11 @@ pub enum Encoder {
 pub enum Decoding {
     Greedy {
         #[serde(default = "one")]
+        #[schemars(range(min = BEST_OF.min, max = BEST_OF.max))]
         best_of: u32,
     },
     Beam {
+        #[schemars(range(min = BEAM_SIZE.min, max = BEAM_SIZE.max))]
         beam_size: u32,
     },
 }
@@ -186,40 +191,6 @@ pub struct WhisperSpec {
     #[serde(default)]
     pub requires: Vec<String>,
 }
-
-/// Threads per request: at least one; more than 256 is no CPU memqual runs on.
-pub const WHISPER_THREADS: IntBound = IntBound::new(1, 256, "at most 256");
-
-/// Encoder positions: every Whisper model's encoder context is 1500 (30 s);
-/// 0 keeps the model's.
-pub const AUDIO_CTX: IntBound = IntBound::new(
-    0,
-    1500,
-    "0 = the model's; Whisper's encoder context is 1500",
-);
-
-/// Tokens per segment: Whisper's text context is 448 tokens; 0 = no limit.
-pub const MAX_TOKENS: IntBound =
-    IntBound::new(0, 448, "0 = no limit; Whisper's text context is 448");
-
-/// States beyond the working one. Each holds its own kv caches and compute
-/// buffers (tiny.en about 23 MiB, large models hundreds of MiB), so a
-/// larger count only grows until the host kills the worker; 16 already
-/// shows the per-state slope.
-pub const EXTRA_STATES: IntBound = IntBound::new(
-    0,
-    16,
-    "each state costs its own kv caches and compute buffers",
-);
-
-/// Greedy `best_of`: whisper.cpp runs at most 8 decoders.
-pub const BEST_OF: IntBound = IntBound::new(1, 8, "whisper.cpp's decoder limit");
-
-/// Beam search `beam_size`: 2 to whisper.cpp's 8 decoders.
-pub const BEAM_SIZE: IntBound = IntBound::new(2, 8, "whisper.cpp's decoder limit");
-
-/// A soak's `max_duration_s`: at most 7 days.
-pub const SOAK_SECONDS: IntBound = IntBound::new(1, 7 * 24 * 3600, "seconds, at most 7 days");
 
 impl WhisperSpec {
     /// Problems that make the spec unrunnable, before anything is loaded;
