@@ -21,7 +21,7 @@ pub fn window(thresholds: &AdmissionThresholds) -> Duration {
     let ms = std::env::var(WINDOW_ENV)
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
-        .filter(|ms| *ms > 0)
+        .filter(|ms| reports::admission::WINDOW_MS.check(WINDOW_ENV, *ms).is_ok())
         .unwrap_or(thresholds.window_ms);
     Duration::from_millis(ms)
 }
@@ -203,7 +203,7 @@ pub fn judge(obs: &HostObservation, t: &AdmissionThresholds) -> Vec<String> {
         }
     }
     if let Some(avail) = obs.min_available_bytes
-        && avail < t.min_available_mib * 1024 * 1024
+        && avail < t.min_available_mib.saturating_mul(1024 * 1024)
     {
         reasons.push(format!(
             "available memory {} MiB < {} MiB",

@@ -195,7 +195,7 @@ pub fn execute_observed(
         let _ = waiter_tx.send(Event::Exited(child.wait()));
     });
 
-    let deadline = Instant::now() + arm.timeout;
+    let deadline = crate::limits::deadline_after(arm.timeout);
     let mut timed_out = false;
     let mut killed_for_violation = false;
     let mut killed_for_interrupt = false;

@@ -100,18 +100,18 @@ impl MarkerFilter {
         at_phases: bool,
         at_request_markers: bool,
         every_n_requests: Option<u64>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, worker_contract::FieldError> {
+        let key = format!("{table}.every_n_requests");
         let every_n_requests = match (at_request_markers, every_n_requests) {
-            (_, Some(0)) => {
-                return Err(format!("{table}.every_n_requests must be at least 1"));
-            }
             (false, Some(n)) => {
-                return Err(format!(
-                    "{table}.every_n_requests = {n} needs at_request_markers = true"
+                return Err(worker_contract::FieldError::new(
+                    &key,
+                    format!("{key} = {n} needs at_request_markers = true"),
                 ));
             }
             (false, None) => None,
-            (true, n) => Some(n.unwrap_or(1)),
+            (true, Some(n)) => Some(crate::limits::EVERY_N_REQUESTS.check(&key, n)?),
+            (true, None) => Some(1),
         };
         Ok(MarkerFilter {
             at_phases,

@@ -22,6 +22,7 @@ pub struct CensusPlan {
     /// List processes whose memory moved by more than this during the arm
     /// (MiB, default 16).
     #[serde(default = "default_threshold_mib")]
+    #[schemars(range(min = crate::limits::THRESHOLD_MIB.min, max = crate::limits::THRESHOLD_MIB.max))]
     pub threshold_mib: f64,
     /// Also at the `request_begin` / `request_end` markers (default true).
     /// Soaks set it false: a census per request marker walks every process
@@ -30,6 +31,7 @@ pub struct CensusPlan {
     pub at_request_markers: bool,
     /// With `at_request_markers`, only at the markers of every n-th measured
     /// request (the 1st, the n+1-th, …; default 1: each).
+    #[schemars(range(min = crate::limits::EVERY_N_REQUESTS.min, max = crate::limits::EVERY_N_REQUESTS.max))]
     pub every_n_requests: Option<u64>,
 }
 
@@ -53,17 +55,13 @@ impl Default for CensusPlan {
 }
 
 impl CensusPlan {
-    pub fn validate(&self) -> Result<(), String> {
-        if !(self.threshold_mib.is_finite() && self.threshold_mib >= 0.0) {
-            return Err(format!(
-                "census.threshold_mib = {} must be a number of MiB, 0 or more",
-                self.threshold_mib
-            ));
-        }
+    /// Every key in range; the error's key is the full path (`census.threshold_mib`).
+    pub fn validate(&self) -> Result<(), worker_contract::FieldError> {
+        crate::limits::THRESHOLD_MIB.check("census.threshold_mib", self.threshold_mib)?;
         self.filter().map(|_| ())
     }
 
-    fn filter(&self) -> Result<MarkerFilter, String> {
+    fn filter(&self) -> Result<MarkerFilter, worker_contract::FieldError> {
         MarkerFilter::from_plan(
             "census",
             true,
@@ -198,7 +196,12 @@ mod tests {
             threshold_mib: -1.0,
             ..plan
         };
-        assert!(bad.validate().unwrap_err().contains("threshold_mib = -1"));
+        let err = bad.validate().unwrap_err();
+        assert_eq!(err.key, "census.threshold_mib");
+        assert!(
+            err.message.contains("threshold_mib = -1 is out of range"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -221,15 +224,15 @@ mod tests {
             ..CensusPlan::default()
         };
         assert_eq!(
-            zero.validate().unwrap_err(),
-            "census.every_n_requests must be at least 1"
+            zero.validate().unwrap_err().message,
+            "census.every_n_requests = 0 is out of range: allowed 1..=10000000 (at most 10 million)"
         );
         let contradiction = CensusPlan {
             every_n_requests: Some(5),
             ..none
         };
         assert_eq!(
-            contradiction.validate().unwrap_err(),
+            contradiction.validate().unwrap_err().message,
             "census.every_n_requests = 5 needs at_request_markers = true"
         );
     }

@@ -50,6 +50,13 @@ pub fn file_sha256(path: &Path) -> std::io::Result<String> {
         .collect())
 }
 
+/// This host's physical memory in bytes, `None` when it cannot be read.
+pub fn physical_memory_bytes() -> Option<u64> {
+    let mut sys = sysinfo::System::new();
+    sys.refresh_memory();
+    Some(sys.total_memory()).filter(|b| *b > 0)
+}
+
 pub fn host() -> HostIdentity {
     let mut sys = sysinfo::System::new();
     sys.refresh_memory();

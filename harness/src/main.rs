@@ -17,7 +17,9 @@ mod fixtures;
 mod history;
 mod host;
 mod import;
+mod limits;
 mod overhead;
+mod params;
 mod probes;
 mod protocol;
 mod reader;
@@ -25,6 +27,7 @@ mod review;
 mod run;
 mod snapshots;
 mod soak;
+mod spans;
 mod summary;
 mod whisper_arm;
 
@@ -91,8 +94,9 @@ enum Command {
         json: bool,
         #[arg(long)]
         lenient: bool,
-        /// Page size of the captured machine, to give statm in bytes.
-        #[arg(long, value_name = "BYTES")]
+        /// Page size of the captured machine, to give statm in bytes (a power
+        /// of two, 1024 to 1073741824).
+        #[arg(long, value_name = "BYTES", value_parser = limits::page_size_flag)]
         page_size: Option<u64>,
     },
     /// Print the JSON Schema of the protocol format (also committed as
@@ -171,10 +175,10 @@ enum Command {
     Soak {
         /// The protocol; its `[soak]` table sets thresholds (defaults without it).
         protocol: PathBuf,
-        /// Measured requests (fixtures cycled in order).
-        #[arg(long, conflicts_with = "duration")]
+        /// Measured requests (fixtures cycled in order), 1 to 10000000.
+        #[arg(long, conflicts_with = "duration", value_parser = limits::int_flag(limits::SOAK_REQUESTS))]
         requests: Option<u64>,
-        /// Run for this long (e.g. 8h, 90m, 45s); whisper arms only.
+        /// Run for this long (e.g. 8h, 90m, 45s; 1s to 168h); whisper arms only.
         #[arg(long, value_parser = soak::parse_duration)]
         duration: Option<std::time::Duration>,
         /// The arm to soak, overriding `[soak] arm` (default: the first arm).
@@ -250,6 +254,7 @@ fn load_protocol(
         base_dir: PathBuf::from("."),
         fixtures: &fixtures,
         models: &catalogs::ModelCache,
+        physical_memory: host::physical_memory_bytes(),
     };
     match path {
         Some(p) => protocol::load(p, &mut ctx).map_err(usage),
@@ -493,7 +498,8 @@ fn soak_command(
     if arm.is_some() {
         decl.arm = arm;
     }
-    let cycle = soak::prepare(&mut loaded, &decl, length).map_err(usage)?;
+    let cycle =
+        soak::prepare(&mut loaded, &decl, length, host::physical_memory_bytes()).map_err(usage)?;
     ensure_models(&loaded)?;
     // The soaked arm writes its settings as soak.json, sealed with its data.
     if let Some(arm) = loaded.arms.first_mut() {

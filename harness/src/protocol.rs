@@ -2,7 +2,9 @@
 //! any worker starts. Errors name `file:line:col` and the key.
 
 use crate::census::CensusPlan;
+use crate::limits::{PERIOD_MS, TIMEOUT_S};
 use crate::snapshots::SnapshotPlan;
+use crate::spans::Spans;
 use crate::whisper_arm::{FixtureCatalog, ModelCatalog, ModelRef, WhisperArmDecl};
 use reports::admission::AdmissionThresholds;
 use reports::gates::{ArmGates, Expect, GateSpec};
@@ -12,7 +14,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use worker_contract::{CalibrationSpec, WorkerSpec};
+use worker_contract::{CalibrationSpec, FieldError, WorkerSpec};
 
 /// The protocol format version this memqual reads.
 pub const PROTOCOL_SCHEMA_VERSION: u32 = 1;
@@ -53,6 +55,7 @@ pub struct Protocol {
 pub struct Sampling {
     /// Tick period in milliseconds (default 50).
     #[serde(default = "default_period_ms")]
+    #[schemars(range(min = crate::limits::PERIOD_MS.min, max = crate::limits::PERIOD_MS.max))]
     pub period_ms: u64,
 }
 
@@ -73,6 +76,7 @@ impl Default for Sampling {
 pub struct Defaults {
     /// Seconds an arm may run before its worker's process group is killed (default 300).
     #[serde(default = "default_timeout_s")]
+    #[schemars(range(min = crate::limits::TIMEOUT_S.min, max = crate::limits::TIMEOUT_S.max))]
     pub arm_timeout_s: u64,
 }
 
@@ -96,6 +100,7 @@ pub struct ArmDecl {
     pub id: toml::Spanned<String>,
     #[serde(default)]
     pub description: String,
+    #[schemars(range(min = crate::limits::TIMEOUT_S.min, max = crate::limits::TIMEOUT_S.max))]
     pub timeout_s: Option<u64>,
     pub sampling: Option<Sampling>,
     /// The arm this one is compared with (parity, gates).
@@ -159,6 +164,9 @@ pub struct ParseContext<'a> {
     pub base_dir: PathBuf,
     pub fixtures: &'a FixtureCatalog,
     pub models: &'a dyn ModelCatalog,
+    /// This host's RAM: a calibration arm whose patterns would hold more is
+    /// refused (`None`: unknown, not checked).
+    pub physical_memory: Option<u64>,
 }
 
 /// A protocol that cannot be run, located in its file.
@@ -209,16 +217,33 @@ fn valid_id(id: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
+/// `prefix.key`, or whichever of the two is not empty.
+fn join(prefix: &str, key: &str) -> String {
+    match (prefix.is_empty(), key.is_empty()) {
+        (true, _) => key.to_string(),
+        (_, true) => prefix.to_string(),
+        _ => format!("{prefix}.{key}"),
+    }
+}
+
 /// Parse and validate protocol text; `file` is used only in messages.
+/// Every number is range-checked here, and every error is located at the
+/// key it is about (or at the nearest enclosing table written in the file).
 pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtocol, ProtocolError> {
     let raw: Protocol = toml::from_str(text)
         .map_err(|e| error_at(file, text, e.span(), e.message().trim().to_string()))?;
+    let spans = Spans::parse(text);
     let at = |span: Range<usize>, message: String| error_at(file, text, Some(span), message);
+    // An error about the key at `path` (dotted, from the document root).
+    let at_key = |path: &str, message: String| error_at(file, text, spans.value(path), message);
+    // A checked table's error, its key relative to `table`.
+    let in_table = |table: &str, e: FieldError| {
+        let e = e.under(table);
+        at_key(&e.key, e.message)
+    };
     if raw.schema_version != PROTOCOL_SCHEMA_VERSION {
-        return Err(error_at(
-            file,
-            text,
-            text.find("schema_version").map(|s| s..s),
+        return Err(at_key(
+            "schema_version",
             format!(
                 "schema_version = {} is not supported; this memqual reads version {PROTOCOL_SCHEMA_VERSION}",
                 raw.schema_version
@@ -239,30 +264,23 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
             "the protocol declares no [[arm]]".into(),
         ));
     }
-    let check_period = |s: &Sampling, span: Range<usize>| {
-        if s.period_ms == 0 {
-            Err(at(span, "sampling.period_ms must be at least 1".into()))
-        } else {
-            Ok(())
-        }
-    };
-    check_period(&raw.sampling, 0..0)?;
-    for (table, checked) in [
-        ("[snapshots]", raw.snapshots.validate()),
-        ("[census]", raw.census.validate()),
-    ] {
-        checked.map_err(|e| error_at(file, text, text.find(table).map(|s| s..s), e))?;
+    PERIOD_MS
+        .check("period_ms", raw.sampling.period_ms)
+        .map_err(|e| in_table("sampling", e))?;
+    TIMEOUT_S
+        .check("arm_timeout_s", raw.defaults.arm_timeout_s)
+        .map_err(|e| in_table("defaults", e))?;
+    for checked in [raw.snapshots.validate(), raw.census.validate()] {
+        checked.map_err(|e| at_key(&e.key, e.message))?;
     }
-    check_admission(&raw.admission)
-        .map_err(|e| error_at(file, text, text.find("[admission]").map(|s| s..s), e))?;
+    raw.admission
+        .validate()
+        .map_err(|e| in_table("admission", e))?;
+    let params = resolve_params(file, text, &raw.params, ctx, &spans)?;
     let mut seen = std::collections::HashSet::new();
     let mut arms = Vec::with_capacity(raw.arms.len());
     let mut controls = Vec::with_capacity(raw.arms.len());
-    let mut params = raw.params.clone();
-    params.extend(ctx.overrides.clone());
-    let params = crate::whisper_arm::resolve_params(&params)
-        .map_err(|e| error_at(file, text, text.find("[params]").map(|s| s..s), e))?;
-    for decl in raw.arms {
+    for (index, decl) in raw.arms.into_iter().enumerate() {
         let span = decl.id.span();
         let id = decl.id.into_inner();
         if !valid_id(&id) {
@@ -274,13 +292,26 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
         if !seen.insert(id.clone()) {
             return Err(at(span, format!("arm id `{id}` is declared twice")));
         }
+        let here = format!("arm[{index}]");
+        // An error about key `key` of this arm, said of the arm.
+        let in_arm = |key: &str, message: String| {
+            at_key(&join(&here, key), format!("arm `{id}`: {message}"))
+        };
         let control_span = decl.control.as_ref().map(|c| c.span());
         let sampling = decl.sampling.unwrap_or(raw.sampling);
-        check_period(&sampling, span.clone())?;
+        PERIOD_MS
+            .check("sampling.period_ms", sampling.period_ms)
+            .map_err(|e| in_arm(&e.key, e.message))?;
         let (worker, model) = match (decl.calibrate, decl.whisper) {
             (Some(cal), None) => {
-                cal.validate()
-                    .map_err(|e| at(span.clone(), format!("arm `{id}`: calibrate.{e}")))?;
+                let checked = cal.validate().and_then(|()| match ctx.physical_memory {
+                    Some(ram) => cal.check_fits(ram),
+                    None => Ok(()),
+                });
+                checked.map_err(|e| {
+                    let e = e.under("calibrate");
+                    in_arm(&e.key, e.message)
+                })?;
                 (WorkerSpec::Calibrate(cal), None)
             }
             (None, Some(w)) => {
@@ -291,7 +322,7 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
                     ctx.fixtures,
                     ctx.models,
                 )
-                .map_err(|e| at(span.clone(), format!("arm `{id}`: whisper: {e}")))?;
+                .map_err(|e| in_arm(&join("whisper", &e.key), format!("whisper: {}", e.message)))?;
                 (WorkerSpec::Whisper(Box::new(spec)), Some(model))
             }
             (Some(_), Some(_)) => {
@@ -307,13 +338,12 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
                 ));
             }
         };
-        let timeout_s = decl.timeout_s.unwrap_or(raw.defaults.arm_timeout_s);
-        if timeout_s == 0 {
-            return Err(at(
-                span,
-                format!("arm `{id}`: timeout_s must be at least 1"),
-            ));
-        }
+        let timeout_s = match decl.timeout_s {
+            Some(t) => TIMEOUT_S
+                .check("timeout_s", t)
+                .map_err(|e| in_arm(&e.key, e.message))?,
+            None => raw.defaults.arm_timeout_s,
+        };
         let mut gate_spans = Vec::with_capacity(decl.gates.len());
         let mut gates = Vec::with_capacity(decl.gates.len());
         for g in decl.gates {
@@ -325,11 +355,11 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
             expect: decl.expect,
             gates,
         };
-        for (gate, gspan) in gates.gates.iter().zip(&gate_spans) {
+        for (g, gate) in gates.gates.iter().enumerate() {
             gate.validate().map_err(|e| {
-                at(
-                    gspan.clone(),
-                    format!("arm `{id}`: gate `{}`: {e}", gate.kind()),
+                in_arm(
+                    &join(&format!("gate[{g}]"), &e.key),
+                    format!("gate `{}`: {}", gate.kind(), e.message),
                 )
             })?;
         }
@@ -369,14 +399,7 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
         }
     }
     if let Some(soak) = &raw.soak {
-        soak.validate().map_err(|e| {
-            error_at(
-                file,
-                text,
-                text.find("[soak]").map(|s| s..s),
-                format!("soak.{e}"),
-            )
-        })?;
+        soak.validate().map_err(|e| in_table("soak", e))?;
     }
     Ok(LoadedProtocol {
         path: PathBuf::from(file),
@@ -390,24 +413,38 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
     })
 }
 
-fn check_admission(a: &AdmissionThresholds) -> Result<(), String> {
-    let finite = |key: &str, v: f64| {
-        if v.is_finite() && v >= 0.0 {
-            Ok(())
-        } else {
-            Err(format!("admission.{key} = {v} must be a finite number ≥ 0"))
-        }
+/// `[params]` with the `--param` overrides, expanded. Messages name each
+/// parameter with where it is declared (`file:line:col`, or `--param NAME`),
+/// and the error is located at the parameter it is about.
+fn resolve_params(
+    file: &str,
+    text: &str,
+    declared: &BTreeMap<String, String>,
+    ctx: &ParseContext,
+    spans: &Spans,
+) -> Result<BTreeMap<String, String>, ProtocolError> {
+    let mut values = declared.clone();
+    values.extend(ctx.overrides.clone());
+    let declared_at = |name: &str| {
+        spans
+            .key("params", name)
+            .filter(|_| !ctx.overrides.contains_key(name))
     };
-    finite("max_load_per_core", a.max_load_per_core)?;
-    finite("max_psi_some_avg10", a.max_psi_some_avg10)?;
-    finite("max_thermal_celsius", a.max_thermal_celsius)?;
-    if a.window_ms == 0 || a.window_ms > 600_000 {
-        return Err(format!(
-            "admission.window_ms = {} must be between 1 and 600000",
-            a.window_ms
-        ));
-    }
-    Ok(())
+    let origin = |name: &str| match declared_at(name) {
+        Some(span) => {
+            let (line, col) = line_col(text, span.start);
+            format!("{file}:{line}:{col}")
+        }
+        None => format!("--param {name}"),
+    };
+    crate::params::resolve(&crate::params::Declared {
+        values: &values,
+        origin: &origin,
+    })
+    .map_err(|e| {
+        let span = declared_at(&e.name).or_else(|| spans.value("params"));
+        error_at(file, text, span, e.message)
+    })
 }
 
 /// The JSON Schema of the protocol format (committed as
@@ -439,6 +476,9 @@ mod tests {
         }
     }
 
+    /// The RAM the tests' protocols are checked against: 8 GiB.
+    const TEST_RAM: u64 = 8 << 30;
+
     /// Parse with no fixtures and no named models: enough for calibration arms.
     fn parse_t(text: &str) -> Result<LoadedProtocol, ProtocolError> {
         let ctx = ParseContext {
@@ -446,6 +486,7 @@ mod tests {
             base_dir: PathBuf::from("."),
             fixtures: &FixtureCatalog::default(),
             models: &NoModels,
+            physical_memory: Some(TEST_RAM),
         };
         parse("p.toml", text, &ctx)
     }
@@ -492,7 +533,7 @@ plateau = { mib = 8 }
     }
 
     #[test]
-    fn semantic_errors_point_at_the_arm() {
+    fn semantic_errors_point_at_the_arm_or_the_key() {
         let dup = format!("{GOOD}\n[[arm]]\nid = \"a\"\n[arm.calibrate]\n");
         let err = parse_t(&dup).unwrap_err();
         assert_eq!(err.line, 10);
@@ -503,7 +544,7 @@ plateau = { mib = 8 }
             "spike = { mib = 8, hold_ms = 1, request = 9 }",
         );
         let err = parse_t(&bad_spike).unwrap_err();
-        assert_eq!(err.line, 5);
+        assert_eq!((err.line, err.col), (7, 43), "at the value: {err}");
         assert!(err.message.contains("calibrate.spike.request = 9"), "{err}");
 
         let no_worker = GOOD.replace("[arm.calibrate]\nplateau = { mib = 8 }\n", "");
@@ -524,7 +565,7 @@ plateau = { mib = 8 }
 
         let v2 = GOOD.replace("schema_version = 1", "schema_version = 2");
         let err = parse_t(&v2).unwrap_err();
-        assert_eq!((err.line, err.col), (1, 1));
+        assert_eq!((err.line, err.col), (1, 18));
     }
 
     const COMMITTED_SCHEMA: &str = include_str!("../../protocols/protocol.schema.json");
@@ -564,6 +605,7 @@ plateau = { mib = 8 }
                 base_dir: PathBuf::new(),
                 fixtures: &fixtures,
                 models: &crate::catalogs::ModelCache,
+                physical_memory: crate::host::physical_memory_bytes(),
             };
             load(&path, &mut ctx).unwrap_or_else(|e| panic!("{e}"));
             let text = std::fs::read_to_string(&path).unwrap();
@@ -576,9 +618,15 @@ plateau = { mib = 8 }
             seen += 1;
         }
         assert!(seen >= 1);
-        // The schema is strict like the loader: a typo fails it too.
+        // The schema is strict like the loader: a typo fails it too, and so
+        // does a number out of its range.
         let typo: serde_json::Value = toml::from_str(&GOOD.replace("plateau", "platue")).unwrap();
         assert!(!validator.is_valid(&typo));
+        for bad in ["plateau = { mib = 17592186044416 }", "requests = 10000001"] {
+            let text = GOOD.replace("plateau = { mib = 8 }", bad);
+            let value: serde_json::Value = toml::from_str(&text).unwrap();
+            assert!(!validator.is_valid(&value), "{text}");
+        }
     }
 
     const GATED: &str = r#"schema_version = 1
@@ -640,7 +688,7 @@ kind = "parity"
         let err = parse_t(&GATED.replace("kind = \"parity\"", "kind = \"parrot\"")).unwrap_err();
         assert!(err.message.contains("parrot"), "{err}");
         assert_eq!(err.line, 23, "{err}");
-        // A bad value, located at the gate's table.
+        // A bad value, located at the value.
         let err =
             parse_t(&GATED.replace("min_reduction = 0.1", "min_reduction = 1.5")).unwrap_err();
         assert!(
@@ -648,7 +696,7 @@ kind = "parity"
                 .contains("arm `cand`: gate `memory`: min_reduction = 1.5"),
             "{err}"
         );
-        assert_eq!(err.line, 16, "{err}");
+        assert_eq!((err.line, err.col), (20, 17), "{err}");
         // A comparing gate without a control.
         let err = parse_t(&GATED.replace("control = \"base\"\n", "")).unwrap_err();
         assert!(err.message.contains("add `control = "), "{err}");
@@ -677,7 +725,7 @@ kind = "parity"
                 .contains("arm `cand`: gate `overhead`: pairs = 0: at least one A/B pair"),
             "{err}"
         );
-        assert_eq!((err.line, err.col), (25, 1), "{err}");
+        assert_eq!((err.line, err.col), (27, 9), "{err}");
         let err = parse_t(&with("pair = 2")).unwrap_err();
         assert!(err.message.contains("unknown field `pair`"), "{err}");
     }
@@ -688,9 +736,404 @@ kind = "parity"
         assert_eq!(p.admission.window_ms, 200);
         assert_eq!(p.admission.max_load_per_core, 1.5, "defaults fill the rest");
         let err = parse_t(&format!("{GOOD}\n[admission]\nwindow_ms = 0\n")).unwrap_err();
-        assert_eq!(err.line, 9, "{err}");
+        assert_eq!((err.line, err.col), (10, 13), "{err}");
         let err = parse_t(&format!("{GOOD}\n[admission]\nwindow = 1\n")).unwrap_err();
         assert!(err.message.contains("unknown field `window`"), "{err}");
+    }
+
+    /// A calibration arm `a` whose table holds `body` (the table starts on line 6).
+    fn cal(top: &str, body: &str) -> String {
+        format!(
+            "schema_version = 1\nname = \"t\"\n{top}\n[[arm]]\nid = \"a\"\n[arm.calibrate]\n{body}\n"
+        )
+    }
+
+    /// A whisper arm `w` whose table holds `body`, after a `[params]` table.
+    fn whisper(params: &str, body: &str) -> String {
+        format!(
+            "schema_version = 1\nname = \"t\"\n[params]\n{params}\n[[arm]]\nid = \"w\"\n[arm.whisper]\n{body}\n"
+        )
+    }
+
+    #[test]
+    fn every_bad_number_is_refused_at_its_file_line_col_with_the_allowed_range() {
+        let doubling: String = std::iter::once("p00 = \"xx\"".to_string())
+            .chain((1..=40).map(|i| format!("p{i:02} = \"${{p{:02}}}${{p{:02}}}\"", i - 1, i - 1)))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let cases: Vec<(String, &str)> = vec![
+            (
+                cal("", "timeout_s = 1\n").replace(
+                    "[arm.calibrate]\ntimeout_s = 1",
+                    "timeout_s = 10000000000000000000\n[arm.calibrate]",
+                ),
+                "p.toml:6:13: arm `a`: timeout_s = 10000000000000000000 is out of range: allowed 1..=604800 (seconds, at most 7 days)",
+            ),
+            (
+                cal("[defaults]\narm_timeout_s = 0", ""),
+                "p.toml:4:17: defaults.arm_timeout_s = 0 is out of range: allowed 1..=604800 (seconds, at most 7 days)",
+            ),
+            (
+                cal("[sampling]\nperiod_ms = 0", ""),
+                "p.toml:4:13: sampling.period_ms = 0 is out of range: allowed 1..=60000 (milliseconds, at most 1 minute)",
+            ),
+            (
+                cal("", "").replace(
+                    "id = \"a\"",
+                    "id = \"a\"\nsampling = { period_ms = 18446744073709551615 }",
+                ),
+                "p.toml:6:26: arm `a`: sampling.period_ms = 18446744073709551615 is out of range: allowed 1..=60000 (milliseconds, at most 1 minute)",
+            ),
+            (
+                cal("", "plateau = { mib = 17592186044416 }"),
+                "p.toml:7:19: arm `a`: calibrate.plateau.mib = 17592186044416 is out of range: allowed 0..=1048576 (MiB, at most 1 TiB)",
+            ),
+            (
+                cal("", "leak = { mib_per_request = nan }"),
+                "p.toml:7:28: arm `a`: calibrate.leak.mib_per_request = NaN is out of range: allowed a finite number in (0, 1048576] (MiB, at most 1 TiB per request)",
+            ),
+            (
+                cal("", "leak = { mib_per_request = inf }"),
+                "p.toml:7:28: arm `a`: calibrate.leak.mib_per_request = inf is out of range: allowed a finite number in (0, 1048576] (MiB, at most 1 TiB per request)",
+            ),
+            (
+                cal("", "reserve = { mib = 2000000 }"),
+                "p.toml:7:19: arm `a`: calibrate.reserve.mib = 2000000 is out of range: allowed 0..=1048576 (MiB, at most 1 TiB)",
+            ),
+            (
+                cal("", "spike = { mib = 1, hold_ms = 99999999999 }"),
+                "p.toml:7:30: arm `a`: calibrate.spike.hold_ms = 99999999999 is out of range: allowed 0..=3600000 (milliseconds, at most 1 hour)",
+            ),
+            (
+                cal(
+                    "",
+                    "requests = 4\nsteps = { mib = 1, at_requests = [1, 2, 4] }",
+                ),
+                "p.toml:8:41: arm `a`: calibrate.steps.at_requests has 4 but the arm has only 4 requests",
+            ),
+            (
+                cal("", "requests = 10000001"),
+                "p.toml:7:12: arm `a`: calibrate.requests = 10000001 is out of range: allowed 0..=10000000 (at most 10 million)",
+            ),
+            (
+                cal("", "busy_threads = 100000"),
+                "p.toml:7:16: arm `a`: calibrate.busy_threads = 100000 is out of range: allowed 0..=256 (at most 256)",
+            ),
+            (
+                cal("", "shm_file = { kib_per_request = 4, dir = \"/tmp\" }"),
+                "p.toml:7:41: arm `a`: calibrate.shm_file.dir = \"/tmp\" is no longer accepted: the pattern's shared memory has no path (memfd), so nothing is written outside the run directory; remove the key",
+            ),
+            (
+                cal(
+                    "",
+                    "requests = 1\nplateau = { mib = 6000 }\nleak = { mib_per_request = 3000.0 }",
+                ),
+                "p.toml:6:1: arm `a`: calibrate: the patterns would hold 9000 MiB at their peak, more than this host's physical memory (8192 MiB): make them smaller or use fewer requests",
+            ),
+            (
+                cal("[snapshots]\nevery_ms = 0", ""),
+                "p.toml:4:12: snapshots.every_ms = 0 is out of range: allowed 1..=86400000 (milliseconds, at most 1 day)",
+            ),
+            (
+                cal("[census]\nthreshold_mib = nan", ""),
+                "p.toml:4:17: census.threshold_mib = NaN is out of range: allowed a finite number in [0, 1048576] (MiB, at most 1 TiB)",
+            ),
+            (
+                cal("[admission]\nmax_psi_some_avg10 = 101.0", ""),
+                "p.toml:4:22: admission.max_psi_some_avg10 = 101 is out of range: allowed a finite number in [0, 100] (percent)",
+            ),
+            (
+                cal("", "") + "[[arm.gate]]\nkind = \"validity\"\nmax_skipped_fraction = inf\n",
+                "p.toml:10:24: arm `a`: gate `validity`: max_skipped_fraction = inf is out of range: allowed a finite number in [0, 1] (a fraction of the ticks due)",
+            ),
+            (
+                cal("", "") + "[[arm.gate]]\nkind = \"overhead\"\npairs = 1000000\n",
+                "p.toml:10:9: arm `a`: gate `overhead`: pairs = 1000000 is out of range: allowed 1..=50 (each pair runs the arm twice more)",
+            ),
+            (
+                cal("[soak]\nbootstrap_resamples = 1000000000", ""),
+                "p.toml:4:23: soak.bootstrap_resamples = 1000000000 is out of range: allowed 20..=10000 (each is a Theil–Sen fit)",
+            ),
+            (
+                cal("[soak]\nsettle_ms = 18446744073709551615", ""),
+                "p.toml:4:13: soak.settle_ms = 18446744073709551615 is out of range: allowed 0..=600000 (milliseconds, at most 10 minutes)",
+            ),
+            (
+                whisper("", "model = \"m.bin\"\nextra_states = 100000"),
+                "p.toml:9:16: arm `w`: whisper: extra_states = 100000 is out of range: allowed 0..=16 (each state costs its own kv caches and compute buffers)",
+            ),
+            (
+                whisper("", "model = \"m.bin\"\nidle_s = nan"),
+                "p.toml:9:10: arm `w`: whisper: idle_s = NaN is out of range: allowed a finite number in [0, 3600] (seconds, at most 1 hour)",
+            ),
+            (
+                whisper("", "model = \"m.bin\"\nthreads = 4294967295"),
+                "p.toml:9:11: arm `w`: whisper: threads = 4294967295 is out of range: allowed 1..=256 (at most 256)",
+            ),
+            (
+                whisper(
+                    "",
+                    "model = \"m.bin\"\ndecoding = { strategy = \"beam\", beam_size = 64 }",
+                ),
+                "p.toml:9:45: arm `w`: whisper: decoding.beam_size = 64 is out of range: allowed 2..=8 (whisper.cpp's decoder limit)",
+            ),
+            (
+                whisper("", "model = \"m.bin\"\naudio_ctx = 100000"),
+                "p.toml:9:13: arm `w`: whisper: audio_ctx = 100000 is out of range: allowed 0..=1500 (0 = the model's; Whisper's encoder context is 1500)",
+            ),
+            (
+                whisper("", "model = \"m.bin\"\nrepetitions = 0"),
+                "p.toml:9:15: arm `w`: whisper: repetitions = 0 is out of range: allowed 1..=100000 (at most 100000)",
+            ),
+            (
+                whisper("m = \"${m}\"", "model = \"${m}/x.bin\""),
+                "p.toml:4:1: param `m` (p.toml:4:1) refers to itself: `${m}` can never be expanded",
+            ),
+            (
+                whisper("a = \"${b}\"\nb = \"${a}\"", "model = \"${a}/x.bin\""),
+                "p.toml:4:1: params refer to each other in a cycle: `a` (p.toml:4:1) → `b` (p.toml:5:1) → `a`",
+            ),
+            (
+                whisper(&doubling, "model = \"${p40}/x.bin\""),
+                "p.toml:16:1: param `p12` (p.toml:16:1) expands to more than 4096 bytes",
+            ),
+            (
+                whisper("d = \"$\"", "model = \"${d}{m}/x.bin\""),
+                "p.toml:8:9: arm `w`: whisper: model expands to \"${m}/x.bin\", which still holds `${`: parameters are expanded once",
+            ),
+        ];
+        let wrong: Vec<String> = cases
+            .iter()
+            .filter_map(|(text, expected)| match parse_t(text) {
+                Ok(_) => Some(format!("accepted:\n{text}")),
+                Err(e) if &e.to_string() != expected => {
+                    Some(format!("{text}\n  got:      {e}\n  expected: {expected}"))
+                }
+                Err(_) => None,
+            })
+            .collect();
+        assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+    }
+
+    #[test]
+    fn a_param_cycle_through_an_override_names_the_flag() {
+        let text = whisper("a = \"${b}\"", "model = \"${a}/x.bin\"");
+        let ctx = ParseContext {
+            overrides: BTreeMap::from([("b".to_string(), "${a}".to_string())]),
+            base_dir: PathBuf::from("."),
+            fixtures: &FixtureCatalog::default(),
+            models: &NoModels,
+            physical_memory: Some(TEST_RAM),
+        };
+        let err = parse("p.toml", &text, &ctx).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "p.toml:4:1: params refer to each other in a cycle: `a` (p.toml:4:1) → `b` (--param b) → `a`"
+        );
+    }
+
+    /// Every numeric key, in the table it belongs to (`{v}` is the value).
+    const NUMERIC_KEYS: &[(&str, &str)] = &[
+        ("[sampling]\nperiod_ms = {v}", ""),
+        ("[defaults]\narm_timeout_s = {v}", ""),
+        ("[snapshots]\nevery_ms = {v}", ""),
+        ("[snapshots]\nevery_n_requests = {v}", ""),
+        ("[census]\nthreshold_mib = {v}", ""),
+        ("[census]\nevery_n_requests = {v}", ""),
+        ("[admission]\nwindow_ms = {v}", ""),
+        ("[admission]\nmax_load_per_core = {v}", ""),
+        ("[admission]\nmin_available_mib = {v}", ""),
+        ("[admission]\nmax_psi_some_avg10 = {v}", ""),
+        ("[admission]\nmax_thermal_celsius = {v}", ""),
+        ("[soak]\nwarmup_requests = {v}", ""),
+        ("[soak]\ncycle_requests = {v}", ""),
+        ("[soak]\nmin_points = {v}", ""),
+        ("[soak]\ntail_fraction = {v}", ""),
+        ("[soak]\nmax_slope_kib_per_request = {v}", ""),
+        ("[soak]\nsystem_max_slope_kib_per_request = {v}", ""),
+        ("[soak]\nstep_min_mib = {v}", ""),
+        ("[soak]\nmax_steps = {v}", ""),
+        ("[soak]\nbootstrap_resamples = {v}", ""),
+        ("[soak]\nconfidence = {v}", ""),
+        ("[soak]\nseed = {v}", ""),
+        ("[soak]\nsnapshot_interval_s = {v}", ""),
+        ("[soak]\nsettle_ms = {v}", ""),
+        ("[soak]\nregression_window = {v}", ""),
+        ("[soak]\nregression_slope_kib_per_request = {v}", ""),
+        ("[soak]\nregression_peak_pct = {v}", ""),
+        ("", "requests = {v}"),
+        ("", "warmup = {v}"),
+        ("", "request_ms = {v}"),
+        ("", "idle_ms = {v}"),
+        ("", "busy_threads = {v}"),
+        ("", "plateau = { mib = {v} }"),
+        ("", "leak = { mib_per_request = {v} }"),
+        (
+            "",
+            "leak = { mib_per_request = 1.0 }\ngrowth_until_request = {v}",
+        ),
+        ("", "steps = { mib = {v}, at_requests = [0] }"),
+        ("", "steps = { mib = 1, at_requests = [{v}] }"),
+        ("", "shm_file = { kib_per_request = {v} }"),
+        ("", "spike = { mib = {v}, hold_ms = 1 }"),
+        ("", "spike = { mib = 1, hold_ms = {v} }"),
+        ("", "spike = { mib = 1, hold_ms = 1, request = {v} }"),
+        ("", "reserve = { mib = {v} }"),
+        ("", "file_map = { mib = {v} }"),
+        ("", "crash_at = {v}"),
+    ];
+
+    /// Whisper and gate keys, as lines of an arm (`{v}` is the value).
+    const ARM_KEYS: &[&str] = &[
+        "timeout_s = {v}",
+        "sampling = { period_ms = {v} }",
+        "[arm.whisper]\nthreads = {v}",
+        "[arm.whisper]\naudio_ctx = {v}",
+        "[arm.whisper]\nmax_tokens = {v}",
+        "[arm.whisper]\nextra_states = {v}",
+        "[arm.whisper]\nwarmup = {v}",
+        "[arm.whisper]\nrepetitions = {v}",
+        "[arm.whisper]\nidle_s = {v}",
+        "[arm.whisper]\ndecoding = { strategy = \"greedy\", best_of = {v} }",
+        "[arm.whisper]\ndecoding = { strategy = \"beam\", beam_size = {v} }",
+        "[[arm.gate]]\nkind = \"memory\"\nphase = \"state_ready\"\nmin_reduction = {v}",
+        "[[arm.gate]]\nkind = \"memory\"\nphase = \"state_ready\"\ncontrol_factor = {v}",
+        "[[arm.gate]]\nkind = \"memory\"\nphase = \"state_ready\"\nceiling_mib = {v}",
+        "[[arm.gate]]\nkind = \"latency\"\ntolerance = {v}",
+        "[[arm.gate]]\nkind = \"quality\"\nwer_delta = {v}",
+        "[[arm.gate]]\nkind = \"validity\"\nmax_skipped_fraction = {v}",
+        "[[arm.gate]]\nkind = \"overhead\"\ntolerance = {v}",
+        "[[arm.gate]]\nkind = \"overhead\"\npairs = {v}",
+    ];
+
+    const EXTREMES: &[&str] = &[
+        "0",
+        "1",
+        "-1",
+        "3",
+        "255",
+        "4294967295",
+        "4294967296",
+        "9223372036854775807",
+        "18446744073709551615",
+        "18446744073709551616",
+        "1e19",
+        "0.5",
+        "-0.0",
+        "nan",
+        "inf",
+        "-inf",
+        "1e308",
+        "1048576",
+        "1048577",
+    ];
+
+    /// What an accepted protocol must satisfy: every derived quantity the
+    /// run computes from it fits, so nothing on the run path can overflow.
+    fn assert_bounded(p: &LoadedProtocol, text: &str) {
+        for arm in &p.arms {
+            assert!(arm.timeout <= Duration::from_secs(604_800), "{text}");
+            assert!(arm.period >= Duration::from_millis(1), "{text}");
+            assert!(arm.period <= Duration::from_secs(60), "{text}");
+            let _ = std::time::Instant::now() + arm.timeout;
+            match &arm.worker {
+                WorkerSpec::Calibrate(c) => {
+                    assert_eq!(c.validate(), Ok(()), "{text}");
+                    assert!(c.peak_touched_bytes() <= u128::from(TEST_RAM), "{text}");
+                    for mib in [c.plateau.map(|x| x.mib), c.reserve.map(|x| x.mib)] {
+                        let m = mib.unwrap_or(0);
+                        assert!(
+                            worker_contract::bounds::mib_to_bytes("m", m).is_ok(),
+                            "{text}"
+                        );
+                    }
+                    let _ = c.request_ms * 1_000_000 + c.idle_ms * 1_000_000;
+                }
+                WorkerSpec::Whisper(w) => assert_eq!(w.validate(), Ok(()), "{text}"),
+            }
+            for g in &arm.gates.gates {
+                assert_eq!(g.validate(), Ok(()), "{text}");
+            }
+        }
+        if let Some(s) = &p.soak {
+            assert_eq!(s.validate(), Ok(()), "{text}");
+            let _ = s.settings(5);
+        }
+    }
+
+    #[test]
+    fn extreme_values_in_every_numeric_key_are_refused_or_bounded() {
+        let fixtures = crate::catalogs::fixture_catalog().unwrap();
+        let ctx = ParseContext {
+            overrides: BTreeMap::new(),
+            base_dir: PathBuf::from("."),
+            fixtures: &fixtures,
+            models: &NoModels,
+            physical_memory: Some(TEST_RAM),
+        };
+        let schema: serde_json::Value = serde_json::from_str(COMMITTED_SCHEMA).unwrap();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        let (mut accepted, mut refused) = (0, 0);
+        let mut texts = Vec::new();
+        for v in EXTREMES {
+            for (top, cal_line) in NUMERIC_KEYS {
+                let calibrate = format!("requests = 3\n{}", cal_line.replace("{v}", v));
+                texts.push(cal(&top.replace("{v}", v), &calibrate));
+            }
+            for line in ARM_KEYS {
+                let line = line.replace("{v}", v);
+                let worker = if line.contains("[arm.whisper]") {
+                    format!("{line}\nmodel = \"m.bin\"\nfixtures = [\"all\"]")
+                } else {
+                    "[arm.whisper]\nmodel = \"m.bin\"\nfixtures = [\"all\"]".to_string()
+                };
+                let (own, gate) = match line.find("[[arm.gate]]") {
+                    Some(_) => (String::new(), line.clone()),
+                    None if line.contains("[arm.whisper]") => (String::new(), String::new()),
+                    None => (line.clone(), String::new()),
+                };
+                texts.push(format!(
+                    "schema_version = 1\nname = \"t\"\n[[arm]]\nid = \"c\"\n[arm.calibrate]\n\
+                     [[arm]]\nid = \"w\"\ncontrol = \"c\"\n{own}\n{worker}\n{gate}\n"
+                ));
+            }
+        }
+        for text in &texts {
+            // The schema is never stricter than the loader (NaN and
+            // infinities have no JSON form and are left to the loader).
+            let schema_ok = toml::from_str::<serde_json::Value>(text)
+                .ok()
+                .map(|v| validator.is_valid(&v));
+            match parse("p.toml", text, &ctx) {
+                Ok(p) => {
+                    assert_bounded(&p, text);
+                    assert_ne!(schema_ok, Some(false), "the schema refuses:\n{text}");
+                    accepted += 1;
+                }
+                Err(e) => {
+                    assert!(e.line >= 1 && e.col >= 1, "{e}");
+                    assert!(!e.message.is_empty());
+                    refused += 1;
+                }
+            }
+        }
+        // Both outcomes happen: the table is not all one or the other.
+        assert_eq!(accepted + refused, texts.len());
+        assert!(
+            accepted > 100 && refused > 500,
+            "{accepted} accepted, {refused} refused"
+        );
+    }
+
+    #[test]
+    fn the_largest_valid_values_load() {
+        let text = cal(
+            "[sampling]\nperiod_ms = 60000\n[defaults]\narm_timeout_s = 604800",
+            "requests = 10000000\nrequest_ms = 3600000\nidle_ms = 3600000\nbusy_threads = 256\nreserve = { mib = 1048576 }",
+        );
+        let p = parse_t(&text).unwrap();
+        assert_eq!(p.arms[0].timeout, Duration::from_secs(604_800));
+        assert_eq!(p.arms[0].period, Duration::from_secs(60));
     }
 
     #[test]

@@ -34,9 +34,11 @@ pub struct SnapshotPlan {
     pub at_request_markers: bool,
     /// With `at_request_markers`, only at the markers of every n-th measured
     /// request (the 1st, the n+1-th, …; default 1: each).
+    #[schemars(range(min = crate::limits::EVERY_N_REQUESTS.min, max = crate::limits::EVERY_N_REQUESTS.max))]
     pub every_n_requests: Option<u64>,
     /// Also take one every this many milliseconds. Soaks use a slow cadence;
     /// under 1000 ms the receipt flags the perturbation.
+    #[schemars(range(min = crate::limits::EVERY_MS.min, max = crate::limits::EVERY_MS.max))]
     pub every_ms: Option<u64>,
 }
 
@@ -56,14 +58,15 @@ impl Default for SnapshotPlan {
 }
 
 impl SnapshotPlan {
-    pub fn validate(&self) -> Result<(), String> {
-        if self.every_ms == Some(0) {
-            return Err("snapshots.every_ms must be at least 1".into());
+    /// Every key in range; the error's key is the full path (`snapshots.every_ms`).
+    pub fn validate(&self) -> Result<(), worker_contract::FieldError> {
+        if let Some(ms) = self.every_ms {
+            crate::limits::EVERY_MS.check("snapshots.every_ms", ms)?;
         }
         self.filter().map(|_| ())
     }
 
-    fn filter(&self) -> Result<MarkerFilter, String> {
+    fn filter(&self) -> Result<MarkerFilter, worker_contract::FieldError> {
         MarkerFilter::from_plan(
             "snapshots",
             self.at_phases,

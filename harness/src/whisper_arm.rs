@@ -2,13 +2,15 @@
 //! resolution into the worker's `WhisperSpec` (model file, fixture files and
 //! digests, defaults filled in).
 
+use crate::limits::{IDLE_S, LONG_FORM_S, REPETITIONS};
+use crate::params::substitute;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use worker_contract::{
-    Decoding, Encoder, FixtureInput, Initializer, LongFormInput, ModelInput, ModelLayout,
-    WhisperSpec, is_sha256_hex,
+    Decoding, Encoder, FieldError, FixtureInput, Initializer, LongFormInput, ModelInput,
+    ModelLayout, WhisperSpec, is_sha256_hex,
 };
 
 /// A whisper arm's options. Unknown keys are errors.
@@ -34,6 +36,7 @@ pub struct WhisperArmDecl {
     /// default: whisper.cpp's own naming rule next to the model.
     pub coreml_sidecar: Option<String>,
     /// Threads per request (default: min(4, CPUs), whisper.cpp's own default).
+    #[schemars(range(min = worker_contract::bounds::WHISPER_THREADS.min, max = worker_contract::bounds::WHISPER_THREADS.max))]
     pub threads: Option<u32>,
     /// `{ strategy = "greedy", best_of = 1 }` (default) or `{ strategy = "beam", beam_size = 5 }`.
     #[serde(default)]
@@ -50,9 +53,11 @@ pub struct WhisperArmDecl {
     pub use_gpu: bool,
     /// Encoder context; 0 (default) keeps the model's 1500.
     #[serde(default)]
+    #[schemars(range(min = worker_contract::bounds::AUDIO_CTX.min, max = worker_contract::bounds::AUDIO_CTX.max))]
     pub audio_ctx: u32,
     /// Upper bound on tokens per segment; 0 (default) leaves whisper.cpp's.
     #[serde(default)]
+    #[schemars(range(min = worker_contract::bounds::MAX_TOKENS.min, max = worker_contract::bounds::MAX_TOKENS.max))]
     pub max_tokens: u32,
     /// whisper.cpp's temperature fallback (default true): a decode judged failed is
     /// retried with sampling, whose RNG state carries over between requests.
@@ -62,9 +67,11 @@ pub struct WhisperArmDecl {
     #[serde(default = "default_initializer")]
     pub initializer: Initializer,
     #[serde(default)]
+    #[schemars(range(min = worker_contract::bounds::EXTRA_STATES.min, max = worker_contract::bounds::EXTRA_STATES.max))]
     pub extra_states: u32,
     /// Unmeasured requests on the first fixture before `warmup_done` (default 1).
     #[serde(default = "one")]
+    #[schemars(range(min = worker_contract::bounds::WARMUP.min, max = worker_contract::bounds::WARMUP.max))]
     pub warmup: u32,
     /// Fixture ids from fixtures/audio/manifest.toml, `category:<name>`, or
     /// `all`. Leave out when `long_form` is set.
@@ -76,11 +83,14 @@ pub struct WhisperArmDecl {
     pub long_form: Option<LongFormName>,
     /// Fill the long-form recipe to this many seconds instead of its own
     /// length (e.g. a short cut for a quick check); needs `long_form`.
+    #[schemars(range(min = crate::limits::LONG_FORM_S.min, max = crate::limits::LONG_FORM_S.max))]
     pub long_form_s: Option<u32>,
     #[serde(default = "one")]
+    #[schemars(range(min = crate::limits::REPETITIONS.min, max = crate::limits::REPETITIONS.max))]
     pub repetitions: u32,
     /// Seconds of idle after the last request (default 1).
     #[serde(default = "default_idle_s")]
+    #[schemars(range(min = crate::limits::IDLE_S.min, max = crate::limits::IDLE_S.max))]
     pub idle_s: f64,
     /// `native` (default) or `coreml`.
     #[serde(default = "default_encoder")]
@@ -218,51 +228,6 @@ impl FixtureCatalog {
     }
 }
 
-/// Replace every `${name}` in `text` with its parameter value.
-pub fn substitute(text: &str, params: &BTreeMap<String, String>) -> Result<String, String> {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(start) = rest.find("${") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let end = after
-            .find('}')
-            .ok_or_else(|| format!("unclosed `${{` in {text:?}"))?;
-        let name = &after[..end];
-        let value = params.get(name).ok_or_else(|| {
-            format!(
-                "parameter `{name}` is not set: declare it under [params] or pass --param {name}=…"
-            )
-        })?;
-        out.push_str(value);
-        rest = &after[end + 1..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
-/// Resolve parameters that refer to other parameters (`b = "${a}/x"`).
-pub fn resolve_params(
-    params: &BTreeMap<String, String>,
-) -> Result<BTreeMap<String, String>, String> {
-    let mut out = params.clone();
-    // Each pass resolves one level of nesting; more levels than parameters means a cycle.
-    for _ in 0..=params.len() {
-        let mut changed = false;
-        for (name, value) in out.clone() {
-            if value.contains("${") {
-                let next = substitute(&value, &out).map_err(|e| format!("param `{name}`: {e}"))?;
-                changed |= next != value;
-                out.insert(name, next);
-            }
-        }
-        if !changed {
-            return Ok(out);
-        }
-    }
-    Err("parameters refer to each other in a cycle".into())
-}
-
 /// A model an arm names: one memqual builds, or a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ModelRef {
@@ -277,15 +242,18 @@ pub trait ModelCatalog {
     fn names(&self) -> Vec<String>;
 }
 
-/// Resolve one declaration into the worker's spec. `base` is the protocol's directory.
+/// Resolve one declaration into the worker's spec. `base` is the protocol's
+/// directory; `params` are resolved (see [`crate::params`]). The error names
+/// the key (relative to the `whisper` table).
 pub fn resolve(
     decl: &WhisperArmDecl,
     params: &BTreeMap<String, String>,
     base: &Path,
     fixtures: &FixtureCatalog,
     models: &dyn ModelCatalog,
-) -> Result<(WhisperSpec, ModelRef), String> {
-    let model_text = substitute(&decl.model, params).map_err(|e| format!("model: {e}"))?;
+) -> Result<(WhisperSpec, ModelRef), FieldError> {
+    let model_text =
+        substitute("model", &decl.model, params).map_err(|e| FieldError::new("model", e))?;
     let looks_like_path = model_text.contains('/') || model_text.ends_with(".bin");
     let (path, pinned, model_ref) = if looks_like_path {
         let p = PathBuf::from(&model_text);
@@ -293,10 +261,10 @@ pub fn resolve(
         (p.clone(), None, ModelRef::File(p))
     } else {
         let (p, sha) = models.locate(&model_text).ok_or_else(|| {
-            format!(
+            FieldError::new("model", format!(
                 "model `{model_text}` is neither a known model ({}) nor a path (a path contains `/` or ends in .bin)",
                 models.names().join(", ")
-            )
+            ))
         })?;
         (p, Some(sha), ModelRef::Named(model_text.clone()))
     };
@@ -304,26 +272,46 @@ pub fn resolve(
     if let Some(s) = &sha256
         && !is_sha256_hex(s)
     {
-        return Err(format!("model_sha256 {s:?} is not 64 lowercase hex digits"));
+        return Err(FieldError::new(
+            "model_sha256",
+            format!("model_sha256 {s:?} is not 64 lowercase hex digits"),
+        ));
     }
     let coreml_sidecar = match &decl.coreml_sidecar {
         Some(s) => {
-            let p =
-                PathBuf::from(substitute(s, params).map_err(|e| format!("coreml_sidecar: {e}"))?);
+            let p = PathBuf::from(
+                substitute("coreml_sidecar", s, params)
+                    .map_err(|e| FieldError::new("coreml_sidecar", e))?,
+            );
             Some(if p.is_relative() { base.join(p) } else { p })
         }
         None => None,
     };
-    if !decl.idle_s.is_finite() || decl.idle_s < 0.0 || decl.idle_s > 3600.0 {
-        return Err(format!("idle_s = {}: must be 0..=3600", decl.idle_s));
-    }
+    let idle_s = IDLE_S.check("idle_s", decl.idle_s)?;
+    REPETITIONS.check("repetitions", u64::from(decl.repetitions))?;
     let long_form = match (decl.long_form, decl.long_form_s) {
-        (None, Some(_)) => return Err("long_form_s needs long_form".into()),
-        (Some(_), Some(0)) => return Err("long_form_s = 0: give at least 1 s".into()),
-        (Some(_), _) if !decl.fixtures.is_empty() => {
-            return Err("long_form replaces fixtures: give one or the other".into());
+        (None, Some(_)) => {
+            return Err(FieldError::new(
+                "long_form_s",
+                "long_form_s needs long_form",
+            ));
         }
-        (Some(name), target) => Some(fixtures.long_form(name, target)?),
+        (Some(_), _) if !decl.fixtures.is_empty() => {
+            return Err(FieldError::new(
+                "long_form",
+                "long_form replaces fixtures: give one or the other",
+            ));
+        }
+        (Some(name), target) => {
+            if let Some(t) = target {
+                LONG_FORM_S.check("long_form_s", u64::from(t))?;
+            }
+            Some(
+                fixtures
+                    .long_form(name, target)
+                    .map_err(|e| FieldError::new("long_form", e))?,
+            )
+        }
         (None, None) => None,
     };
     let spec = WhisperSpec {
@@ -346,12 +334,15 @@ pub fn resolve(
         initializer: decl.initializer,
         extra_states: decl.extra_states,
         warmup: decl.warmup,
-        fixtures: fixtures.select(&decl.fixtures)?,
+        fixtures: fixtures
+            .select(&decl.fixtures)
+            .map_err(|e| FieldError::new("fixtures", e))?,
         long_form,
         repetitions: decl.repetitions,
         max_requests: None,
         max_duration_s: None,
-        idle_ms: (decl.idle_s * 1000.0).round() as u64,
+        // At most 3600 s, so at most 3.6 million ms: the cast is exact.
+        idle_ms: (idle_s * 1000.0).round() as u64,
         encoder: decl.encoder,
         requires: decl.requires.clone(),
     };
@@ -443,23 +434,8 @@ mod tests {
             &Models,
         )
         .unwrap_err();
-        assert!(err.contains("parameter `nope` is not set"), "{err}");
-    }
-
-    #[test]
-    fn nested_parameters_resolve_and_cycles_are_refused() {
-        let p = BTreeMap::from([
-            ("root".to_string(), "/m".to_string()),
-            ("f16".to_string(), "${root}/f16.bin".to_string()),
-            ("alias".to_string(), "${f16}".to_string()),
-        ]);
-        let r = resolve_params(&p).unwrap();
-        assert_eq!(r["alias"], "/m/f16.bin");
-        let cyc = BTreeMap::from([
-            ("a".to_string(), "${b}".to_string()),
-            ("b".to_string(), "${a}x".to_string()),
-        ]);
-        assert!(resolve_params(&cyc).unwrap_err().contains("cycle"));
+        assert_eq!(err.key, "model");
+        assert!(err.message.contains("parameter `nope` is not set"), "{err}");
     }
 
     #[test]
@@ -491,11 +467,15 @@ mod tests {
             &Models,
         )
         .unwrap_err();
-        assert!(err.contains("neither a known model (tiny.en)"), "{err}");
+        assert!(
+            err.message.contains("neither a known model (tiny.en)"),
+            "{err}"
+        );
         let mut d = decl("tiny.en", &["s1"]);
         d.decoding = Decoding::Beam { beam_size: 1 };
         let err = resolve(&d, &BTreeMap::new(), Path::new("/p"), &catalog(), &Models).unwrap_err();
-        assert!(err.contains("beam_size = 1"), "{err}");
+        assert_eq!(err.key, "decoding.beam_size");
+        assert!(err.message.contains("beam_size = 1"), "{err}");
         assert!(
             toml::from_str::<WhisperArmDecl>("model = \"x\"\nfixtures = []\nthreds = 2").is_err()
         );
@@ -528,7 +508,9 @@ mod tests {
         let catalog = crate::catalogs::fixture_catalog().unwrap();
         let resolve_text = |text: &str| {
             let d: WhisperArmDecl = toml::from_str(text).unwrap();
-            resolve(&d, &BTreeMap::new(), Path::new("/p"), &catalog, &Models).map(|_| ())
+            resolve(&d, &BTreeMap::new(), Path::new("/p"), &catalog, &Models)
+                .map(|_| ())
+                .map_err(|e| e.message)
         };
         let both = "model = \"tiny.en\"\nlong_form = \"soak\"\nfixtures = [\"s1-s4\"]";
         assert!(resolve_text(both).unwrap_err().contains("one or the other"));
@@ -555,6 +537,6 @@ mod tests {
             &Models,
         )
         .unwrap_err();
-        assert!(err.contains("speech fixtures folder"), "{err}");
+        assert!(err.message.contains("speech fixtures folder"), "{err}");
     }
 }

@@ -92,7 +92,9 @@ fn gates_judge_each_arm_and_the_promoted_arm_decides_the_run() {
 
 #[test]
 fn a_refused_host_stops_the_run_with_exit_3_unless_forced() {
-    let impossible = "\n[admission]\nwindow_ms = 50\nmin_available_mib = 100000000\nmax_load_per_core = 1000.0\n";
+    // 1 TiB available: the largest threshold allowed, more than any test host has.
+    let impossible =
+        "\n[admission]\nwindow_ms = 50\nmin_available_mib = 1048576\nmax_load_per_core = 1000.0\n";
     let body = format!("{GATED}{impossible}");
     let tmp = tempfile::tempdir().unwrap();
     let proto = write_protocol(tmp.path(), &body);
@@ -109,7 +111,7 @@ fn a_refused_host_stops_the_run_with_exit_3_unless_forced() {
         "{}",
         stderr(&out)
     );
-    assert!(stderr(&out).contains("< 100000000 MiB"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("< 1048576 MiB"), "{}", stderr(&out));
     let record: reports::admission::AdmissionRecord =
         serde_json::from_str(&std::fs::read_to_string(dir.join("admission.json")).unwrap())
             .unwrap();

@@ -4,6 +4,8 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use worker_contract::FieldError;
+use worker_contract::bounds::{FloatBound, IntBound};
 
 /// Limits a host must stay within to be admitted (the protocol's
 /// `[admission]` table; every key is optional).
@@ -11,14 +13,19 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields, default)]
 pub struct AdmissionThresholds {
     /// How long the host is watched before the run and before each arm.
+    #[schemars(range(min = WINDOW_MS.min, max = WINDOW_MS.max))]
     pub window_ms: u64,
     /// 1-minute load average divided by the core count, at most this.
+    #[schemars(range(min = LOAD_PER_CORE.min, max = LOAD_PER_CORE.max))]
     pub max_load_per_core: f64,
     /// Available memory at least this, in MiB.
+    #[schemars(range(min = AVAILABLE_MIB.min, max = AVAILABLE_MIB.max))]
     pub min_available_mib: u64,
     /// Memory pressure: PSI `some avg10` (percent) at most this.
+    #[schemars(range(min = PSI_PERCENT.min, max = PSI_PERCENT.max))]
     pub max_psi_some_avg10: f64,
     /// Hottest reported thermal zone at most this, in °C.
+    #[schemars(range(min = CELSIUS.min, max = CELSIUS.max))]
     pub max_thermal_celsius: f64,
 }
 
@@ -31,6 +38,30 @@ impl Default for AdmissionThresholds {
             max_psi_some_avg10: 10.0,
             max_thermal_celsius: 90.0,
         }
+    }
+}
+
+/// `window_ms`: the host is watched for 1 ms to 10 minutes.
+pub const WINDOW_MS: IntBound = IntBound::new(1, 600_000, "milliseconds, at most 10 minutes");
+/// `max_load_per_core`: a load average per core.
+pub const LOAD_PER_CORE: FloatBound = FloatBound::closed(0.0, 1_000_000.0, "load per core");
+/// `min_available_mib`: at most 1 TiB.
+pub const AVAILABLE_MIB: IntBound = IntBound::new(0, 1 << 20, "MiB, at most 1 TiB");
+/// `max_psi_some_avg10`: PSI is a percentage.
+pub const PSI_PERCENT: FloatBound = FloatBound::closed(0.0, 100.0, "percent");
+/// `max_thermal_celsius`: no sensor reads above 1000 °C.
+pub const CELSIUS: FloatBound = FloatBound::closed(0.0, 1000.0, "°C");
+
+impl AdmissionThresholds {
+    /// Every threshold in its range; the error names the key (relative to
+    /// the `[admission]` table).
+    pub fn validate(&self) -> Result<(), FieldError> {
+        WINDOW_MS.check("window_ms", self.window_ms)?;
+        LOAD_PER_CORE.check("max_load_per_core", self.max_load_per_core)?;
+        AVAILABLE_MIB.check("min_available_mib", self.min_available_mib)?;
+        PSI_PERCENT.check("max_psi_some_avg10", self.max_psi_some_avg10)?;
+        CELSIUS.check("max_thermal_celsius", self.max_thermal_celsius)?;
+        Ok(())
     }
 }
 

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use worker_contract::bounds::mib_to_bytes;
 use worker_contract::{
     ArmSpec, CalibrationResult, CalibrationSpec, LogLevel, MIB, Misbehaviour, RequestResult,
     ResultBody, SamplerSchedule,
@@ -126,37 +127,124 @@ impl Drop for MappedFile {
     }
 }
 
-/// A file on a tmpfs grown with `write` and never mapped: its pages are
-/// shared memory charged to the system, not to this process's resident set.
+/// A shared-memory file with no path, grown every request and never kept
+/// mapped: its pages are shared memory charged to the system, not to this
+/// process's resident set. Having no path, it lives exactly as long as the
+/// worker and cannot be placed anywhere by a protocol.
 struct ShmGrowth {
     file: std::fs::File,
-    path: PathBuf,
-    chunk: Vec<u8>,
+    chunk_bytes: u64,
+    grown: u64,
 }
 
 impl ShmGrowth {
-    fn new(dir: &Path, bytes_per_request: u64) -> anyhow::Result<Self> {
-        let path = dir.join(format!("memqual-calibrate-{}.shm", std::process::id()));
-        let file =
-            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-        let len = usize::try_from(bytes_per_request).context("shm_file chunk too large")?;
+    /// `requests` chunks of `chunk_bytes` at most (macOS sizes the object once).
+    fn new(chunk_bytes: u64, requests: u64) -> anyhow::Result<Self> {
+        let total = chunk_bytes
+            .checked_mul(requests)
+            .context("shm_file: kib_per_request × requests does not fit in 64 bits")?;
         Ok(ShmGrowth {
-            file,
-            path,
-            chunk: vec![0x3C; len],
+            file: shm::anonymous(total)?,
+            chunk_bytes,
+            grown: 0,
         })
     }
 
     fn grow(&mut self) -> anyhow::Result<()> {
-        self.file
-            .write_all(&self.chunk)
-            .with_context(|| format!("appending to {}", self.path.display()))
+        shm::append(&mut self.file, self.grown, self.chunk_bytes)
+            .context("growing the shm_file pattern's shared memory")?;
+        self.grown = self.grown.saturating_add(self.chunk_bytes);
+        Ok(())
     }
 }
 
-impl Drop for ShmGrowth {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+/// Linux: `memfd_create` is a tmpfs file without a name (shmem-accounted,
+/// like a file in `/dev/shm`); `write` appends pages without mapping them.
+#[cfg(target_os = "linux")]
+mod shm {
+    use anyhow::Context;
+    use nix::sys::memfd::{MFdFlags, memfd_create};
+    use std::fs::File;
+    use std::io::Write;
+
+    pub fn anonymous(_total: u64) -> anyhow::Result<File> {
+        let fd = memfd_create("memqual-calibrate-shm", MFdFlags::MFD_CLOEXEC)
+            .context("memfd_create for the shm_file pattern")?;
+        Ok(File::from(fd))
+    }
+
+    pub fn append(file: &mut File, _offset: u64, bytes: u64) -> anyhow::Result<()> {
+        const CHUNK: usize = 1 << 20;
+        let block = vec![0x3Cu8; CHUNK];
+        let mut left = bytes;
+        while left > 0 {
+            let n = usize::try_from(left).map_or(CHUNK, |l| l.min(CHUNK));
+            file.write_all(&block[..n])?;
+            left -= n as u64;
+        }
+        Ok(())
+    }
+}
+
+/// macOS: a POSIX shared-memory object unlinked at once (so it has no name
+/// left), sized once — XNU lets a shm object be sized only once — and
+/// written through a short-lived mapping of the pages a request adds, so
+/// they stay with the object and not in this process's mappings.
+#[cfg(target_os = "macos")]
+mod shm {
+    use anyhow::Context;
+    use memmap2::MmapOptions;
+    use nix::fcntl::OFlag;
+    use nix::sys::mman::{shm_open, shm_unlink};
+    use nix::sys::stat::Mode;
+    use std::fs::File;
+
+    pub fn anonymous(total: u64) -> anyhow::Result<File> {
+        // PSHMNAMLEN is 31: keep the name short and unique to this process.
+        let name = format!("/mqcal-{}", std::process::id());
+        let fd = shm_open(
+            name.as_str(),
+            OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_EXCL,
+            Mode::S_IRUSR | Mode::S_IWUSR,
+        )
+        .with_context(|| format!("shm_open {name}"))?;
+        shm_unlink(name.as_str()).with_context(|| format!("shm_unlink {name}"))?;
+        let file = File::from(fd);
+        file.set_len(total.max(1))
+            .context("sizing the shm_file object")?;
+        Ok(file)
+    }
+
+    pub fn append(file: &mut File, offset: u64, bytes: u64) -> anyhow::Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let page = sampler::page_size_bytes();
+        let start = offset / page * page;
+        let end = offset
+            .checked_add(bytes)
+            .context("shm_file offset overflows")?;
+        let len = usize::try_from(end - start).context("shm_file chunk does not fit")?;
+        // SAFETY: the object is private to this process (its name is gone)
+        // and nothing resizes it while the map lives.
+        let mut map = unsafe { MmapOptions::new().offset(start).len(len).map_mut(&*file) }
+            .context("mapping the shm_file object")?;
+        let first = usize::try_from(offset - start).unwrap_or(0);
+        for i in (first..len).step_by(page as usize) {
+            map[i] = 0x3C;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+mod shm {
+    pub fn anonymous(_total: u64) -> anyhow::Result<std::fs::File> {
+        anyhow::bail!("the shm_file pattern needs Linux (memfd) or macOS (POSIX shared memory)")
+    }
+
+    pub fn append(_: &mut std::fs::File, _: u64, _: u64) -> anyhow::Result<()> {
+        anyhow::bail!("the shm_file pattern needs Linux or macOS")
     }
 }
 
@@ -202,11 +290,18 @@ fn sleep_until(t_ns: u64) {
     }
 }
 
+/// `ms` milliseconds after `t_ns` (saturating: never wraps into the past).
+fn after_ms(t_ns: u64, ms: u64) -> u64 {
+    t_ns.saturating_add(ms.saturating_mul(1_000_000))
+}
+
 fn leak_bytes_per_request(spec: &CalibrationSpec) -> u64 {
     let page = sampler::page_size_bytes();
     spec.leak.map_or(0, |l| {
+        // Validated finite and at most 1 TiB, so the cast is exact enough and
+        // the rounding cannot overflow.
         let bytes = (l.mib_per_request * MIB as f64).ceil() as u64;
-        bytes.div_ceil(page) * page
+        bytes.div_ceil(page).saturating_mul(page)
     })
 }
 
@@ -236,6 +331,38 @@ pub fn run(
     if let Err(e) = cal.validate() {
         bail!("invalid calibration spec: {e}");
     }
+    // Validated sizes are at most 1 TiB, so these conversions cannot fail;
+    // they are checked anyway so a missed validation cannot wrap a size.
+    let plateau = cal
+        .plateau
+        .map(|p| mib_to_bytes("plateau.mib", p.mib))
+        .transpose()?;
+    let reserve = cal
+        .reserve
+        .map(|r| mib_to_bytes("reserve.mib", r.mib))
+        .transpose()?;
+    let file_map = cal
+        .file_map
+        .map(|f| mib_to_bytes("file_map.mib", f.mib))
+        .transpose()?;
+    let step_bytes = cal
+        .steps
+        .as_ref()
+        .map(|s| mib_to_bytes("steps.mib", s.mib))
+        .transpose()?;
+    let spike_bytes = cal
+        .spike
+        .map(|s| mib_to_bytes("spike.mib", s.mib))
+        .transpose()?;
+    let shm_chunk = cal
+        .shm_file
+        .as_ref()
+        .map(|f| {
+            f.kib_per_request
+                .checked_mul(1024)
+                .context("shm_file.kib_per_request does not fit in 64 bits of bytes")
+        })
+        .transpose()?;
     if cal.spike.is_some_and(|s| s.between_ticks) && spec.sampler.is_none() {
         bail!("spike.between_ticks needs the external sampler's schedule, but the arm has none");
     }
@@ -243,23 +370,14 @@ pub fn run(
 
     // "Load": everything the model-global context would hold.
     let mut held = Held {
-        plateau: cal
-            .plateau
-            .map(|p| TouchedBlock::new(p.mib * MIB))
-            .transpose()?,
-        _reserve: cal
-            .reserve
-            .map(|r| Reservation::new(r.mib * MIB))
-            .transpose()?,
-        _file: cal
-            .file_map
-            .map(|f| MappedFile::new(&spec.scratch_dir, f.mib * MIB))
+        plateau: plateau.map(TouchedBlock::new).transpose()?,
+        _reserve: reserve.map(Reservation::new).transpose()?,
+        _file: file_map
+            .map(|bytes| MappedFile::new(&spec.scratch_dir, bytes))
             .transpose()?,
         leaked: Vec::new(),
-        shm: cal
-            .shm_file
-            .as_ref()
-            .map(|f| ShmGrowth::new(&f.dir, f.kib_per_request * 1024))
+        shm: shm_chunk
+            .map(|chunk| ShmGrowth::new(chunk, cal.requests))
             .transpose()?,
     };
     session.mark(Phase::ModelLoaded, None)?;
@@ -285,6 +403,12 @@ pub fn run(
     session.mark(Phase::WarmupDone, None)?;
 
     let leak_bytes = leak_bytes_per_request(cal);
+    // Up to 10000 listed requests, looked up once per request.
+    let step_requests: std::collections::BTreeSet<u64> = cal
+        .steps
+        .as_ref()
+        .map(|s| s.at_requests.iter().copied().collect())
+        .unwrap_or_default();
     let busy = (cal.busy_threads > 0).then(|| BusyThreads::start(cal.busy_threads));
     for request_id in 0..cal.requests {
         session.mark(Phase::RequestBegin, Some(request_id))?;
@@ -295,12 +419,10 @@ pub fn run(
         if leak_bytes > 0 && leaking {
             held.leaked.push(TouchedBlock::new(leak_bytes)?);
         }
-        if let Some(steps) = cal
-            .steps
-            .as_ref()
-            .filter(|s| s.at_requests.contains(&request_id))
+        if let Some(bytes) = step_bytes
+            && step_requests.contains(&request_id)
         {
-            held.leaked.push(TouchedBlock::new(steps.mib * MIB)?);
+            held.leaked.push(TouchedBlock::new(bytes)?);
         }
         if let Some(shm) = held.shm.as_mut() {
             shm.grow()?;
@@ -312,9 +434,11 @@ pub fn run(
             spike_resident_ns: None,
             spike_freed_ns: None,
         };
-        if let Some(spike) = cal.spike.filter(|s| s.request == request_id) {
+        if let (Some(spike), Some(bytes)) =
+            (cal.spike.filter(|s| s.request == request_id), spike_bytes)
+        {
             run_spike(
-                spike.mib * MIB,
+                bytes,
                 spike.hold_ms,
                 spike.between_ticks.then_some(spec.sampler).flatten(),
                 &mut result,
@@ -328,7 +452,7 @@ pub fn run(
             )?;
             std::process::abort();
         }
-        sleep_until(started + cal.request_ms * 1_000_000);
+        sleep_until(after_ms(started, cal.request_ms));
         let latency_ns = clock::monotonic_ns() - started;
         result.held_bytes = held.touched_bytes();
         session.mark(Phase::RequestEnd, Some(request_id))?;
@@ -358,8 +482,8 @@ fn run_spike(
     // Start a tenth of a period after a tick, so the spike sits between ticks.
     let next_tick = align.map(|s| {
         let tick = s.next_tick_after(clock::monotonic_ns());
-        sleep_until(tick + s.period_ns / 10);
-        tick + s.period_ns
+        sleep_until(tick.saturating_add(s.period_ns / 10));
+        tick.saturating_add(s.period_ns)
     });
     let block = TouchedBlock::new(bytes)?;
     result.spike_resident_ns = Some(clock::monotonic_ns());
@@ -426,6 +550,40 @@ mod tests {
         assert!(path.exists());
         drop(f);
         assert!(!path.exists(), "scratch file removed at teardown");
+    }
+
+    #[test]
+    fn shm_growth_has_no_path_and_stays_out_of_the_resident_set() {
+        use std::os::fd::AsRawFd;
+        let _lock = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let before = sampler::snapshot_self().unwrap();
+        let mut shm = ShmGrowth::new(4 * MIB, 8).unwrap();
+        for _ in 0..4 {
+            shm.grow().unwrap();
+        }
+        let after = sampler::snapshot_self().unwrap();
+        assert_eq!(shm.file.metadata().unwrap().len(), 16 * MIB);
+        // An anonymous memfd: nothing on any file system a protocol could name.
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", shm.file.as_raw_fd())).unwrap();
+        assert!(
+            link.to_string_lossy()
+                .starts_with("/memfd:memqual-calibrate-shm"),
+            "{}",
+            link.display()
+        );
+        // Written, never mapped: the 16 MiB are not this process's shmem.
+        let shmem_growth =
+            after.rss_shmem_bytes.unwrap() as i64 - before.rss_shmem_bytes.unwrap() as i64;
+        assert!(shmem_growth < (2 * MIB) as i64, "{shmem_growth}");
+        // The object's size is checked arithmetic too.
+        assert!(ShmGrowth::new(u64::MAX, 2).is_err());
+    }
+
+    #[test]
+    fn deadlines_saturate() {
+        assert_eq!(after_ms(5, 2), 2_000_005);
+        assert_eq!(after_ms(u64::MAX - 1, 1), u64::MAX);
+        assert_eq!(after_ms(1, u64::MAX), u64::MAX);
     }
 
     #[test]

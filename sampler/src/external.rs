@@ -73,7 +73,8 @@ impl ExternalSampler {
                 };
                 let mut tick: u64 = 0;
                 loop {
-                    let mut deadline = epoch_ns + tick * period_ns;
+                    // Saturating: a period near u64::MAX must not wrap into the past.
+                    let mut deadline = epoch_ns.saturating_add(tick.saturating_mul(period_ns));
                     let now = clock::monotonic_ns();
                     let stop = if now < deadline {
                         stop_rx.recv_timeout(Duration::from_nanos(deadline - now))
@@ -90,8 +91,8 @@ impl ExternalSampler {
                     let cpu_start = clock::thread_cpu_ns();
                     let behind = t_ns.saturating_sub(deadline) / period_ns;
                     if behind > 0 {
-                        tick += behind;
-                        deadline = epoch_ns + tick * period_ns;
+                        tick = tick.saturating_add(behind);
+                        deadline = epoch_ns.saturating_add(tick.saturating_mul(period_ns));
                         stats.skipped_ticks += behind;
                     }
                     let mut row = SeriesRow {

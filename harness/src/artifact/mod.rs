@@ -72,14 +72,14 @@ pub enum ArtifactCommand {
     /// contexts padded to 256, the logits reserve, and weight bytes per class.
     Estimate {
         model: PathBuf,
-        /// Audio positions the state is sized for (default: the header's).
-        #[arg(long, value_name = "N")]
+        /// Audio positions the state is sized for, 1 to 1500 (default: the header's).
+        #[arg(long, value_name = "N", value_parser = crate::limits::int_flag(crate::limits::AUDIO_POSITIONS))]
         audio_ctx: Option<u64>,
-        /// Text positions the state is sized for (default: the header's).
-        #[arg(long, value_name = "N")]
+        /// Text positions the state is sized for, 1 to 448 (default: the header's).
+        #[arg(long, value_name = "N", value_parser = crate::limits::int_flag(crate::limits::TEXT_POSITIONS))]
         text_ctx: Option<u64>,
-        /// Decoders (beam size or best-of); more than one grows the self cache.
-        #[arg(long, value_name = "N")]
+        /// Decoders (beam size or best-of), 1 to 8; more than one grows the self cache.
+        #[arg(long, value_name = "N", value_parser = crate::limits::int_flag(crate::limits::BEAMS))]
         beams: Option<u64>,
         #[arg(long)]
         json: bool,

@@ -9,6 +9,7 @@
 
 mod watch;
 
+use crate::limits::{SOAK_DURATION_S, SOAK_GRACE};
 use crate::protocol::LoadedProtocol;
 use crate::run::{self, RunResult};
 use anyhow::{Context, bail};
@@ -22,7 +23,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use watch::{WatchReport, mib, progress_bar};
-use worker_contract::WorkerSpec;
+use worker_contract::bounds::{FloatBound, IntBound};
+use worker_contract::{FieldError, WorkerSpec};
 
 /// The protocol's `[soak]` table. Every key has a default.
 #[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
@@ -31,34 +33,49 @@ pub struct SoakDecl {
     /// The arm to soak (default: the first arm).
     pub arm: Option<String>,
     /// Requests not judged at the start.
+    #[schemars(range(min = SOAK_REQUEST_COUNT.min, max = SOAK_REQUEST_COUNT.max))]
     pub warmup_requests: u64,
     /// Requests per workload cycle; default: the arm's fixture count (whisper) or 1.
+    #[schemars(range(min = CYCLE_REQUESTS.min, max = CYCLE_REQUESTS.max))]
     pub cycle_requests: Option<u64>,
     /// Fewer analysed bins than this is inconclusive.
+    #[schemars(range(min = MIN_POINTS.min, max = MIN_POINTS.max))]
     pub min_points: usize,
     /// Fraction of the analysed bins, at the end, whose slope decides growth.
+    #[schemars(range(max = TAIL_FRACTION.max), extend("exclusiveMinimum" = TAIL_FRACTION.min))]
     pub tail_fraction: f64,
     /// Worker growth threshold, KiB per request.
+    #[schemars(range(max = SLOPE_KIB.max), extend("exclusiveMinimum" = SLOPE_KIB.min))]
     pub max_slope_kib_per_request: f64,
     /// System growth threshold (wired, compressor, swap, shmem), KiB per request.
+    #[schemars(range(max = SLOPE_KIB.max), extend("exclusiveMinimum" = SLOPE_KIB.min))]
     pub system_max_slope_kib_per_request: f64,
     /// A level jump at least this large (MiB) is a step.
+    #[schemars(range(max = STEP_MIN_MIB.max), extend("exclusiveMinimum" = STEP_MIN_MIB.min))]
     pub step_min_mib: f64,
     /// More steps than this is inconclusive.
+    #[schemars(range(min = MAX_STEPS.min, max = MAX_STEPS.max))]
     pub max_steps: usize,
+    #[schemars(range(min = BOOTSTRAP.min, max = BOOTSTRAP.max))]
     pub bootstrap_resamples: usize,
+    #[schemars(extend("exclusiveMinimum" = CONFIDENCE.min, "exclusiveMaximum" = CONFIDENCE.max))]
     pub confidence: f64,
     pub seed: u64,
     /// Seconds between slow snapshots of the worker (0: only at `idle_end`).
+    #[schemars(range(min = SNAPSHOT_INTERVAL_S.min, max = SNAPSHOT_INTERVAL_S.max))]
     pub snapshot_interval_s: u64,
     /// Milliseconds the worker waits after each `request_end` before a
     /// second (`settled`) snapshot, judged as series of their own (0: off).
+    #[schemars(range(min = SETTLE_MS.min, max = SETTLE_MS.max))]
     pub settle_ms: u64,
     /// Past soaks of the same protocol and arm a new one is compared with.
+    #[schemars(range(min = REGRESSION_WINDOW.min, max = REGRESSION_WINDOW.max))]
     pub regression_window: usize,
     /// Regression: slope above the window's median by more than this (KiB per request).
+    #[schemars(range(max = SLOPE_KIB.max), extend("exclusiveMinimum" = SLOPE_KIB.min))]
     pub regression_slope_kib_per_request: f64,
     /// Regression: peak footprint above the window's median by more than this percentage.
+    #[schemars(range(max = PEAK_PCT.max), extend("exclusiveMinimum" = PEAK_PCT.min))]
     pub regression_peak_pct: f64,
 }
 
@@ -87,54 +104,60 @@ impl Default for SoakDecl {
     }
 }
 
+/// Slope thresholds in KiB per request: positive, at most 1 TiB per request.
+const SLOPE_KIB: FloatBound = FloatBound::above(0.0, 1_073_741_824.0, "KiB per request");
+/// Requests counted by the soak analysis.
+const SOAK_REQUEST_COUNT: IntBound = IntBound::new(0, 10_000_000, "at most 10 million");
+/// `cycle_requests`.
+const CYCLE_REQUESTS: IntBound = IntBound::new(1, 10_000_000, "at most 10 million");
+/// `min_points`: at least 3 bins for a slope, at most 100000.
+const MIN_POINTS: IntBound = IntBound::new(3, 100_000, "analysed bins");
+/// `max_steps`.
+const MAX_STEPS: IntBound = IntBound::new(0, 10_000, "level jumps");
+/// `bootstrap_resamples`: each resample is a Theil–Sen fit (quadratic in the bins).
+const BOOTSTRAP: IntBound = IntBound::new(20, 10_000, "each is a Theil–Sen fit");
+/// `snapshot_interval_s`: at most a day (0: only at `idle_end`).
+const SNAPSHOT_INTERVAL_S: IntBound = IntBound::new(0, 86_400, "seconds, at most 1 day");
+/// `settle_ms`: waited after every request, so at most 10 minutes.
+const SETTLE_MS: IntBound = IntBound::new(0, 600_000, "milliseconds, at most 10 minutes");
+/// `tail_fraction`: a fraction of the analysed bins, `(0, 1]`.
+const TAIL_FRACTION: FloatBound = FloatBound::above(0.0, 1.0, "a fraction of the bins");
+/// `step_min_mib`: positive, at most 1 TiB.
+const STEP_MIN_MIB: FloatBound = FloatBound::above(0.0, 1_048_576.0, "MiB, at most 1 TiB");
+/// `confidence`: of the bootstrap interval, `(0.5, 1)`.
+const CONFIDENCE: FloatBound = FloatBound::open(0.5, 1.0, "a confidence level");
+/// `regression_peak_pct`: positive, at most 10000 %.
+const PEAK_PCT: FloatBound = FloatBound::above(0.0, 10_000.0, "percent");
+/// `regression_window`: past nights compared with.
+const REGRESSION_WINDOW: IntBound = IntBound::new(1, 365, "nights");
+
 impl SoakDecl {
-    /// Reject settings the analysis cannot use, naming the key.
-    pub fn validate(&self) -> Result<(), String> {
-        let positive = [
-            ("max_slope_kib_per_request", self.max_slope_kib_per_request),
-            (
-                "system_max_slope_kib_per_request",
-                self.system_max_slope_kib_per_request,
-            ),
-            ("step_min_mib", self.step_min_mib),
-            (
-                "regression_slope_kib_per_request",
-                self.regression_slope_kib_per_request,
-            ),
-            ("regression_peak_pct", self.regression_peak_pct),
-        ];
-        for (key, v) in positive {
-            if !(v.is_finite() && v > 0.0) {
-                return Err(format!("{key} = {v}: must be a positive number"));
-            }
+    /// Reject settings the analysis cannot use; the error names the key
+    /// (relative to the `[soak]` table), its value and the allowed range.
+    pub fn validate(&self) -> Result<(), FieldError> {
+        SOAK_REQUEST_COUNT.check("warmup_requests", self.warmup_requests)?;
+        if let Some(c) = self.cycle_requests {
+            CYCLE_REQUESTS.check("cycle_requests", c)?;
         }
-        if !(self.tail_fraction > 0.0 && self.tail_fraction <= 1.0) {
-            return Err(format!(
-                "tail_fraction = {}: must be in (0, 1]",
-                self.tail_fraction
-            ));
-        }
-        if !(self.confidence > 0.5 && self.confidence < 1.0) {
-            return Err(format!(
-                "confidence = {}: must be in (0.5, 1)",
-                self.confidence
-            ));
-        }
-        if self.bootstrap_resamples < 20 {
-            return Err(format!(
-                "bootstrap_resamples = {}: at least 20",
-                self.bootstrap_resamples
-            ));
-        }
-        if self.min_points < 3 {
-            return Err(format!("min_points = {}: at least 3", self.min_points));
-        }
-        if self.cycle_requests == Some(0) {
-            return Err("cycle_requests must be at least 1".into());
-        }
-        if self.regression_window == 0 {
-            return Err("regression_window must be at least 1".into());
-        }
+        MIN_POINTS.check("min_points", self.min_points as u64)?;
+        TAIL_FRACTION.check("tail_fraction", self.tail_fraction)?;
+        SLOPE_KIB.check("max_slope_kib_per_request", self.max_slope_kib_per_request)?;
+        SLOPE_KIB.check(
+            "system_max_slope_kib_per_request",
+            self.system_max_slope_kib_per_request,
+        )?;
+        STEP_MIN_MIB.check("step_min_mib", self.step_min_mib)?;
+        MAX_STEPS.check("max_steps", self.max_steps as u64)?;
+        BOOTSTRAP.check("bootstrap_resamples", self.bootstrap_resamples as u64)?;
+        CONFIDENCE.check("confidence", self.confidence)?;
+        SNAPSHOT_INTERVAL_S.check("snapshot_interval_s", self.snapshot_interval_s)?;
+        SETTLE_MS.check("settle_ms", self.settle_ms)?;
+        REGRESSION_WINDOW.check("regression_window", self.regression_window as u64)?;
+        SLOPE_KIB.check(
+            "regression_slope_kib_per_request",
+            self.regression_slope_kib_per_request,
+        )?;
+        PEAK_PCT.check("regression_peak_pct", self.regression_peak_pct)?;
         Ok(())
     }
 
@@ -168,8 +191,10 @@ pub enum Length {
     Duration(Duration),
 }
 
-/// `8h`, `30m`, `90s`, `2h30m` → a duration.
+/// `8h`, `30m`, `90s`, `2h30m` → a duration of 1 s to 7 days
+/// ([`SOAK_DURATION_S`]); every step is checked, so no input can overflow.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let too_long = || format!("`{text}` is out of range: {SOAK_DURATION_S}");
     let mut total = 0u64;
     let mut digits = String::new();
     for c in text.trim().chars() {
@@ -177,7 +202,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             digits.push(c);
             continue;
         }
-        let unit = match c {
+        let unit: u64 = match c {
             'h' => 3600,
             'm' => 60,
             's' => 1,
@@ -187,10 +212,15 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
                 ));
             }
         };
-        let n: u64 = digits
-            .parse()
-            .map_err(|_| format!("`{text}`: a number must come before `{c}`"))?;
-        total = total.saturating_add(n.saturating_mul(unit));
+        if digits.is_empty() {
+            return Err(format!("`{text}`: a number must come before `{c}`"));
+        }
+        // Digits only, so a parse failure can only mean too many of them.
+        let n: u64 = digits.parse().map_err(|_| too_long())?;
+        total = n
+            .checked_mul(unit)
+            .and_then(|s| total.checked_add(s))
+            .ok_or_else(too_long)?;
         digits.clear();
     }
     if !digits.is_empty() {
@@ -199,14 +229,20 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     if total == 0 {
         return Err(format!("`{text}` is no time at all"));
     }
+    if total > SOAK_DURATION_S.max {
+        return Err(too_long());
+    }
     Ok(Duration::from_secs(total))
 }
 
 /// Keep the soaked arm only, with the requested length; returns the cycle length.
+/// `physical_memory` (the host's RAM, when known) bounds what a calibration
+/// arm's patterns may hold once `--requests` has set its length.
 pub fn prepare(
     loaded: &mut LoadedProtocol,
     decl: &SoakDecl,
     length: Length,
+    physical_memory: Option<u64>,
 ) -> anyhow::Result<u64> {
     let index = match &decl.arm {
         Some(id) => loaded
@@ -229,7 +265,11 @@ pub fn prepare(
                 ),
             }
             cal.validate()
-                .map_err(|e| anyhow::anyhow!("arm {}: {e}", arm.id))?;
+                .map_err(|e| anyhow::anyhow!("arm {}: calibrate.{e}", arm.id))?;
+            if let Some(ram) = physical_memory {
+                cal.check_fits(ram)
+                    .map_err(|e| anyhow::anyhow!("arm {}: {e}", arm.id))?;
+            }
             1
         }
         WorkerSpec::Whisper(w) => {
@@ -244,10 +284,13 @@ pub fn prepare(
                 Length::Duration(d) => {
                     w.repetitions = u32::MAX;
                     w.max_duration_s = Some(d.as_secs());
-                    // The last request may start just before the end: leave it room.
-                    arm.timeout = arm.timeout.max(d + Duration::from_secs(600));
+                    // The last request may start just before the end: leave
+                    // it room (saturating, though the duration is bounded).
+                    arm.timeout = arm.timeout.max(d.saturating_add(SOAK_GRACE));
                 }
             }
+            w.validate()
+                .map_err(|e| anyhow::anyhow!("arm {}: whisper: {e}", arm.id))?;
             per_cycle
         }
     };
@@ -399,6 +442,31 @@ mod tests {
                 .contains("unknown unit `d`")
         );
         assert!(parse_duration("0h").is_err());
+        assert!(
+            parse_duration("h")
+                .unwrap_err()
+                .contains("a number must come before `h`")
+        );
+    }
+
+    #[test]
+    fn durations_are_bounded_and_never_overflow() {
+        assert_eq!(parse_duration("168h"), Ok(Duration::from_secs(604_800)));
+        let over = "`168h1s` is out of range: allowed 1..=604800 (at most 7 days (168h))";
+        assert_eq!(parse_duration("168h1s").unwrap_err(), over);
+        for text in [
+            "18446744073709551615s",
+            "18446744073709551616s",
+            "5124095576030432h",
+            "99999999999999999999999999h",
+            "18446744073709551615s18446744073709551615s",
+        ] {
+            let err = parse_duration(text).unwrap_err();
+            assert!(
+                err.contains("is out of range: allowed 1..=604800"),
+                "{text}: {err}"
+            );
+        }
     }
 
     #[test]
@@ -407,7 +475,7 @@ mod tests {
             tail_fraction: 0.0,
             ..SoakDecl::default()
         };
-        assert!(bad.validate().unwrap_err().starts_with("tail_fraction"));
+        assert_eq!(bad.validate().unwrap_err().key, "tail_fraction");
         let bad = SoakDecl {
             max_slope_kib_per_request: -1.0,
             ..SoakDecl::default()
@@ -415,8 +483,41 @@ mod tests {
         assert!(
             bad.validate()
                 .unwrap_err()
-                .starts_with("max_slope_kib_per_request")
+                .message
+                .starts_with("max_slope_kib_per_request = -1 is out of range")
         );
+        for (bad, key) in [
+            (
+                SoakDecl {
+                    bootstrap_resamples: usize::MAX,
+                    ..SoakDecl::default()
+                },
+                "bootstrap_resamples",
+            ),
+            (
+                SoakDecl {
+                    settle_ms: u64::MAX,
+                    ..SoakDecl::default()
+                },
+                "settle_ms",
+            ),
+            (
+                SoakDecl {
+                    confidence: f64::NAN,
+                    ..SoakDecl::default()
+                },
+                "confidence",
+            ),
+            (
+                SoakDecl {
+                    snapshot_interval_s: u64::MAX,
+                    ..SoakDecl::default()
+                },
+                "snapshot_interval_s",
+            ),
+        ] {
+            assert_eq!(bad.validate().unwrap_err().key, key);
+        }
         assert_eq!(SoakDecl::default().validate(), Ok(()));
         let s = SoakDecl::default().settings(9);
         assert_eq!(s.growth.cycle_requests, 9);

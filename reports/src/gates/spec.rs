@@ -3,6 +3,8 @@
 use sampler::Phase;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use worker_contract::FieldError;
+use worker_contract::bounds::{FloatBound, IntBound};
 
 /// One gate: `kind` selects the check, the other keys are its parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -58,10 +60,13 @@ pub struct MemoryGate {
     #[serde(default)]
     pub field: MemoryField,
     /// Threshold = control × (1 − min_reduction); 0 ≤ min_reduction < 1.
+    #[schemars(range(min = MIN_REDUCTION.min), extend("exclusiveMaximum" = MIN_REDUCTION.max))]
     pub min_reduction: Option<f64>,
     /// Threshold = control × control_factor (a ceiling set from the control).
+    #[schemars(range(max = CONTROL_FACTOR.max), extend("exclusiveMinimum" = CONTROL_FACTOR.min))]
     pub control_factor: Option<f64>,
     /// An absolute threshold in MiB; needs no control.
+    #[schemars(range(max = CEILING_MIB.max), extend("exclusiveMinimum" = CEILING_MIB.min))]
     pub ceiling_mib: Option<f64>,
 }
 
@@ -69,6 +74,7 @@ pub struct MemoryGate {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LatencyGate {
+    #[schemars(range(min = TOLERANCE.min, max = TOLERANCE.max))]
     pub tolerance: f64,
 }
 
@@ -84,6 +90,7 @@ pub struct ParityGate {}
 #[serde(deny_unknown_fields)]
 pub struct QualityGate {
     /// Absolute WER allowance, e.g. 0.01 for one point.
+    #[schemars(range(min = WER_DELTA.min, max = WER_DELTA.max))]
     pub wer_delta: f64,
     #[serde(default)]
     pub exact_categories: Vec<String>,
@@ -105,6 +112,7 @@ pub struct FailClosedGate {
 pub struct ValidityGate {
     /// Skipped ticks over ticks due (samples + skipped); default 0.01.
     #[serde(default = "default_skipped_fraction")]
+    #[schemars(range(min = SKIPPED_FRACTION.min, max = SKIPPED_FRACTION.max))]
     pub max_skipped_fraction: f64,
 }
 
@@ -128,9 +136,11 @@ impl Default for ValidityGate {
 pub struct OverheadGate {
     /// Allowed slowdown, e.g. 0.02 for 2 % (the default).
     #[serde(default = "default_overhead_tolerance")]
+    #[schemars(range(min = TOLERANCE.min, max = TOLERANCE.max))]
     pub tolerance: f64,
     /// A/B pairs of twin runs (default 2, at least 1).
     #[serde(default = "default_overhead_pairs")]
+    #[schemars(range(min = OVERHEAD_PAIRS.min, max = OVERHEAD_PAIRS.max))]
     pub pairs: u32,
 }
 
@@ -215,15 +225,9 @@ impl GateSpec {
         }
     }
 
-    /// Check the parameters; the message names the key and what to do.
-    pub fn validate(&self) -> Result<(), String> {
-        let finite_nonneg = |key: &str, v: f64| {
-            if v.is_finite() && v >= 0.0 {
-                Ok(())
-            } else {
-                Err(format!("{key} = {v} must be a finite number ≥ 0"))
-            }
-        };
+    /// Check the parameters; the error names the key (relative to the
+    /// gate's table), its value and the allowed range.
+    pub fn validate(&self) -> Result<(), FieldError> {
         match self {
             GateSpec::Memory(m) => {
                 let set = [
@@ -232,60 +236,55 @@ impl GateSpec {
                     m.ceiling_mib.is_some(),
                 ];
                 if set.iter().filter(|s| **s).count() != 1 {
-                    return Err(
-                        "a memory gate needs exactly one of min_reduction, control_factor, ceiling_mib"
-                            .into(),
-                    );
+                    return Err(FieldError::new(
+                        "",
+                        "a memory gate needs exactly one of min_reduction, control_factor, ceiling_mib",
+                    ));
                 }
-                if let Some(r) = m.min_reduction
-                    && !(r.is_finite() && (0.0..1.0).contains(&r))
-                {
-                    return Err(format!("min_reduction = {r} must be in [0, 1)"));
+                if let Some(r) = m.min_reduction {
+                    MIN_REDUCTION.check("min_reduction", r)?;
                 }
-                if let Some(f) = m.control_factor
-                    && !(f.is_finite() && f > 0.0)
-                {
-                    return Err(format!("control_factor = {f} must be a finite number > 0"));
+                if let Some(f) = m.control_factor {
+                    CONTROL_FACTOR.check("control_factor", f)?;
                 }
-                if let Some(c) = m.ceiling_mib
-                    && !(c.is_finite() && c > 0.0)
-                {
-                    return Err(format!("ceiling_mib = {c} must be a finite number > 0"));
+                if let Some(c) = m.ceiling_mib {
+                    CEILING_MIB.check("ceiling_mib", c)?;
                 }
                 Ok(())
             }
-            GateSpec::Latency(l) => finite_nonneg("tolerance", l.tolerance),
+            GateSpec::Latency(l) => TOLERANCE.check("tolerance", l.tolerance).map(|_| ()),
             GateSpec::Quality(q) => {
-                finite_nonneg("wer_delta", q.wer_delta)?;
-                if q.exact_categories.iter().any(|c| c.trim().is_empty()) {
-                    return Err("exact_categories holds an empty name".into());
+                WER_DELTA.check("wer_delta", q.wer_delta)?;
+                if let Some(i) = q.exact_categories.iter().position(|c| c.trim().is_empty()) {
+                    return Err(FieldError::new(
+                        format!("exact_categories[{i}]"),
+                        "exact_categories holds an empty name",
+                    ));
                 }
                 Ok(())
             }
             GateSpec::FailClosed(f) => {
                 if f.reason.trim().is_empty() {
-                    Err("reason must name the expected failure (a substring of it)".into())
-                } else {
-                    Ok(())
-                }
-            }
-            GateSpec::Validity(v) => {
-                if v.max_skipped_fraction.is_finite()
-                    && (0.0..=1.0).contains(&v.max_skipped_fraction)
-                {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "max_skipped_fraction = {} must be in [0, 1]",
-                        v.max_skipped_fraction
+                    Err(FieldError::new(
+                        "reason",
+                        "reason must name the expected failure (a substring of it)",
                     ))
+                } else {
+                    Ok(())
                 }
             }
+            GateSpec::Validity(v) => SKIPPED_FRACTION
+                .check("max_skipped_fraction", v.max_skipped_fraction)
+                .map(|_| ()),
             GateSpec::Overhead(o) => {
-                finite_nonneg("tolerance", o.tolerance)?;
+                TOLERANCE.check("tolerance", o.tolerance)?;
                 if o.pairs == 0 {
-                    return Err("pairs = 0: at least one A/B pair of twin runs is needed".into());
+                    return Err(FieldError::new(
+                        "pairs",
+                        "pairs = 0: at least one A/B pair of twin runs is needed",
+                    ));
                 }
+                OVERHEAD_PAIRS.check("pairs", u64::from(o.pairs))?;
                 Ok(())
             }
             GateSpec::Parity(_) => Ok(()),
@@ -294,13 +293,29 @@ impl GateSpec {
     }
 }
 
+/// `min_reduction`: a fraction of the control, `[0, 1)`.
+pub const MIN_REDUCTION: FloatBound = FloatBound::below(0.0, 1.0, "a fraction of the control");
+/// `control_factor`: a positive multiple of the control, at most 1000.
+pub const CONTROL_FACTOR: FloatBound = FloatBound::above(0.0, 1000.0, "a multiple of the control");
+/// `ceiling_mib`: positive, at most 1 TiB.
+pub const CEILING_MIB: FloatBound = FloatBound::above(0.0, 1_048_576.0, "MiB, at most 1 TiB");
+/// Latency and overhead `tolerance`: a fraction, at most 100 (10000 %).
+pub const TOLERANCE: FloatBound = FloatBound::closed(0.0, 100.0, "a fraction: 0.1 is 10 %");
+/// `wer_delta`: an absolute WER allowance.
+pub const WER_DELTA: FloatBound = FloatBound::closed(0.0, 1.0, "absolute WER, 0.01 is one point");
+/// `max_skipped_fraction`: a fraction of the ticks due.
+pub const SKIPPED_FRACTION: FloatBound =
+    FloatBound::closed(0.0, 1.0, "a fraction of the ticks due");
+/// `pairs`: each pair runs the arm twice more.
+pub const OVERHEAD_PAIRS: IntBound = IntBound::new(1, 50, "each pair runs the arm twice more");
+
 impl ArmGates {
     /// Check the declaration as a whole: `expect = "fail"` and a
     /// `fail_closed` gate go together, and gates that compare need a control.
     pub fn validate(&self, has_control: bool) -> Result<(), String> {
         for gate in &self.gates {
             gate.validate()
-                .map_err(|e| format!("gate `{}`: {e}", gate.kind()))?;
+                .map_err(|e| format!("gate `{}`: {}", gate.kind(), e.message))?;
             if gate.needs_control() && !has_control {
                 return Err(format!(
                     "gate `{}` compares with a control: add `control = \"<arm id>\"` to the arm",

@@ -666,7 +666,7 @@ fn overhead_pairs_must_be_at_least_one() {
         pairs: 0,
         ..OverheadGate::default()
     });
-    assert!(zero.validate().unwrap_err().contains("pairs = 0"));
+    assert!(zero.validate().unwrap_err().message.contains("pairs = 0"));
     assert_eq!(
         OverheadGate::default(),
         OverheadGate {
@@ -723,23 +723,37 @@ fn declarations_are_checked() {
         "no threshold"
     );
     m.min_reduction = Some(1.0);
-    assert!(
-        GateSpec::Memory(m.clone())
-            .validate()
-            .unwrap_err()
-            .contains("[0, 1)")
-    );
+    let err = GateSpec::Memory(m.clone()).validate().unwrap_err();
+    assert_eq!(err.key, "min_reduction");
+    assert!(err.message.contains("[0, 1)"), "{err}");
     m.min_reduction = Some(0.1);
     m.ceiling_mib = Some(10.0);
     assert!(
         GateSpec::Memory(m.clone())
             .validate()
             .unwrap_err()
+            .message
             .contains("exactly one")
     );
     m.min_reduction = None;
-    let ceiling = GateSpec::Memory(m);
+    let ceiling = GateSpec::Memory(m.clone());
     assert!(!ceiling.needs_control());
+    // Every number has a range; NaN and infinities never pass.
+    for bad in [f64::NAN, f64::INFINITY, -1.0, 0.0, 1e300] {
+        m.ceiling_mib = Some(bad);
+        let err = GateSpec::Memory(m.clone()).validate().unwrap_err();
+        assert_eq!(err.key, "ceiling_mib", "{bad}");
+        assert!(err.message.contains("out of range: allowed"), "{err}");
+    }
+    let pairs = GateSpec::Overhead(OverheadGate {
+        pairs: u32::MAX,
+        ..OverheadGate::default()
+    });
+    assert_eq!(pairs.validate().unwrap_err().key, "pairs");
+    let tolerance = GateSpec::Latency(LatencyGate {
+        tolerance: f64::NAN,
+    });
+    assert_eq!(tolerance.validate().unwrap_err().key, "tolerance");
     let parity = ArmGates {
         gates: vec![GateSpec::Parity(ParityGate {})],
         ..ArmGates::default()

@@ -1,5 +1,8 @@
 //! The calibration worker's arm options: known allocation patterns.
 
+use crate::bounds::{
+    FieldError, FloatBound, IntBound, MIB_SIZE, MILLIS, REQUESTS, THREADS, WARMUP,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -11,18 +14,23 @@ use serde::{Deserialize, Serialize};
 pub struct CalibrationSpec {
     /// Measured requests.
     #[serde(default = "default_requests")]
+    #[schemars(range(min = crate::bounds::REQUESTS.min, max = crate::bounds::REQUESTS.max))]
     pub requests: u64,
     /// Warmup requests before `warmup_done` (no pattern runs in them).
     #[serde(default = "default_warmup")]
+    #[schemars(range(min = crate::bounds::WARMUP.min, max = crate::bounds::WARMUP.max))]
     pub warmup: u64,
     /// Simulated work per request, in milliseconds.
     #[serde(default = "default_request_ms")]
+    #[schemars(range(min = crate::bounds::MILLIS.min, max = crate::bounds::MILLIS.max))]
     pub request_ms: u64,
     /// The idle interval before `idle_end`, in milliseconds.
     #[serde(default = "default_idle_ms")]
+    #[schemars(range(min = crate::bounds::MILLIS.min, max = crate::bounds::MILLIS.max))]
     pub idle_ms: u64,
     /// Threads that spin during each request's work (CPU load), besides the main one.
     #[serde(default)]
+    #[schemars(range(min = crate::bounds::THREADS.min, max = crate::bounds::THREADS.max))]
     pub busy_threads: u32,
     /// Hold this much from `model_loaded` on.
     pub plateau: Option<Plateau>,
@@ -30,11 +38,12 @@ pub struct CalibrationSpec {
     pub leak: Option<Leak>,
     /// With `leak`: the leak stops after this many measured requests (a plateau).
     #[serde(default)]
+    #[schemars(range(min = crate::bounds::REQUESTS.min, max = crate::bounds::REQUESTS.max))]
     pub growth_until_request: Option<u64>,
     /// Hold one more block at each listed measured request (allocator caching).
     pub steps: Option<Box<Steps>>,
-    /// Append to a file on a tmpfs per request with `write` (never mapped):
-    /// system memory grows while the worker's resident stays flat.
+    /// Append to an anonymous shared-memory file per request with `write`
+    /// (never mapped): system memory grows while the worker's resident stays flat.
     pub shm_file: Option<Box<ShmFile>>,
     /// Allocate and free a block inside one request.
     pub spike: Option<Spike>,
@@ -43,6 +52,7 @@ pub struct CalibrationSpec {
     /// Map a file and read every page (clean, file-backed, resident), from `model_loaded` on.
     pub file_map: Option<FileMap>,
     /// Abort (SIGABRT) in the middle of this measured request.
+    #[schemars(range(min = crate::bounds::REQUESTS.min, max = crate::bounds::REQUESTS.max))]
     pub crash_at: Option<u64>,
     /// Break the worker contract on purpose, to prove the harness fails closed.
     pub misbehave: Option<Misbehaviour>,
@@ -83,77 +93,197 @@ impl Default for CalibrationSpec {
     }
 }
 
+/// At most this many `steps.at_requests` (each is one more held block).
+pub const MAX_STEPS: usize = 10_000;
+
+/// `shm_file.kib_per_request`: 1 KiB to 1 GiB per request.
+pub const SHM_KIB_PER_REQUEST: IntBound = IntBound::new(1, 1 << 20, "KiB, at most 1 GiB");
+
 impl CalibrationSpec {
-    /// Reject combinations that cannot run, with the key that is wrong.
-    pub fn validate(&self) -> Result<(), String> {
-        if let Some(s) = &self.spike
-            && s.request >= self.requests
-        {
-            return Err(format!(
-                "spike.request = {} but the arm has only {} requests (indices 0..{})",
-                s.request, self.requests, self.requests
-            ));
+    /// Reject values out of range and combinations that cannot run; the
+    /// error names the key (relative to the `calibrate` table).
+    pub fn validate(&self) -> Result<(), FieldError> {
+        REQUESTS.check("requests", self.requests)?;
+        WARMUP.check("warmup", self.warmup)?;
+        MILLIS.check("request_ms", self.request_ms)?;
+        MILLIS.check("idle_ms", self.idle_ms)?;
+        THREADS.check("busy_threads", u64::from(self.busy_threads))?;
+        if let Some(p) = &self.plateau {
+            MIB_SIZE.check("plateau.mib", p.mib)?;
+        }
+        if let Some(l) = &self.leak {
+            LEAK_MIB_PER_REQUEST.check("leak.mib_per_request", l.mib_per_request)?;
+        }
+        match (self.growth_until_request, &self.leak) {
+            (Some(_), None) => {
+                return Err(FieldError::new(
+                    "growth_until_request",
+                    "growth_until_request needs leak",
+                ));
+            }
+            (Some(n), Some(_)) => {
+                REQUESTS.check("growth_until_request", n)?;
+            }
+            _ => {}
+        }
+        if let Some(s) = &self.steps {
+            MIB_SIZE.check("steps.mib", s.mib)?;
+            if s.at_requests.len() > MAX_STEPS {
+                return Err(FieldError::new(
+                    "steps.at_requests",
+                    format!(
+                        "steps.at_requests lists {} requests: at most {MAX_STEPS}",
+                        s.at_requests.len()
+                    ),
+                ));
+            }
+            if let Some((i, r)) = s
+                .at_requests
+                .iter()
+                .enumerate()
+                .find(|(_, r)| **r >= self.requests)
+            {
+                return Err(FieldError::new(
+                    format!("steps.at_requests[{i}]"),
+                    format!(
+                        "steps.at_requests has {r} but the arm has only {} requests",
+                        self.requests
+                    ),
+                ));
+            }
+        }
+        if let Some(f) = &self.shm_file {
+            SHM_KIB_PER_REQUEST.check("shm_file.kib_per_request", f.kib_per_request)?;
+            if let Some(dir) = &f.dir {
+                return Err(FieldError::new(
+                    "shm_file.dir",
+                    format!(
+                        "shm_file.dir = {:?} is no longer accepted: the pattern's shared memory \
+                         has no path (memfd), so nothing is written outside the run directory; \
+                         remove the key",
+                        dir.display().to_string()
+                    ),
+                ));
+            }
+        }
+        if let Some(s) = &self.spike {
+            MIB_SIZE.check("spike.mib", s.mib)?;
+            MILLIS.check("spike.hold_ms", s.hold_ms)?;
+            if s.request >= self.requests {
+                return Err(FieldError::new(
+                    "spike.request",
+                    format!(
+                        "spike.request = {} but the arm has only {} requests (indices 0..{})",
+                        s.request, self.requests, self.requests
+                    ),
+                ));
+            }
+        }
+        if let Some(r) = &self.reserve {
+            MIB_SIZE.check("reserve.mib", r.mib)?;
+        }
+        if let Some(f) = &self.file_map {
+            MIB_SIZE.check("file_map.mib", f.mib)?;
         }
         if let Some(c) = self.crash_at
             && c >= self.requests
         {
-            return Err(format!(
-                "crash_at = {c} but the arm has only {} requests",
-                self.requests
+            return Err(FieldError::new(
+                "crash_at",
+                format!(
+                    "crash_at = {c} but the arm has only {} requests",
+                    self.requests
+                ),
             ));
         }
-        if let Some(l) = &self.leak
-            && !(l.mib_per_request.is_finite() && l.mib_per_request > 0.0)
-        {
-            return Err(format!(
-                "leak.mib_per_request must be a positive number, got {}",
-                l.mib_per_request
+        Ok(())
+    }
+
+    /// The most memory the arm's patterns touch at once, in bytes: the
+    /// plateau, every leaked and stepped block, the spike, the mapped file
+    /// and the shared-memory file at the last request (reserved address
+    /// space is never touched). Wide enough that no valid spec overflows it.
+    pub fn peak_touched_bytes(&self) -> u128 {
+        let mib = |m: u64| u128::from(m) * u128::from(crate::MIB);
+        let requests = u128::from(self.requests);
+        let leaking = self
+            .growth_until_request
+            .map_or(requests, |n| requests.min(u128::from(n)));
+        let leak = self.leak.map_or(0, |l| {
+            // Finite and at most 1 TiB once validated: the cast cannot saturate.
+            (l.mib_per_request * crate::MIB as f64).ceil() as u128
+        });
+        let steps = self.steps.as_ref().map_or(0, |s| {
+            let mut distinct = s.at_requests.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            mib(s.mib) * distinct.len() as u128
+        });
+        let shm = self
+            .shm_file
+            .as_ref()
+            .map_or(0, |f| u128::from(f.kib_per_request) * 1024 * requests);
+        self.plateau.map_or(0, |p| mib(p.mib))
+            + leak * leaking
+            + steps
+            + self.spike.map_or(0, |s| mib(s.mib))
+            + self.file_map.map_or(0, |f| mib(f.mib))
+            + shm
+    }
+
+    /// Refuse an arm whose patterns would touch more than `physical_bytes`
+    /// (the host's RAM): it could only swap or be killed, never be measured.
+    pub fn check_fits(&self, physical_bytes: u64) -> Result<(), FieldError> {
+        let peak = self.peak_touched_bytes();
+        if peak > u128::from(physical_bytes) {
+            let mib = |b: u128| b / u128::from(crate::MIB);
+            return Err(FieldError::new(
+                "",
+                format!(
+                    "the patterns would hold {} MiB at their peak, more than this host's \
+                     physical memory ({} MiB): make them smaller or use fewer requests",
+                    mib(peak),
+                    mib(u128::from(physical_bytes))
+                ),
             ));
-        }
-        if self.growth_until_request.is_some() && self.leak.is_none() {
-            return Err("growth_until_request needs leak".into());
-        }
-        if let Some(s) = &self.steps
-            && let Some(r) = s.at_requests.iter().find(|&&r| r >= self.requests)
-        {
-            return Err(format!(
-                "steps.at_requests has {r} but the arm has only {} requests",
-                self.requests
-            ));
-        }
-        if let Some(f) = &self.shm_file
-            && f.kib_per_request == 0
-        {
-            return Err("shm_file.kib_per_request must be at least 1".into());
         }
         Ok(())
     }
 }
 
+/// `leak.mib_per_request`: positive, at most 1 TiB per request.
+pub const LEAK_MIB_PER_REQUEST: FloatBound =
+    FloatBound::above(0.0, (1u64 << 20) as f64, "MiB, at most 1 TiB per request");
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Steps {
+    #[schemars(range(min = crate::bounds::MIB_SIZE.min, max = crate::bounds::MIB_SIZE.max))]
     pub mib: u64,
     /// Measured requests (0-based) at which one more block is taken and kept.
+    #[schemars(length(max = MAX_STEPS))]
     pub at_requests: Vec<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShmFile {
+    /// KiB appended per measured request (1 to 1048576). The file has no
+    /// path: Linux `memfd_create`, macOS an unlinked POSIX shared-memory object.
+    #[schemars(range(min = SHM_KIB_PER_REQUEST.min, max = SHM_KIB_PER_REQUEST.max))]
     pub kib_per_request: u64,
-    /// A tmpfs directory (default `/dev/shm`); the file is removed at teardown.
-    #[serde(default = "default_shm_dir")]
-    pub dir: std::path::PathBuf,
-}
-
-fn default_shm_dir() -> std::path::PathBuf {
-    "/dev/shm".into()
+    /// Gone since contract 4 (the file has no path). Still read, so run
+    /// directories written before then can be rebuilt; `validate` refuses
+    /// a spec or protocol that sets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub dir: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Plateau {
+    #[schemars(range(min = crate::bounds::MIB_SIZE.min, max = crate::bounds::MIB_SIZE.max))]
     pub mib: u64,
 }
 
@@ -161,17 +291,21 @@ pub struct Plateau {
 #[serde(deny_unknown_fields)]
 pub struct Leak {
     /// Fractions are allowed (0.0625 = 64 KiB); rounded up to whole pages.
+    #[schemars(range(max = LEAK_MIB_PER_REQUEST.max), extend("exclusiveMinimum" = LEAK_MIB_PER_REQUEST.min))]
     pub mib_per_request: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Spike {
+    #[schemars(range(min = crate::bounds::MIB_SIZE.min, max = crate::bounds::MIB_SIZE.max))]
     pub mib: u64,
     /// How long the block is held after it is fully touched.
+    #[schemars(range(min = crate::bounds::MILLIS.min, max = crate::bounds::MILLIS.max))]
     pub hold_ms: u64,
     /// Which measured request spikes (0-based).
     #[serde(default)]
+    #[schemars(range(min = crate::bounds::REQUESTS.min, max = crate::bounds::REQUESTS.max))]
     pub request: u64,
     /// Start the spike just after an external-sampler tick, so that it lies
     /// wholly between two ticks: the case only the kernel peak can catch.
@@ -184,12 +318,14 @@ pub struct Spike {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Reserve {
+    #[schemars(range(min = crate::bounds::MIB_SIZE.min, max = crate::bounds::MIB_SIZE.max))]
     pub mib: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FileMap {
+    #[schemars(range(min = crate::bounds::MIB_SIZE.min, max = crate::bounds::MIB_SIZE.max))]
     pub mib: u64,
 }
 
@@ -221,27 +357,119 @@ mod tests {
             "steps": {"mib": 16, "at_requests": [500, 1100]},
             "shm_file": {"kib_per_request": 256}}));
         assert_eq!(ok.validate(), Ok(()));
-        assert_eq!(
-            ok.shm_file.unwrap().dir,
-            std::path::PathBuf::from("/dev/shm")
-        );
         let late = spec(serde_json::json!({"requests": 1000,
             "steps": {"mib": 16, "at_requests": [500, 1100]}}));
         assert_eq!(
             late.validate().unwrap_err(),
-            "steps.at_requests has 1100 but the arm has only 1000 requests"
+            FieldError::new(
+                "steps.at_requests[1]",
+                "steps.at_requests has 1100 but the arm has only 1000 requests"
+            )
         );
         let alone = spec(serde_json::json!({"growth_until_request": 50}));
         assert_eq!(
-            alone.validate().unwrap_err(),
+            alone.validate().unwrap_err().message,
             "growth_until_request needs leak"
         );
         let empty = spec(serde_json::json!({"shm_file": {"kib_per_request": 0}}));
-        assert!(
-            empty
-                .validate()
-                .unwrap_err()
-                .starts_with("shm_file.kib_per_request")
+        assert_eq!(
+            empty.validate().unwrap_err().message,
+            "shm_file.kib_per_request = 0 is out of range: allowed 1..=1048576 (KiB, at most 1 GiB)"
         );
+        // Where the memory lives is the worker's choice, never the protocol's;
+        // an old record that names a directory still reads.
+        let dir = spec(serde_json::json!({"shm_file": {"kib_per_request": 1, "dir": "/tmp"}}));
+        let err = dir.validate().unwrap_err();
+        assert_eq!(err.key, "shm_file.dir");
+        assert!(
+            err.message
+                .starts_with("shm_file.dir = \"/tmp\" is no longer accepted"),
+            "{err}"
+        );
+        let current = serde_json::to_value(&ok).unwrap();
+        assert_eq!(
+            current["shm_file"],
+            serde_json::json!({"kib_per_request": 256})
+        );
+    }
+
+    #[test]
+    fn every_size_and_count_is_bounded() {
+        for (json, key) in [
+            (
+                serde_json::json!({"plateau": {"mib": 17_592_186_044_416u64}}),
+                "plateau.mib",
+            ),
+            (
+                serde_json::json!({"reserve": {"mib": 1_048_577}}),
+                "reserve.mib",
+            ),
+            (
+                serde_json::json!({"file_map": {"mib": u64::MAX}}),
+                "file_map.mib",
+            ),
+            (
+                serde_json::json!({"spike": {"mib": 1u64 << 40, "hold_ms": 1}}),
+                "spike.mib",
+            ),
+            (
+                serde_json::json!({"spike": {"mib": 1, "hold_ms": u64::MAX}}),
+                "spike.hold_ms",
+            ),
+            (
+                serde_json::json!({"steps": {"mib": 1u64 << 21, "at_requests": []}}),
+                "steps.mib",
+            ),
+            (
+                serde_json::json!({"leak": {"mib_per_request": 1e300}}),
+                "leak.mib_per_request",
+            ),
+            (
+                serde_json::json!({"leak": {"mib_per_request": 0.0}}),
+                "leak.mib_per_request",
+            ),
+            (serde_json::json!({"requests": 10_000_001}), "requests"),
+            (serde_json::json!({"warmup": u64::MAX}), "warmup"),
+            (serde_json::json!({"request_ms": 3_600_001}), "request_ms"),
+            (serde_json::json!({"idle_ms": u64::MAX}), "idle_ms"),
+            (serde_json::json!({"busy_threads": 257}), "busy_threads"),
+            (
+                serde_json::json!({"leak": {"mib_per_request": 1.0},
+                "growth_until_request": u64::MAX}),
+                "growth_until_request",
+            ),
+        ] {
+            let err = spec(json.clone()).validate().unwrap_err();
+            assert_eq!(err.key, key, "{json}");
+            assert!(err.message.starts_with(&format!("{key} = ")), "{err}");
+            assert!(err.message.contains("out of range: allowed"), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_peak_is_summed_without_overflow_and_checked_against_ram() {
+        let s = spec(serde_json::json!({"requests": 4,
+            "plateau": {"mib": 8}, "leak": {"mib_per_request": 2.0},
+            "growth_until_request": 3, "steps": {"mib": 1, "at_requests": [1, 1, 2]},
+            "spike": {"mib": 16, "hold_ms": 1}, "reserve": {"mib": 1024},
+            "file_map": {"mib": 4}, "shm_file": {"kib_per_request": 512}}));
+        assert_eq!(s.validate(), Ok(()));
+        // 8 + 2×3 + 1×2 + 16 + 4 + 0.5×4 MiB; the reservation is never touched.
+        assert_eq!(s.peak_touched_bytes(), 38 * crate::MIB as u128);
+        assert_eq!(s.check_fits(38 * crate::MIB), Ok(()));
+        let err = s.check_fits(37 * crate::MIB).unwrap_err();
+        assert!(err.message.contains("38 MiB at their peak"), "{err}");
+        assert_eq!(err.clone().under("calibrate").key, "calibrate");
+        assert!(
+            err.under("calibrate")
+                .message
+                .starts_with("calibrate: the patterns")
+        );
+        // The largest valid leak over the most requests still sums exactly.
+        let most = spec(serde_json::json!({"requests": 10_000_000,
+            "leak": {"mib_per_request": 1048576.0}}));
+        assert_eq!(most.validate(), Ok(()));
+        assert_eq!(most.peak_touched_bytes(), (1u128 << 40) * 10_000_000);
+        assert!(most.check_fits(1 << 40).is_err());
     }
 }

@@ -15,6 +15,7 @@
 //! Not here: how a worker measures (the `sampler` crate) or what the harness
 //! does with the messages (the `harness` crate).
 
+pub mod bounds;
 mod calibrate;
 mod channel;
 mod message;
@@ -22,6 +23,7 @@ mod runtime;
 mod spec;
 mod whisper;
 
+pub use bounds::FieldError;
 pub use calibrate::{
     CalibrationSpec, FileMap, Leak, Misbehaviour, Plateau, Reserve, ShmFile, Spike, Steps,
 };
@@ -41,7 +43,9 @@ pub use whisper::{
 
 /// Version of the spec and message formats. Bump on any incompatible change.
 /// 3: `settled` messages and the spec's `settle_ms` (a soak's settle period).
-pub const CONTRACT_VERSION: u32 = 3;
+/// 4: `shm_file` has no `dir` (the worker's shared-memory file has no path);
+/// every number of a spec is bounded ([`bounds`]).
+pub const CONTRACT_VERSION: u32 = 4;
 
 /// The file descriptor workers write their messages to.
 pub const MESSAGE_FD: i32 = 3;

@@ -29,13 +29,15 @@ pub struct SamplerSchedule {
 }
 
 impl SamplerSchedule {
-    /// The first tick deadline strictly after `t_ns`.
+    /// The first tick deadline strictly after `t_ns` (saturating at the end
+    /// of the clock; a zero period counts as 1 ns rather than dividing by zero).
     pub fn next_tick_after(&self, t_ns: u64) -> u64 {
         if t_ns < self.epoch_ns {
             return self.epoch_ns;
         }
-        let k = (t_ns - self.epoch_ns) / self.period_ns + 1;
-        self.epoch_ns + k * self.period_ns
+        let period = self.period_ns.max(1);
+        let k = (t_ns - self.epoch_ns) / period + 1;
+        self.epoch_ns.saturating_add(k.saturating_mul(period))
     }
 }
 
@@ -71,5 +73,15 @@ mod tests {
         assert_eq!(s.next_tick_after(1_000), 1_100);
         assert_eq!(s.next_tick_after(1_099), 1_100);
         assert_eq!(s.next_tick_after(1_100), 1_200);
+        let zero = SamplerSchedule {
+            epoch_ns: 1,
+            period_ns: 0,
+        };
+        assert_eq!(zero.next_tick_after(5), 6);
+        let huge = SamplerSchedule {
+            epoch_ns: u64::MAX - 10,
+            period_ns: u64::MAX / 2,
+        };
+        assert_eq!(huge.next_tick_after(u64::MAX - 1), u64::MAX);
     }
 }

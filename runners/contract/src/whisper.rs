@@ -5,6 +5,10 @@
 //! worker checks both digests itself, so a spec never runs on a file it did
 //! not name.
 
+use crate::bounds::{
+    AUDIO_CTX, BEAM_SIZE, BEST_OF, EXTRA_STATES, FieldError, MAX_TOKENS, MILLIS, REQUESTS,
+    SOAK_SECONDS, WARMUP, WHISPER_THREADS,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -34,9 +38,11 @@ pub enum Encoder {
 pub enum Decoding {
     Greedy {
         #[serde(default = "one")]
+        #[schemars(range(min = BEST_OF.min, max = BEST_OF.max))]
         best_of: u32,
     },
     Beam {
+        #[schemars(range(min = BEAM_SIZE.min, max = BEAM_SIZE.max))]
         beam_size: u32,
     },
 }
@@ -187,57 +193,90 @@ pub struct WhisperSpec {
 }
 
 impl WhisperSpec {
-    /// Problems that make the spec unrunnable, before anything is loaded.
-    pub fn validate(&self) -> Result<(), String> {
-        if self.threads == 0 {
-            return Err("threads must be at least 1".into());
-        }
+    /// Problems that make the spec unrunnable, before anything is loaded;
+    /// the error names the key (as a protocol's `[arm.whisper]` spells it).
+    pub fn validate(&self) -> Result<(), FieldError> {
+        WHISPER_THREADS.check("threads", u64::from(self.threads))?;
         match self.decoding {
-            Decoding::Greedy { best_of } if best_of == 0 || best_of > 8 => {
-                return Err(format!("best_of = {best_of}: must be 1..=8"));
+            Decoding::Greedy { best_of } => {
+                BEST_OF.check("decoding.best_of", u64::from(best_of))?;
             }
-            Decoding::Beam { beam_size } if !(2..=8).contains(&beam_size) => {
-                return Err(format!(
-                    "beam_size = {beam_size}: must be 2..=8 (whisper.cpp's decoder limit)"
-                ));
+            Decoding::Beam { beam_size } => {
+                BEAM_SIZE.check("decoding.beam_size", u64::from(beam_size))?;
             }
-            _ => {}
         }
+        AUDIO_CTX.check("audio_ctx", u64::from(self.audio_ctx))?;
+        MAX_TOKENS.check("max_tokens", u64::from(self.max_tokens))?;
+        EXTRA_STATES.check("extra_states", u64::from(self.extra_states))?;
+        WARMUP.check("warmup", u64::from(self.warmup))?;
+        MILLIS.check("idle_ms", self.idle_ms)?;
         match (&self.long_form, self.fixtures.is_empty()) {
             (None, true) => {
-                return Err(
-                    "no fixtures: a whisper arm needs at least one, or a long_form input".into(),
-                );
+                return Err(FieldError::new(
+                    "fixtures",
+                    "no fixtures: a whisper arm needs at least one, or a long_form input",
+                ));
             }
             (Some(_), false) => {
-                return Err("long_form replaces fixtures: give one or the other".into());
+                return Err(FieldError::new(
+                    "long_form",
+                    "long_form replaces fixtures: give one or the other",
+                ));
             }
             (Some(l), true) if !is_sha256_hex(&l.samples_sha256) => {
-                return Err(format!(
-                    "long_form samples_sha256 {:?} is not 64 lowercase hex digits",
-                    l.samples_sha256
+                return Err(FieldError::new(
+                    "long_form",
+                    format!(
+                        "long_form samples_sha256 {:?} is not 64 lowercase hex digits",
+                        l.samples_sha256
+                    ),
                 ));
             }
             _ => {}
         }
         if self.repetitions == 0 {
-            return Err("repetitions must be at least 1".into());
+            return Err(FieldError::new(
+                "repetitions",
+                "repetitions = 0 is out of range: at least 1",
+            ));
+        }
+        if let Some(n) = self.max_requests {
+            REQUESTS.check("max_requests", n)?;
+        }
+        if let Some(s) = self.max_duration_s {
+            SOAK_SECONDS.check("max_duration_s", s)?;
+        }
+        // Without a soak's limit, every fixture runs `repetitions` times.
+        let inputs = self.fixtures.len().max(1) as u64;
+        let planned = inputs.saturating_mul(u64::from(self.repetitions));
+        if self.max_requests.is_none() && self.max_duration_s.is_none() && planned > REQUESTS.max {
+            return Err(FieldError::new(
+                "repetitions",
+                format!(
+                    "repetitions = {} over {inputs} inputs is {planned} requests: {}",
+                    self.repetitions, REQUESTS
+                ),
+            ));
         }
         if self.language.is_empty() || self.language.len() > 8 {
-            return Err(format!(
-                "language {:?} is not a language code",
-                self.language
+            return Err(FieldError::new(
+                "language",
+                format!("language {:?} is not a language code", self.language),
             ));
         }
         if let Some(sha) = &self.model.sha256
             && !is_sha256_hex(sha)
         {
-            return Err(format!(
-                "model sha256 {sha:?} is not 64 lowercase hex digits"
+            return Err(FieldError::new(
+                "model_sha256",
+                format!("model sha256 {sha:?} is not 64 lowercase hex digits"),
             ));
         }
         if self.model.coreml_sidecar.is_some() && self.encoder != Encoder::Coreml {
-            return Err("coreml_sidecar is set but encoder is not \"coreml\"".into());
+            return Err(FieldError::new(
+                "coreml_sidecar",
+                "coreml_sidecar is set but encoder is not \"coreml\"",
+            ));
         }
         Ok(())
     }
@@ -342,16 +381,21 @@ mod tests {
         assert_eq!(spec().validate(), Ok(()));
         let mut s = spec();
         s.decoding = Decoding::Beam { beam_size: 1 };
-        assert!(s.validate().unwrap_err().contains("beam_size = 1"));
+        assert!(s.validate().unwrap_err().message.contains("beam_size = 1"));
         let mut s = spec();
         s.fixtures.clear();
-        assert!(s.validate().unwrap_err().contains("no fixtures"));
+        assert!(s.validate().unwrap_err().message.contains("no fixtures"));
         let mut s = spec();
         s.model.sha256 = Some("ABC".into());
-        assert!(s.validate().unwrap_err().contains("not 64 lowercase hex"));
+        assert!(
+            s.validate()
+                .unwrap_err()
+                .message
+                .contains("not 64 lowercase hex")
+        );
         let mut s = spec();
         s.model.coreml_sidecar = Some("x.mlmodelc".into());
-        assert!(s.validate().unwrap_err().contains("encoder is not"));
+        assert!(s.validate().unwrap_err().message.contains("encoder is not"));
         let long = LongFormInput {
             recipe: "soak".into(),
             target_s: 730,
@@ -363,7 +407,12 @@ mod tests {
         };
         let mut s = spec();
         s.long_form = Some(long.clone());
-        assert!(s.validate().unwrap_err().contains("one or the other"));
+        assert!(
+            s.validate()
+                .unwrap_err()
+                .message
+                .contains("one or the other")
+        );
         s.fixtures.clear();
         assert_eq!(s.validate(), Ok(()));
         assert_eq!(long.as_fixture().id, "long_form:soak");
@@ -371,7 +420,43 @@ mod tests {
             samples_sha256: "x".into(),
             ..long
         });
-        assert!(s.validate().unwrap_err().contains("samples_sha256"));
+        assert!(s.validate().unwrap_err().message.contains("samples_sha256"));
+    }
+
+    #[test]
+    fn every_number_is_bounded_and_named() {
+        type Break = fn(&mut WhisperSpec);
+        let cases: [(&str, Break); 10] = [
+            ("threads", |s| s.threads = 0),
+            ("threads", |s| s.threads = u32::MAX),
+            ("decoding.best_of", |s| {
+                s.decoding = Decoding::Greedy { best_of: 9 }
+            }),
+            ("audio_ctx", |s| s.audio_ctx = 1501),
+            ("max_tokens", |s| s.max_tokens = u32::MAX),
+            ("extra_states", |s| s.extra_states = 100_000),
+            ("warmup", |s| s.warmup = u32::MAX),
+            ("idle_ms", |s| s.idle_ms = u64::MAX),
+            ("max_requests", |s| s.max_requests = Some(u64::MAX)),
+            ("max_duration_s", |s| s.max_duration_s = Some(u64::MAX)),
+        ];
+        for (key, break_it) in cases {
+            let mut s = spec();
+            break_it(&mut s);
+            let err = s.validate().unwrap_err();
+            assert_eq!(err.key, key, "{err}");
+            assert!(err.message.contains("out of range: allowed"), "{err}");
+        }
+        let mut s = spec();
+        s.extra_states = 16;
+        s.audio_ctx = 1500;
+        s.max_tokens = 448;
+        assert_eq!(s.validate(), Ok(()));
+        // A plan of more requests than a run may hold, unless a soak limits it.
+        s.repetitions = u32::MAX;
+        assert_eq!(s.validate().unwrap_err().key, "repetitions");
+        s.max_duration_s = Some(3600);
+        assert_eq!(s.validate(), Ok(()));
     }
 
     #[test]

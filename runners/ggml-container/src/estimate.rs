@@ -50,9 +50,9 @@ pub struct StateEstimate {
     pub decoder_weight_bytes: Option<u64>,
 }
 
-/// Round `x` up to a multiple of [`CACHE_PAD`].
+/// Round `x` up to a multiple of [`CACHE_PAD`] (saturating at `u64::MAX`).
 pub fn pad(x: u64) -> u64 {
-    x.div_ceil(CACHE_PAD) * CACHE_PAD
+    x.div_ceil(CACHE_PAD).saturating_mul(CACHE_PAD)
 }
 
 fn positive(v: i32) -> u64 {
@@ -64,16 +64,26 @@ pub fn estimate(h: &Hparams, totals: Option<&ClassTotals>, opts: EstimateOptions
     let audio_ctx = opts.audio_ctx.unwrap_or(positive(h.n_audio_ctx));
     let text_ctx = opts.text_ctx.unwrap_or(positive(h.n_text_ctx));
     let decoders = opts.decoders.unwrap_or(1).max(1);
-    let kv_self_factor = if decoders > 1 { decoders + 2 } else { 1 };
+    let kv_self_factor = if decoders > 1 {
+        decoders.saturating_add(2)
+    } else {
+        1
+    };
     let (padded_audio_ctx, padded_text_ctx) = (pad(audio_ctx), pad(text_ctx));
-    // K and V, each layers x positions x width elements.
-    let kv =
-        |layers: u64, positions: u64, width: u64| 2 * layers * positions * width * KV_ELEMENT_BYTES;
+    // K and V, each layers x positions x width elements. Saturating: the
+    // header's numbers come from a file and the options from a command line;
+    // a size that does not fit 64 bits shows as u64::MAX, never wrapped small.
+    let kv = |layers: u64, positions: u64, width: u64| {
+        [layers, positions, width, KV_ELEMENT_BYTES]
+            .iter()
+            .fold(2u64, |acc, x| acc.saturating_mul(*x))
+    };
     let kv_self_bytes = kv(
         positive(h.n_text_layer),
         padded_text_ctx,
         positive(h.n_text_state),
-    ) * kv_self_factor;
+    )
+    .saturating_mul(kv_self_factor);
     let kv_cross_bytes = kv(
         positive(h.n_text_layer),
         padded_audio_ctx,
@@ -90,8 +100,12 @@ pub fn estimate(h: &Hparams, totals: Option<&ClassTotals>, opts: EstimateOptions
         kv_self_bytes,
         kv_cross_bytes,
         kv_pad_bytes,
-        kv_total_bytes: kv_self_bytes + kv_cross_bytes + kv_pad_bytes,
-        logits_reserve_bytes: positive(h.n_vocab) * text_ctx * 4,
+        kv_total_bytes: kv_self_bytes
+            .saturating_add(kv_cross_bytes)
+            .saturating_add(kv_pad_bytes),
+        logits_reserve_bytes: positive(h.n_vocab)
+            .saturating_mul(text_ctx)
+            .saturating_mul(4),
         native_encoder_weight_bytes: totals.map(|t| t.native_encoder.payload_bytes),
         decoder_weight_bytes: totals.map(|t| t.decoder.payload_bytes),
     }
@@ -130,6 +144,21 @@ mod tests {
         assert_eq!(e.kv_self_factor, 7);
         assert_eq!(e.kv_self_bytes, 7 * 2 * 4 * 512 * 1280 * 2);
         assert_eq!(e.kv_cross_bytes, 2 * 4 * 768 * 1280 * 2);
+    }
+
+    #[test]
+    fn huge_numbers_saturate_instead_of_wrapping() {
+        let h = Hparams::from_array([i32::MAX; 11]);
+        let opts = EstimateOptions {
+            audio_ctx: Some(u64::MAX),
+            text_ctx: Some(u64::MAX),
+            decoders: Some(u64::MAX),
+        };
+        let e = estimate(&h, None, opts);
+        assert_eq!(e.kv_self_bytes, u64::MAX);
+        assert_eq!(e.kv_total_bytes, u64::MAX);
+        assert_eq!(e.logits_reserve_bytes, u64::MAX);
+        assert_eq!(pad(u64::MAX), u64::MAX);
     }
 
     #[test]
