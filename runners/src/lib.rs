@@ -9,10 +9,13 @@
 //!   touches every page it claims, so the harness can prove its numbers.
 //! - [`whisper`]: the whisper.cpp worker (`memqual-whisper`), real inference
 //!   through whisper-rs, with whisper.cpp's log parsed into a topology.
+//! - [`last_words`]: how a worker ends — its error over fd 3 and on stderr,
+//!   and its exit code — without ever panicking on a failed write.
 //!
 //! Workers measure and report; they never judge. Judging is the harness's
 //! and the reports crate's job.
 
 pub mod calibrate;
+pub mod last_words;
 pub mod session;
 pub mod whisper;

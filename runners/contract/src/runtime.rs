@@ -243,7 +243,8 @@ pub struct RuntimeReport {
     /// The effective settings (after defaults), as the runtime was called.
     pub settings: serde_json::Value,
     pub topology: Topology,
-    /// Wall time of the context load (`process_start` work excluded).
+    /// Wall time of the context load (`process_start` work excluded), less
+    /// the time the worker spent hashing the bytes whisper.cpp read.
     pub load_ns: u64,
     /// Wall time to create all states.
     pub state_ns: u64,

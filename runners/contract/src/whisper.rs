@@ -17,9 +17,9 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Initializer {
-    /// `whisper_init_from_file_with_params_no_state`, then exactly one explicit state.
+    /// `whisper_init_with_params_no_state`, then exactly one explicit state.
     NoState,
-    /// `whisper_init_from_file_with_params`: the context's built-in state does the work.
+    /// `whisper_init_with_params`: the context's built-in state does the work.
     Default,
 }
 

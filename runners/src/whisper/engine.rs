@@ -1,15 +1,20 @@
-//! whisper.cpp through `whisper_rs::whisper_rs_sys`: the worker's only unsafe code.
+//! whisper.cpp through `whisper_rs::whisper_rs_sys`: with [`super::loader`],
+//! the worker's only unsafe code.
 //!
 //! Why raw calls instead of whisper-rs's safe `WhisperContext`: the safe type
 //! always initialises without a state and keeps the parameter struct private,
 //! but the `default` initializer must use the context's built-in state
-//! (`whisper_init_from_file_with_params` + `whisper_full`), and both
-//! initializers must run with byte-identical parameters. One small wrapper
-//! serves both. Teardown is explicit ([`Engine::teardown`]) so the worker can
-//! mark `teardown_done` after everything is freed; `Drop` is the backstop.
+//! (`whisper_init_with_params` + `whisper_full`), and both initializers must
+//! run with byte-identical parameters. One small wrapper serves both. The
+//! model is never opened by path here: whisper.cpp reads the worker's
+//! verified open file through the custom loader, and the context is kept
+//! only if the bytes it consumed are the verified bytes. Teardown is
+//! explicit ([`Engine::teardown`]) so the worker can mark `teardown_done`
+//! after everything is freed; `Drop` is the backstop.
 
+use super::loader::FileLoader;
+use super::model::{NotTheCheckedBytes, VerifiedModel};
 use std::ffi::{CStr, CString, c_int};
-use std::path::Path;
 use whisper_rs::whisper_rs_sys as sys;
 use worker_contract::{Decoding, Initializer};
 
@@ -37,12 +42,15 @@ pub struct RawTranscript {
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    #[error("model path {0:?} contains a NUL byte or is not UTF-8")]
-    BadPath(std::path::PathBuf),
     #[error("language {0:?} contains a NUL byte")]
     BadLanguage(String),
-    #[error("whisper.cpp could not load the model {0} (see the whisper.cpp log lines above)")]
-    Load(String),
+    #[error(
+        "whisper.cpp could not load the model {path} (it read {read} of its {bytes} bytes; \
+         see the whisper.cpp log lines above)"
+    )]
+    Load { path: String, read: u64, bytes: u64 },
+    #[error(transparent)]
+    NotTheCheckedBytes(#[from] NotTheCheckedBytes),
     #[error("whisper.cpp could not create state {0} (see the whisper.cpp log lines above)")]
     State(usize),
     #[error("no audio samples")]
@@ -62,47 +70,66 @@ pub struct Engine {
     extras: Vec<*mut sys::whisper_state>,
     language: CString,
     settings: RunSettings,
+    /// Time the loader spent hashing during the load.
+    hash_ns: u64,
 }
 
 impl Engine {
-    /// Load the model with `initializer`'s entry point.
+    /// Load the verified model with `initializer`'s entry point, reading it
+    /// from the verified open file. Fails (freeing the context) unless
+    /// whisper.cpp consumed exactly the verified bytes.
     pub fn load(
-        model: &Path,
+        model: &VerifiedModel,
         initializer: Initializer,
         settings: RunSettings,
     ) -> Result<Engine, EngineError> {
-        let path = model
-            .to_str()
-            .and_then(|s| CString::new(s).ok())
-            .ok_or_else(|| EngineError::BadPath(model.to_path_buf()))?;
         let language = CString::new(settings.language.as_str())
             .map_err(|_| EngineError::BadLanguage(settings.language.clone()))?;
         // SAFETY: returns a plain struct by value; no pointers are involved.
         let mut cparams = unsafe { sys::whisper_context_default_params() };
         cparams.use_gpu = settings.use_gpu;
         cparams.flash_attn = settings.flash_attn;
-        // SAFETY: `path` is a valid NUL-terminated string that outlives the call;
-        // the params struct is passed by value. A null return means failure.
+        let mut loader = FileLoader::new(model.file());
+        let mut callbacks = loader.callbacks();
+        // SAFETY: `callbacks` points at `loader`, which stays in place and
+        // alive for the whole call (whisper.cpp uses the loader only inside
+        // it and calls `close` before returning); the params struct is passed
+        // by value. A null return means failure.
         let ctx = unsafe {
             match initializer {
                 Initializer::NoState => {
-                    sys::whisper_init_from_file_with_params_no_state(path.as_ptr(), cparams)
+                    sys::whisper_init_with_params_no_state(&mut callbacks, cparams)
                 }
-                Initializer::Default => {
-                    sys::whisper_init_from_file_with_params(path.as_ptr(), cparams)
-                }
+                Initializer::Default => sys::whisper_init_with_params(&mut callbacks, cparams),
             }
         };
-        if ctx.is_null() {
-            return Err(EngineError::Load(model.display().to_string()));
-        }
-        Ok(Engine {
+        let consumed = loader.finish();
+        let mut engine = Engine {
             ctx,
             working: None,
             extras: Vec::new(),
             language,
             settings,
-        })
+            hash_ns: consumed.hash_ns,
+        };
+        if ctx.is_null() {
+            return Err(EngineError::Load {
+                path: model.identity.path.clone(),
+                read: consumed.bytes,
+                bytes: model.identity.bytes,
+            });
+        }
+        if let Err(e) = model.confirm_loaded(&consumed) {
+            engine.free_all();
+            return Err(e.into());
+        }
+        Ok(engine)
+    }
+
+    /// Time spent hashing the model bytes during [`Engine::load`]: the
+    /// worker's check, not whisper.cpp's work.
+    pub fn load_hash_ns(&self) -> u64 {
+        self.hash_ns
     }
 
     fn new_state(&self, index: usize) -> Result<*mut sys::whisper_state, EngineError> {
@@ -280,4 +307,126 @@ pub fn system_info() -> String {
         .to_string_lossy()
         .trim()
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ggml_container::synthetic::{self, SyntheticSpec};
+    use std::os::unix::fs::FileExt;
+    use worker_contract::{ModelInput, ModelLayout};
+
+    fn settings() -> RunSettings {
+        RunSettings {
+            threads: 1,
+            decoding: Decoding::Greedy { best_of: 1 },
+            language: "en".into(),
+            no_timestamps: true,
+            audio_ctx: 0,
+            max_tokens: 0,
+            temperature_fallback: false,
+            use_gpu: false,
+            flash_attn: false,
+        }
+    }
+
+    fn verified(path: &std::path::Path, prevalidate: bool) -> VerifiedModel {
+        VerifiedModel::open(&ModelInput {
+            path: path.to_path_buf(),
+            sha256: None,
+            layout: ModelLayout::Full,
+            prevalidate,
+            coreml_sidecar: None,
+        })
+        .unwrap()
+    }
+
+    fn synthetic(seed: u64) -> Vec<u8> {
+        synthetic::to_bytes(&SyntheticSpec {
+            seed,
+            ..SyntheticSpec::loadable()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_file_renamed_over_the_path_after_the_check_is_not_what_loads() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("model.bin");
+        let (original, other) = (synthetic(1), synthetic(2));
+        assert_ne!(original, other);
+        std::fs::write(&path, &original).unwrap();
+        let model = verified(&path, true);
+        let swap = tmp.path().join("other.bin");
+        std::fs::write(&swap, &other).unwrap();
+        std::fs::rename(&swap, &path).unwrap();
+        // whisper.cpp reads the checked file through the worker's handle.
+        let engine = Engine::load(&model, Initializer::NoState, settings()).unwrap();
+        assert_eq!(
+            model.identity.sha256,
+            ggml_container::digest::sha256_hex(&original)
+        );
+        drop(engine);
+    }
+
+    #[test]
+    fn a_file_changed_in_place_after_the_check_fails_closed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("model.bin");
+        let original = synthetic(1);
+        std::fs::write(&path, &original).unwrap();
+        for (initializer, prevalidate) in [
+            (Initializer::NoState, true),
+            (Initializer::Default, true),
+            (Initializer::NoState, false),
+        ] {
+            std::fs::write(&path, &original).unwrap();
+            let model = verified(&path, prevalidate);
+            // The last weight changes; the structure stays valid, so whisper.cpp
+            // would load it happily.
+            let mut changed = original.clone();
+            let last = changed.len() - 1;
+            changed[last] ^= 0x01;
+            let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+            file.write_at(&changed[last..], last as u64).unwrap();
+            let err = Engine::load(&model, initializer, settings()).err().unwrap();
+            let EngineError::NotTheCheckedBytes(e) = &err else {
+                panic!("{err}");
+            };
+            assert_eq!(e.sha256, ggml_container::digest::sha256_hex(&original));
+            assert_eq!(
+                e.loaded_sha256,
+                ggml_container::digest::sha256_hex(&changed)
+            );
+            assert_eq!(
+                (e.bytes, e.loaded_bytes),
+                (original.len() as u64, original.len() as u64)
+            );
+            assert!(
+                err.to_string()
+                    .contains("the file changed between the check and the load")
+            );
+        }
+    }
+
+    #[test]
+    fn bytes_appended_after_the_check_fail_closed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("model.bin");
+        let original = synthetic(1);
+        std::fs::write(&path, &original).unwrap();
+        let model = verified(&path, true);
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        file.write_at(&[0u8; 7], original.len() as u64).unwrap();
+        let err = Engine::load(&model, Initializer::NoState, settings())
+            .err()
+            .unwrap();
+        let EngineError::NotTheCheckedBytes(e) = &err else {
+            panic!("{err}");
+        };
+        assert_eq!(e.loaded_bytes, original.len() as u64 + 7);
+    }
 }

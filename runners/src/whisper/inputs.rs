@@ -1,6 +1,8 @@
-//! The worker's inputs, checked before whisper.cpp sees them: the model's
-//! digest and the fixtures' digests and audio format (16 kHz mono 16-bit,
-//! read by the fixtures crate).
+//! The worker's audio inputs, checked before whisper.cpp sees them: each
+//! fixture is read once (a regular file, at most
+//! [`speech_fixtures::regular::MAX_WAV_BYTES`]), and its digest and audio
+//! format (16 kHz mono 16-bit) are checked on the very bytes that are then
+//! decoded. The long-form input is composed from slices read the same way.
 
 use anyhow::{Context, bail};
 use sha2::{Digest, Sha256};
@@ -25,8 +27,7 @@ pub fn sha256_file(path: &Path) -> anyhow::Result<(String, u64)> {
         hasher.update(&buf[..n]);
         total += n as u64;
     }
-    let digest = hasher.finalize();
-    Ok((digest.iter().map(|b| format!("{b:02x}")).collect(), total))
+    Ok((ggml_container::digest::hex(&hasher.finalize()), total))
 }
 
 /// One fixture's samples, ready for whisper.cpp (16 kHz mono f32 in [-1, 1)).
@@ -41,10 +42,13 @@ impl Audio {
     }
 }
 
-/// Verify a fixture's digest and format, then decode it.
+/// Read a fixture once, verify its digest, then decode those same bytes.
 pub fn load_fixture(fixture: &FixtureInput) -> anyhow::Result<Audio> {
     let path = &fixture.path;
-    let (sha, _) = sha256_file(path).with_context(|| format!("fixture {}", fixture.id))?;
+    let bytes =
+        speech_fixtures::regular::read_regular(path, speech_fixtures::regular::MAX_WAV_BYTES)
+            .with_context(|| format!("fixture {} ({})", fixture.id, path.display()))?;
+    let sha = ggml_container::digest::sha256_hex(&bytes);
     if sha != fixture.sha256 {
         bail!(
             "fixture {} ({}) has SHA-256 {sha}, the manifest says {}: the file changed",
@@ -53,19 +57,20 @@ pub fn load_fixture(fixture: &FixtureInput) -> anyhow::Result<Audio> {
             fixture.sha256
         );
     }
-    let samples = speech_fixtures::wav::read_f32(path)
+    let samples = speech_fixtures::wav::decode_i16(path, &bytes)
         .with_context(|| format!("fixture {} ({})", fixture.id, path.display()))?;
     if samples.is_empty() {
         bail!("fixture {} ({}) has no samples", fixture.id, path.display());
     }
     Ok(Audio {
         id: fixture.id.clone(),
-        samples,
+        samples: speech_fixtures::wav::to_f32(&samples),
     })
 }
 
-/// Compose the long-form input from the verified slices and check it is
-/// the one the harness described (same samples digest).
+/// Compose the long-form input from the verified slices (each read once,
+/// digest and layout checked on the bytes decoded) and check it is the one
+/// the harness described (same samples digest, computed on the samples used).
 pub fn compose_long_form(long: &LongFormInput) -> anyhow::Result<Audio> {
     let id = long.id();
     let fixtures = speech_fixtures::Fixtures::open(&long.fixtures_dir)
@@ -87,4 +92,56 @@ pub fn compose_long_form(long: &LongFormInput) -> anyhow::Result<Audio> {
         id,
         samples: composed.to_f32(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(path: &Path, sha256: &str) -> FixtureInput {
+        FixtureInput {
+            id: "f".into(),
+            category: "clean".into(),
+            path: path.to_path_buf(),
+            sha256: sha256.into(),
+            reference: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_fixture_is_decoded_from_the_bytes_whose_digest_matched() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("f.wav");
+        speech_fixtures::wav::write_i16(&path, &[0, 16384, -32768]).unwrap();
+        let sha = ggml_container::digest::sha256_hex(&std::fs::read(&path).unwrap());
+        let audio = load_fixture(&fixture(&path, &sha)).unwrap();
+        assert_eq!(audio.samples, [0.0, 0.5, -1.0]);
+        let err = load_fixture(&fixture(&path, &"0".repeat(64)))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains(&format!("has SHA-256 {sha}, the manifest says 000")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_fifo_or_an_oversized_fixture_is_refused_without_reading_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fifo = tmp.path().join("fifo.wav");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let err = format!("{:#}", load_fixture(&fixture(&fifo, "")).err().unwrap());
+        assert!(err.contains("is a FIFO"), "{err}");
+        let huge = tmp.path().join("huge.wav");
+        std::fs::File::create(&huge)
+            .unwrap()
+            .set_len(speech_fixtures::regular::MAX_WAV_BYTES + 1)
+            .unwrap();
+        let err = format!("{:#}", load_fixture(&fixture(&huge, "")).err().unwrap());
+        assert!(
+            err.contains("more than the 67108864 this reader accepts"),
+            "{err}"
+        );
+    }
 }

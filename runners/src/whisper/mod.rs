@@ -7,23 +7,29 @@
 //! `request_end` around the `whisper_full` call, then a `result`) → idle
 //! (`idle_end`) → explicit teardown of states and context (`teardown_done`).
 //!
-//! Every input is checked before whisper.cpp sees it: the spec, the required
-//! capabilities, the model (a strict parse of the whole GGML container and its
-//! digest) and the fixtures' digests and format.
+//! Every input is checked before whisper.cpp sees it, and what is checked is
+//! what is used: the spec, the required capabilities, the model (opened once;
+//! a strict parse of the whole GGML container and its digest from that open
+//! file, which whisper.cpp then reads through the worker's loader, hashed
+//! again as it is consumed — see [`model`] and [`loader`]), the fixtures
+//! (each read once, digested and decoded from the same bytes) and the Core
+//! ML sidecar ([`coreml`]).
 
+pub mod coreml;
 pub mod engine;
 pub mod inputs;
+pub mod loader;
 pub mod logcapture;
+pub mod model;
 pub mod transcript;
 
 use crate::session::WorkerSession;
-use anyhow::{Context, bail};
+use anyhow::Context;
 use engine::{Engine, RunSettings};
 use sampler::{Phase, clock};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use worker_contract::{
-    ArmSpec, CoremlIdentity, Encoder, LogLevel, ModelIdentity, ModelLayout, RequestResult,
-    ResultBody, RuntimeReport, Topology, WhisperSpec,
+    ArmSpec, Encoder, LogLevel, RequestResult, ResultBody, RuntimeReport, Topology, WhisperSpec,
 };
 
 pub const WORKER_NAME: &str = "memqual-whisper";
@@ -91,109 +97,44 @@ fn forward_log(session: &mut WorkerSession, kept: &mut Vec<String>) -> anyhow::R
     Ok(())
 }
 
-/// The model path whisper.cpp is given. With an explicit Core ML sidecar the
-/// model and the sidecar are linked side by side in scratch, named so that
-/// whisper.cpp's own naming rule finds that sidecar.
-fn model_path_for_runtime(spec: &WhisperSpec, scratch: &Path) -> anyhow::Result<PathBuf> {
-    let Some(sidecar) = &spec.model.coreml_sidecar else {
-        return Ok(spec.model.path.clone());
+/// Environment variable of the test hook [`pause_after_checks`].
+pub const PAUSE_HOOK_ENV: &str = "MEMQUAL_TEST_PAUSE_AFTER_CHECKS";
+
+/// Test hook: when [`PAUSE_HOOK_ENV`] names a file (a FIFO made by the
+/// test), say so over the channel, then read that file to its end before
+/// anything reaches whisper.cpp. A test swaps the inputs meanwhile and
+/// proves the worker still loads only the checked bytes. The hook only
+/// waits; whoever sets a worker's environment controls the worker anyway.
+fn pause_after_checks(session: &mut WorkerSession) -> anyhow::Result<()> {
+    let Some(path) = std::env::var_os(PAUSE_HOOK_ENV) else {
+        return Ok(());
     };
-    if !sidecar.is_dir() {
-        bail!(
-            "Core ML sidecar {} is not a directory (a compiled `.mlmodelc` is one)",
-            sidecar.display()
-        );
-    }
-    let dir = scratch.join("coreml");
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let model = std::fs::canonicalize(&spec.model.path)
-        .with_context(|| format!("model {}", spec.model.path.display()))?;
-    let sidecar = std::fs::canonicalize(sidecar)?;
-    let linked_model = dir.join("model.bin");
-    let linked_sidecar = dir.join("model-encoder.mlmodelc");
-    std::os::unix::fs::symlink(&model, &linked_model)
-        .with_context(|| format!("linking {}", linked_model.display()))?;
-    std::os::unix::fs::symlink(&sidecar, &linked_sidecar)
-        .with_context(|| format!("linking {}", linked_sidecar.display()))?;
-    Ok(linked_model)
+    let path = PathBuf::from(path);
+    session.log(
+        LogLevel::Info,
+        format!(
+            "{PAUSE_HOOK_ENV}: inputs checked; waiting for the end of {}",
+            path.display()
+        ),
+    )?;
+    let mut sink = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::fs::File::open(&path)
+            .with_context(|| format!("{PAUSE_HOOK_ENV}: {}", path.display()))?,
+        &mut sink,
+    )
+    .with_context(|| format!("{PAUSE_HOOK_ENV}: reading {}", path.display()))?;
+    Ok(())
 }
 
-/// Parse the model strictly (every record, every payload length, no trailing
-/// bytes) before whisper.cpp sees it: its loader accepts truncated and padded
-/// files and aborts the process on some malformed records.
-fn prevalidate_model(spec: &WhisperSpec) -> anyhow::Result<ModelIdentity> {
-    let path = &spec.model.path;
-    if !path.is_file() {
-        bail!("model {}: cannot open: no such file", path.display());
+/// Run `f` in the Core ML sidecar's folder when there is one: whisper.cpp
+/// finds the sidecar relative to the working directory when it loads
+/// through the worker's loader (see [`coreml`]).
+fn within<T>(sidecar: Option<&coreml::Sidecar>, f: impl FnOnce() -> T) -> anyhow::Result<T> {
+    match sidecar {
+        Some(s) => s.enter(f),
+        None => Ok(f()),
     }
-    if !spec.model.prevalidate {
-        // Negative controls only: a plain digest and whatever header there is.
-        use std::io::Read;
-        let (sha256, bytes) = inputs::sha256_file(path)?;
-        let mut head = Vec::with_capacity(48);
-        std::fs::File::open(path)
-            .and_then(|f| f.take(48).read_to_end(&mut head))
-            .with_context(|| format!("model {}", path.display()))?;
-        let field = |i: usize| {
-            head.get(4 * i..4 * i + 4)
-                .map_or(0, |b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        };
-        return Ok(ModelIdentity {
-            path: path.display().to_string(),
-            bytes,
-            sha256,
-            n_vocab: field(1),
-            n_audio_layer: field(5),
-            n_text_layer: field(9),
-            ftype: field(11),
-        });
-    }
-    let expect = match spec.model.layout {
-        ModelLayout::Full => ggml_container::Expect::Full,
-        ModelLayout::DecoderOnly => ggml_container::Expect::DecoderOnly,
-    };
-    let inventory = ggml_container::inspect(path, expect)
-        .map_err(|e| anyhow::anyhow!("model {} rejected before loading: {e}", path.display()))?;
-    if let Some(expected) = &spec.model.sha256
-        && &inventory.file_sha256 != expected
-    {
-        bail!(
-            "model {} has SHA-256 {}, the arm expects {expected}",
-            path.display(),
-            inventory.file_sha256
-        );
-    }
-    let h = &inventory.hparams;
-    Ok(ModelIdentity {
-        path: path.display().to_string(),
-        bytes: inventory.file_len,
-        sha256: inventory.file_sha256.clone(),
-        ftype: h.ftype,
-        n_vocab: h.n_vocab,
-        n_audio_layer: h.n_audio_layer,
-        n_text_layer: h.n_text_layer,
-    })
-}
-
-/// The sidecar whisper.cpp actually opened (its log names it), digested as a tree.
-fn coreml_identity(topology: &Topology) -> anyhow::Result<CoremlIdentity> {
-    let logged = topology
-        .states
-        .first()
-        .and_then(|s| s.coreml_path.clone())
-        .context("whisper.cpp did not log which Core ML model it loaded")?;
-    let resolved =
-        std::fs::canonicalize(&logged).with_context(|| format!("Core ML model {logged}"))?;
-    let tree = sampler::captures::tree_digest(&resolved)
-        .with_context(|| format!("digesting the Core ML model {}", resolved.display()))?;
-    Ok(CoremlIdentity {
-        path: logged,
-        resolved_path: resolved.display().to_string(),
-        compute_units: "MLComputeUnitsAll (whisper.cpp default)".into(),
-        tree_sha256: tree.sha256,
-        files: tree.files,
-        bytes: tree.file_bytes,
-    })
 }
 
 fn executable_digest() -> (String, Option<String>) {
@@ -208,7 +149,7 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
     session.mark(Phase::ProcessStart, None)?;
 
     // Inputs first: nothing reaches whisper.cpp unchecked.
-    let identity = prevalidate_model(spec)?;
+    let model = model::VerifiedModel::open(&spec.model)?;
     let audio = match &spec.long_form {
         Some(long) => vec![inputs::compose_long_form(long)?],
         None => spec
@@ -217,7 +158,15 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
             .map(inputs::load_fixture)
             .collect::<anyhow::Result<Vec<_>>>()?,
     };
-    let runtime_model = model_path_for_runtime(spec, &arm.scratch_dir)?;
+    let sidecar = match spec.encoder {
+        Encoder::Coreml => Some(coreml::Sidecar::prepare(
+            &spec.model.path,
+            spec.model.coreml_sidecar.as_deref(),
+            &arm.scratch_dir,
+        )?),
+        Encoder::Native => None,
+    };
+    pause_after_checks(session)?;
 
     let settings = RunSettings {
         threads: spec.threads,
@@ -232,25 +181,42 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
     };
     let settings_json = serde_json::to_value(&settings)?;
     let t0 = clock::monotonic_ns();
-    let loaded = Engine::load(&runtime_model, spec.initializer, settings);
-    let load_ns = clock::monotonic_ns() - t0;
+    let loaded = within(sidecar.as_ref(), || {
+        Engine::load(&model, spec.initializer, settings)
+    });
+    let elapsed_ns = clock::monotonic_ns() - t0;
     forward_log(session, &mut log_lines)?;
-    let mut engine = loaded?;
+    let mut engine = loaded??;
+    // Cold load is whisper.cpp's work; the worker's own hashing is logged apart.
+    let load_ns = elapsed_ns.saturating_sub(engine.load_hash_ns());
+    session.log(
+        LogLevel::Info,
+        format!(
+            "model: whisper.cpp loaded the checked bytes ({} bytes, SHA-256 {}) from the \
+             worker's open file; hashing them took {:.1} ms, not counted in the cold load",
+            model.identity.bytes,
+            model.identity.sha256,
+            engine.load_hash_ns() as f64 / 1e6
+        ),
+    )?;
     session.mark(Phase::ModelLoaded, None)?;
 
     let t0 = clock::monotonic_ns();
-    let created = engine.create_states(spec.initializer, spec.extra_states);
+    let created = within(sidecar.as_ref(), || {
+        engine.create_states(spec.initializer, spec.extra_states)
+    });
     let state_ns = clock::monotonic_ns() - t0;
     forward_log(session, &mut log_lines)?;
-    created?;
+    created??;
     let topology = Topology::from_log(log_lines.iter().map(String::as_str));
-    let coreml = if spec.encoder == Encoder::Coreml {
-        topology
-            .coreml_engaged()
-            .map_err(|e| anyhow::anyhow!("Core ML requested but not engaged: {e}"))?;
-        Some(coreml_identity(&topology)?)
-    } else {
-        None
+    let coreml = match &sidecar {
+        Some(sidecar) => {
+            topology
+                .coreml_engaged()
+                .map_err(|e| anyhow::anyhow!("Core ML requested but not engaged: {e}"))?;
+            Some(sidecar.identity(&topology)?)
+        }
+        None => None,
     };
     let (worker_executable, worker_sha256) = executable_digest();
     let report = RuntimeReport {
@@ -259,7 +225,7 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
         system_info: engine::system_info(),
         worker_executable,
         worker_sha256,
-        model: identity,
+        model: model.identity.clone(),
         coreml,
         state_count: engine.state_count(spec.initializer),
         initializer: spec.initializer,
@@ -331,30 +297,6 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn coreml_identity_digests_the_tree_whisper_cpp_opened_through_links() {
-        let tmp = tempfile::tempdir().unwrap();
-        let tree = tmp.path().join("real-encoder.mlmodelc");
-        std::fs::create_dir_all(tree.join("weights")).unwrap();
-        std::fs::write(tree.join("model.mil"), b"program").unwrap();
-        std::fs::write(tree.join("weights/weight.bin"), [7u8; 100]).unwrap();
-        let link = tmp.path().join("model-encoder.mlmodelc");
-        std::os::unix::fs::symlink(&tree, &link).unwrap();
-        let log = format!(
-            "whisper_init_state: loading Core ML model from '{}'\nwhisper_init_state: Core ML model loaded",
-            link.display()
-        );
-        let id = coreml_identity(&Topology::from_log(log.lines())).unwrap();
-        assert_eq!(id.path, link.display().to_string());
-        assert_eq!(
-            id.resolved_path,
-            std::fs::canonicalize(&tree).unwrap().display().to_string()
-        );
-        assert_eq!((id.files, id.bytes), (2, 107));
-        let direct = sampler::captures::tree_digest(&tree).unwrap();
-        assert_eq!(id.tree_sha256, direct.sha256);
-    }
 
     #[test]
     fn requires_beyond_the_build_make_the_arm_not_runnable() {

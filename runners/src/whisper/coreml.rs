@@ -1,0 +1,263 @@
+//! The Core ML encoder sidecar (`*-encoder.mlmodelc`): which tree, where
+//! whisper.cpp will look for it, and its digest before and after loading.
+//!
+//! whisper.cpp 1.8.3 finds the sidecar from the model's path
+//! (`whisper_get_coreml_path_encoder(ctx->path_model)` in
+//! `whisper_init_state`), and Core ML opens that tree by path itself. The
+//! worker loads the model through its own loader (see [`super::loader`]),
+//! which leaves `path_model` empty; whisper.cpp's rule then yields the
+//! relative path `-encoder.mlmodelc`. So the worker resolves the sidecar once
+//! (the arm's `coreml_sidecar`, or whisper.cpp's rule applied to the model
+//! path, [`sidecar_beside`]), links it as `<scratch>/coreml/-encoder.mlmodelc`
+//! and creates the states with that folder as the working directory
+//! ([`Sidecar::enter`]). The tree is digested before the load and again after
+//! the states exist; the arm fails unless both digests agree.
+//!
+//! Everything here is plain Unix and tested on Linux; only a `coreml` build
+//! (macOS) ever takes this path at run time.
+
+use anyhow::{Context, bail};
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+use worker_contract::{CoremlIdentity, Topology};
+
+/// The name whisper.cpp derives from an empty model path.
+pub const LINK_NAME: &str = "-encoder.mlmodelc";
+
+/// whisper.cpp's `whisper_get_coreml_path_encoder`: drop everything from the
+/// path's last `.`, then a trailing `-qX_Y`, and append `-encoder.mlmodelc`.
+/// Like whisper.cpp it works on the whole path string, not the file name.
+pub fn sidecar_beside(model: &Path) -> PathBuf {
+    let mut path = model.as_os_str().as_bytes().to_vec();
+    if let Some(dot) = path.iter().rposition(|&b| b == b'.') {
+        path.truncate(dot);
+    }
+    if let Some(dash) = path.iter().rposition(|&b| b == b'-') {
+        let tail = &path[dash..];
+        if tail.len() == 5 && tail[1] == b'q' && tail[3] == b'_' {
+            path.truncate(dash);
+        }
+    }
+    path.extend_from_slice(LINK_NAME.as_bytes());
+    PathBuf::from(OsString::from_vec(path))
+}
+
+/// The sidecar resolved, linked into scratch and digested before the load.
+#[derive(Debug)]
+pub struct Sidecar {
+    /// `<scratch>/coreml`: the working directory while states are created.
+    dir: PathBuf,
+    /// The real tree (canonical path).
+    resolved: PathBuf,
+    before: sampler::captures::TreeDigest,
+}
+
+impl Sidecar {
+    /// Resolve `explicit` (or whisper.cpp's rule for `model`), link it into
+    /// `scratch/coreml` and digest it.
+    pub fn prepare(model: &Path, explicit: Option<&Path>, scratch: &Path) -> anyhow::Result<Self> {
+        let named = explicit.map_or_else(|| sidecar_beside(model), Path::to_path_buf);
+        if !named.is_dir() {
+            bail!(
+                "Core ML sidecar {} is not a directory (a compiled `.mlmodelc` is one{})",
+                named.display(),
+                if explicit.is_none() {
+                    "; whisper.cpp looks for it beside the model, or set coreml_sidecar"
+                } else {
+                    ""
+                }
+            );
+        }
+        let resolved = std::fs::canonicalize(&named)
+            .with_context(|| format!("Core ML sidecar {}", named.display()))?;
+        let dir = scratch.join("coreml");
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let link = dir.join(LINK_NAME);
+        std::os::unix::fs::symlink(&resolved, &link)
+            .with_context(|| format!("linking {}", link.display()))?;
+        let before = sampler::captures::tree_digest(&resolved)
+            .with_context(|| format!("digesting the Core ML model {}", resolved.display()))?;
+        Ok(Sidecar {
+            dir,
+            resolved,
+            before,
+        })
+    }
+
+    /// Run `f` (whisper.cpp's state creation) with the sidecar's folder as
+    /// the working directory, so the relative `-encoder.mlmodelc` whisper.cpp
+    /// derives names the linked tree; the previous directory is restored.
+    pub fn enter<T>(&self, f: impl FnOnce() -> T) -> anyhow::Result<T> {
+        let previous = std::fs::File::open(".").context("opening the working directory")?;
+        nix::unistd::chdir(&self.dir)
+            .with_context(|| format!("entering {}", self.dir.display()))?;
+        let out = f();
+        nix::unistd::fchdir(&previous).context("returning to the working directory")?;
+        Ok(out)
+    }
+
+    /// The sidecar whisper.cpp logged opening, checked to be the linked tree
+    /// with the same digest as before the load.
+    pub fn identity(&self, topology: &Topology) -> anyhow::Result<CoremlIdentity> {
+        let logged = topology
+            .states
+            .first()
+            .and_then(|s| s.coreml_path.clone())
+            .context("whisper.cpp did not log which Core ML model it loaded")?;
+        // A relative path is relative to the folder the states were created in.
+        let opened = self.dir.join(&logged);
+        let resolved = std::fs::canonicalize(&opened)
+            .with_context(|| format!("Core ML model {}", opened.display()))?;
+        if resolved != self.resolved {
+            bail!(
+                "whisper.cpp opened the Core ML model {} ({}), not the sidecar the arm names ({})",
+                opened.display(),
+                resolved.display(),
+                self.resolved.display()
+            );
+        }
+        let after = sampler::captures::tree_digest(&resolved)
+            .with_context(|| format!("digesting the Core ML model {}", resolved.display()))?;
+        if after.sha256 != self.before.sha256 {
+            bail!(
+                "the Core ML model {} changed while whisper.cpp loaded it (tree SHA-256 {} before, {} after)",
+                resolved.display(),
+                self.before.sha256,
+                after.sha256
+            );
+        }
+        Ok(CoremlIdentity {
+            path: opened.display().to_string(),
+            resolved_path: resolved.display().to_string(),
+            compute_units: "MLComputeUnitsAll (whisper.cpp default)".into(),
+            tree_sha256: after.sha256,
+            files: after.files,
+            bytes: after.file_bytes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whisper_cpp_naming_rule() {
+        let beside = |p: &str| sidecar_beside(Path::new(p)).display().to_string();
+        assert_eq!(
+            beside("/m/ggml-base.en.bin"),
+            "/m/ggml-base.en-encoder.mlmodelc"
+        );
+        assert_eq!(
+            beside("/m/ggml-base.en-q5_0.bin"),
+            "/m/ggml-base.en-encoder.mlmodelc"
+        );
+        assert_eq!(
+            beside("/m/ggml-tiny-q8_0.bin"),
+            "/m/ggml-tiny-encoder.mlmodelc"
+        );
+        // Not a quantization suffix: kept.
+        assert_eq!(
+            beside("/m/ggml-tiny-f16.bin"),
+            "/m/ggml-tiny-f16-encoder.mlmodelc"
+        );
+        // whisper.cpp cuts at the last '.' of the whole path, even in a folder name.
+        assert_eq!(beside("/v1.2/model"), "/v1-encoder.mlmodelc");
+        // What an empty path_model (the loader entry point) gives.
+        assert_eq!(beside(""), LINK_NAME);
+    }
+
+    fn tree(root: &Path) -> PathBuf {
+        let tree = root.join("real-encoder.mlmodelc");
+        std::fs::create_dir_all(tree.join("weights")).unwrap();
+        std::fs::write(tree.join("model.mil"), b"program").unwrap();
+        std::fs::write(tree.join("weights/weight.bin"), [7u8; 100]).unwrap();
+        tree
+    }
+
+    fn logged(path: &str) -> Topology {
+        let log = format!(
+            "whisper_init_state: loading Core ML model from '{path}'\nwhisper_init_state: Core ML model loaded"
+        );
+        Topology::from_log(log.lines())
+    }
+
+    #[test]
+    fn the_relative_path_whisper_cpp_derives_names_the_linked_tree() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tree = tree(tmp.path());
+        let scratch = tmp.path().join("scratch");
+        let sidecar = Sidecar::prepare(Path::new("/nowhere/m.bin"), Some(&tree), &scratch).unwrap();
+        // Inside `enter`, the relative name opens the tree; outside, it does not.
+        let seen = sidecar
+            .enter(|| std::fs::read(Path::new(LINK_NAME).join("model.mil")))
+            .unwrap()
+            .unwrap();
+        assert_eq!(seen, b"program");
+        assert!(!Path::new(LINK_NAME).exists());
+        let id = sidecar.identity(&logged(LINK_NAME)).unwrap();
+        assert_eq!(
+            id.path,
+            scratch.join("coreml").join(LINK_NAME).display().to_string()
+        );
+        assert_eq!(
+            id.resolved_path,
+            std::fs::canonicalize(&tree).unwrap().display().to_string()
+        );
+        assert_eq!((id.files, id.bytes), (2, 107));
+        let direct = sampler::captures::tree_digest(&tree).unwrap();
+        assert_eq!(id.tree_sha256, direct.sha256);
+    }
+
+    #[test]
+    fn a_tree_changed_during_the_load_fails_the_arm() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tree = tree(tmp.path());
+        let sidecar = Sidecar::prepare(
+            Path::new("/nowhere/m.bin"),
+            Some(&tree),
+            &tmp.path().join("s"),
+        )
+        .unwrap();
+        std::fs::write(tree.join("weights/weight.bin"), [8u8; 100]).unwrap();
+        let err = sidecar
+            .identity(&logged(LINK_NAME))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("changed while whisper.cpp loaded it"), "{err}");
+    }
+
+    #[test]
+    fn another_tree_than_the_named_one_fails_the_arm() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tree = tree(tmp.path());
+        let other = tmp.path().join("other-encoder.mlmodelc");
+        std::fs::create_dir_all(&other).unwrap();
+        let sidecar = Sidecar::prepare(
+            Path::new("/nowhere/m.bin"),
+            Some(&tree),
+            &tmp.path().join("s"),
+        )
+        .unwrap();
+        let err = sidecar
+            .identity(&logged(other.to_str().unwrap()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not the sidecar the arm names"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_sidecar_beside_the_model_is_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let model = tmp.path().join("ggml-tiny.en-q5_0.bin");
+        let err = Sidecar::prepare(&model, None, &tmp.path().join("s"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("ggml-tiny.en-encoder.mlmodelc is not a directory"),
+            "{err}"
+        );
+        assert!(err.contains("beside the model"), "{err}");
+    }
+}
