@@ -100,7 +100,7 @@ pub fn execute_observed(
         std::path::absolute(run.display(&scratch)).map_err(|source| RunDirError::Io {
             op: "resolve",
             path: run.display(&scratch),
-            source,
+            error: source,
         })?;
     let (pipe_reader, pipe_writer) = std::io::pipe().map_err(|source| ArmSetupError::Spawn {
         exe: exe.to_path_buf(),

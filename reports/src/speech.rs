@@ -138,8 +138,14 @@ pub fn assemble(
     }
     let steady: Vec<&(&RequestResult, &TranscriptionResult)> = done.iter().skip(1).collect();
     let steady_ns: Vec<f64> = steady.iter().map(|(r, _)| r.latency_ns as f64).collect();
-    let steady_audio_ns: u64 = steady.iter().map(|(_, t)| t.audio_ms * 1_000_000).sum();
-    let steady_proc_ns: u64 = steady.iter().map(|(r, _)| r.latency_ns).sum();
+    // Saturating: the values come from results.jsonl, which a report reads
+    // as found; an absurd one must not wrap or panic.
+    let steady_audio_ns: u64 = steady.iter().fold(0u64, |sum, (_, t)| {
+        sum.saturating_add(t.audio_ms.saturating_mul(1_000_000))
+    });
+    let steady_proc_ns: u64 = steady
+        .iter()
+        .fold(0u64, |sum, (r, _)| sum.saturating_add(r.latency_ns));
     let latency = SpeechLatency {
         cold_load_ns: runtime.as_ref().map(|r| r.load_ns),
         state_init_ns: runtime.as_ref().map(|r| r.state_ns),
@@ -215,12 +221,22 @@ fn diff_opt(a: Option<u64>, b: Option<u64>) -> Option<i64> {
 
 fn logged_state_bytes(arm: &ArmReceipt) -> Option<u64> {
     let rt = arm.speech.as_ref()?.runtime.as_ref()?;
-    Some(rt.topology.states.iter().map(|s| s.total_bytes()).sum())
+    Some(
+        rt.topology
+            .states
+            .iter()
+            .fold(0u64, |sum, s| sum.saturating_add(s.total_bytes())),
+    )
 }
 
 fn logged_model_bytes(arm: &ArmReceipt) -> Option<u64> {
     let rt = arm.speech.as_ref()?.runtime.as_ref()?;
-    Some(rt.topology.model_buffers.iter().map(|(_, s)| s.bytes).sum())
+    Some(
+        rt.topology
+            .model_buffers
+            .iter()
+            .fold(0u64, |sum, (_, s)| sum.saturating_add(s.bytes)),
+    )
 }
 
 /// Compare `arm` with `control`: exact parity of outputs and memory by phase.

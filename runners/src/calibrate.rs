@@ -511,12 +511,9 @@ fn run_spike(
 mod tests {
     use super::*;
 
-    /// These tests measure the test process itself; run them one at a time.
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
     #[test]
     fn touched_block_is_resident_and_reservation_is_not() {
-        let _lock = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let _lock = crate::memory_test_lock();
         let before = sampler::snapshot_self().unwrap();
         let block = TouchedBlock::new(64 * MIB).unwrap();
         let reserve = Reservation::new(512 * MIB).unwrap();
@@ -538,7 +535,7 @@ mod tests {
 
     #[test]
     fn mapped_file_is_file_backed() {
-        let _lock = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let _lock = crate::memory_test_lock();
         let dir = tempfile::tempdir().unwrap();
         let before = sampler::snapshot_self().unwrap();
         let f = MappedFile::new(dir.path(), 32 * MIB).unwrap();
@@ -555,7 +552,7 @@ mod tests {
     #[test]
     fn shm_growth_has_no_path_and_stays_out_of_the_resident_set() {
         use std::os::fd::AsRawFd;
-        let _lock = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let _lock = crate::memory_test_lock();
         let before = sampler::snapshot_self().unwrap();
         let mut shm = ShmGrowth::new(4 * MIB, 8).unwrap();
         for _ in 0..4 {

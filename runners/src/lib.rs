@@ -19,3 +19,12 @@ pub mod calibrate;
 pub mod last_words;
 pub mod session;
 pub mod whisper;
+
+/// Tests that measure this process's own memory hold this lock, and so do
+/// tests that allocate tens of MiB (a whisper.cpp model load), so that one
+/// never moves the other's figures: they share one test process.
+#[cfg(test)]
+pub(crate) fn memory_test_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}

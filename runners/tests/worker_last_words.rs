@@ -111,7 +111,7 @@ fn whisper_a_missing_model_reports_over_fd3_and_exits_1() {
     assert_eq!(
         errors(&msgs),
         [format!(
-            "model {}: cannot open: No such file or directory (os error 2)",
+            "model: cannot read {}: No such file or directory (os error 2)",
             missing.display()
         )]
     );

@@ -6,12 +6,13 @@ use std::path::PathBuf;
 /// the relative path) so a user sees exactly what to look at.
 #[derive(Debug, thiserror::Error)]
 pub enum RunDirError {
-    #[error("cannot {op} {path}: {source}")]
+    // The I/O error is part of the message, not a chained source: printed
+    // with its causes (`{:#}`) it would otherwise appear twice.
+    #[error("cannot {op} {path}: {error}")]
     Io {
         op: &'static str,
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{path} is a symbolic link; memqual never follows links inside a run directory")]
     Symlink { path: PathBuf },
@@ -37,11 +38,10 @@ pub enum RunDirError {
     },
     #[error(transparent)]
     BadPath(#[from] crate::rel::BadPath),
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     BadArmId {
         path: PathBuf,
-        #[source]
-        source: crate::rel::BadArmId,
+        error: crate::rel::BadArmId,
     },
     #[error(
         "run directory {path} is in use by another memqual process (a run still writing it, or a report); \
@@ -67,11 +67,11 @@ pub enum RunDirError {
 impl RunDirError {
     /// True when the error is "no such file" (a file that was never written).
     pub fn is_not_found(&self) -> bool {
-        matches!(self, RunDirError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+        matches!(self, RunDirError::Io { error, .. } if error.kind() == std::io::ErrorKind::NotFound)
     }
 
     /// True when a write failed because the device is full.
     pub fn is_disk_full(&self) -> bool {
-        matches!(self, RunDirError::Io { source, .. } if source.raw_os_error() == Some(nix::libc::ENOSPC))
+        matches!(self, RunDirError::Io { error, .. } if error.raw_os_error() == Some(nix::libc::ENOSPC))
     }
 }

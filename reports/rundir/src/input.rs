@@ -13,7 +13,7 @@ fn open_error(path: &Path, e: OpenError) -> RunDirError {
         OpenError::Io(source) => RunDirError::Io {
             op: "read",
             path,
-            source,
+            error: source,
         },
         OpenError::Symlink => RunDirError::Symlink { path },
         OpenError::NotRegular(kind) => RunDirError::NotRegular {
@@ -41,7 +41,7 @@ pub fn read(path: &Path, limit: u64) -> Result<Vec<u8>, RunDirError> {
         Err(source) => Err(RunDirError::Io {
             op: "read",
             path: path.to_path_buf(),
-            source,
+            error: source,
         }),
     }
 }

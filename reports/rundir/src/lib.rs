@@ -105,7 +105,7 @@ fn lock(fd: OwnedFd, access: Access, root: &Path) -> Result<Flock<OwnedFd>, RunD
             RunDirError::Io {
                 op: "lock",
                 path: root.to_path_buf(),
-                source: errno.into(),
+                error: errno.into(),
             }
         }
     })
@@ -120,7 +120,7 @@ impl RunDir {
         let io = |op, source| RunDirError::Io {
             op,
             path: path.to_path_buf(),
-            source,
+            error: source,
         };
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| io("create", e))?;
@@ -171,7 +171,7 @@ impl RunDir {
         let fd = fsio::open_root(path).map_err(|source| RunDirError::Io {
             op: "open",
             path: path.to_path_buf(),
-            source,
+            error: source,
         })?;
         let fd = lock(fd, access, path)?;
         Ok(Self::from_parts(path, fd, access))
@@ -205,7 +205,7 @@ impl RunDir {
     pub fn arm(&self, id: &str) -> Result<Rel, RunDirError> {
         rel::arm_dir(id).map_err(|source| RunDirError::BadArmId {
             path: self.display(&Rel::file(names::RUN)),
-            source,
+            error: source,
         })
     }
 
@@ -221,7 +221,11 @@ impl RunDir {
     fn open_error(&self, rel: &Rel, op: &'static str, e: OpenError) -> RunDirError {
         let path = self.display(rel);
         match e {
-            OpenError::Io(source) => RunDirError::Io { op, path, source },
+            OpenError::Io(source) => RunDirError::Io {
+                op,
+                path,
+                error: source,
+            },
             OpenError::Symlink => RunDirError::Symlink { path },
             OpenError::NotRegular(Kind::Symlink) => RunDirError::Symlink { path },
             OpenError::NotRegular(kind) => RunDirError::NotRegular {
@@ -241,7 +245,7 @@ impl RunDir {
             .map_err(|source| RunDirError::Io {
                 op: "open",
                 path: self.inner.root.clone(),
-                source,
+                error: source,
             })?;
         let mut walked = Rel::root();
         for part in dir.components() {
@@ -257,7 +261,7 @@ impl RunDir {
         let name = rel.name().ok_or_else(|| RunDirError::Io {
             op: "open",
             path: self.display(rel),
-            source: std::io::Error::other("the run directory itself is not a file"),
+            error: std::io::Error::other("the run directory itself is not a file"),
         })?;
         Ok((self.dir_fd(&rel.parent())?, name))
     }
@@ -276,7 +280,7 @@ impl RunDir {
         fsio::kind_at(dir.as_fd(), name).map_err(|source| RunDirError::Io {
             op: "inspect",
             path: self.display(rel),
-            source,
+            error: source,
         })
     }
 
@@ -333,7 +337,7 @@ impl RunDir {
             Err(source) => Err(RunDirError::Io {
                 op: "read",
                 path: self.display(rel),
-                source,
+                error: source,
             }),
         }
     }
@@ -398,7 +402,7 @@ impl RunDir {
             read::complete_prefix_len(&file, size).map_err(|source| RunDirError::Io {
                 op: "read",
                 path: self.display(rel),
-                source,
+                error: source,
             })?;
         if complete < size {
             self.record_recovery(rel, size - complete);
@@ -459,7 +463,7 @@ impl RunDir {
                     return Err(RunDirError::Io {
                         op: "read",
                         path: self.display(rel),
-                        source,
+                        error: source,
                     });
                 }
             };
@@ -507,7 +511,7 @@ impl RunDir {
         digest::sha256_reader(file).map_err(|source| RunDirError::Io {
             op: "read",
             path: self.display(rel),
-            source,
+            error: source,
         })
     }
 
@@ -524,7 +528,7 @@ impl RunDir {
         fsio::mkdir(dir.as_fd(), name, true).map_err(|source| RunDirError::Io {
             op: "create",
             path: self.display(rel),
-            source,
+            error: source,
         })
     }
 
@@ -535,7 +539,7 @@ impl RunDir {
         fsio::write_atomic(dir.as_fd(), name, bytes).map_err(|source| RunDirError::Io {
             op: "write",
             path: self.display(rel),
-            source,
+            error: source,
         })
     }
 
@@ -557,7 +561,7 @@ impl RunDir {
         fsio::create_new(dir.as_fd(), name, true).map_err(|source| RunDirError::Io {
             op: "create",
             path: self.display(rel),
-            source,
+            error: source,
         })
     }
 
@@ -574,7 +578,7 @@ impl RunDir {
         fsio::remove_tree(dir.as_fd(), name).map_err(|source| RunDirError::Io {
             op: "remove",
             path: self.display(rel),
-            source,
+            error: source,
         })
     }
 
@@ -583,7 +587,7 @@ impl RunDir {
         fsio::list(fd.as_fd()).map_err(|source| RunDirError::Io {
             op: "list",
             path: self.display(dir),
-            source,
+            error: source,
         })
     }
 }

@@ -44,7 +44,7 @@ impl Appender {
             RunDirError::Io {
                 op: "append to",
                 path: self.path.clone(),
-                source,
+                error: source,
             }
         })
     }

@@ -55,8 +55,8 @@ impl StateBuffers {
             .into_iter()
             .flatten()
             .chain(self.compute.iter().map(|(_, s)| *s))
-            .map(|s| s.bytes)
-            .sum()
+            // Saturating: read back from a run directory, the sizes are data.
+            .fold(0u64, |sum, s| sum.saturating_add(s.bytes))
     }
 }
 

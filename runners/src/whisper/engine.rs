@@ -351,6 +351,7 @@ mod tests {
 
     #[test]
     fn a_file_renamed_over_the_path_after_the_check_is_not_what_loads() {
+        let _lock = crate::memory_test_lock();
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("model.bin");
         let (original, other) = (synthetic(1), synthetic(2));
@@ -371,6 +372,7 @@ mod tests {
 
     #[test]
     fn a_file_changed_in_place_after_the_check_fails_closed() {
+        let _lock = crate::memory_test_lock();
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("model.bin");
         let original = synthetic(1);
@@ -411,6 +413,7 @@ mod tests {
 
     #[test]
     fn bytes_appended_after_the_check_fail_closed() {
+        let _lock = crate::memory_test_lock();
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("model.bin");
         let original = synthetic(1);

@@ -1,6 +1,6 @@
 //! The worker's audio inputs, checked before whisper.cpp sees them: each
 //! fixture is read once (a regular file, at most
-//! [`speech_fixtures::regular::MAX_WAV_BYTES`]), and its digest and audio
+//! [`speech_fixtures::MAX_WAV_BYTES`]), and its digest and audio
 //! format (16 kHz mono 16-bit) are checked on the very bytes that are then
 //! decoded. The long-form input is composed from slices read the same way.
 
@@ -45,9 +45,8 @@ impl Audio {
 /// Read a fixture once, verify its digest, then decode those same bytes.
 pub fn load_fixture(fixture: &FixtureInput) -> anyhow::Result<Audio> {
     let path = &fixture.path;
-    let bytes =
-        speech_fixtures::regular::read_regular(path, speech_fixtures::regular::MAX_WAV_BYTES)
-            .with_context(|| format!("fixture {} ({})", fixture.id, path.display()))?;
+    let bytes = run_dir::input::read(path, speech_fixtures::MAX_WAV_BYTES)
+        .with_context(|| format!("fixture {} ({})", fixture.id, path.display()))?;
     let sha = ggml_container::digest::sha256_hex(&bytes);
     if sha != fixture.sha256 {
         bail!(
@@ -136,11 +135,11 @@ mod tests {
         let huge = tmp.path().join("huge.wav");
         std::fs::File::create(&huge)
             .unwrap()
-            .set_len(speech_fixtures::regular::MAX_WAV_BYTES + 1)
+            .set_len(speech_fixtures::MAX_WAV_BYTES + 1)
             .unwrap();
         let err = format!("{:#}", load_fixture(&fixture(&huge, "")).err().unwrap());
         assert!(
-            err.contains("more than the 67108864 this reader accepts"),
+            err.contains("more than the 67108864 bytes memqual reads"),
             "{err}"
         );
     }

@@ -241,6 +241,7 @@ mod tests {
 
     #[test]
     fn small_and_large_reads_deliver_the_file_and_its_digest() {
+        let _lock = crate::memory_test_lock();
         let bytes: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
         let mut tmp = tempfile::NamedTempFile::new().unwrap();
         tmp.write_all(&bytes).unwrap();
@@ -272,6 +273,7 @@ mod tests {
 
     #[test]
     fn only_the_bytes_handed_out_are_hashed() {
+        let _lock = crate::memory_test_lock();
         let mut tmp = tempfile::NamedTempFile::new().unwrap();
         tmp.write_all(b"0123456789").unwrap();
         let file = File::open(tmp.path()).unwrap();

@@ -46,8 +46,8 @@ impl VerifiedModel {
     /// Open the model at `input.path` and check it from that handle.
     pub fn open(input: &ModelInput) -> anyhow::Result<Self> {
         let path = &input.path;
-        let (mut file, len) = speech_fixtures::regular::open_regular(path)
-            .with_context(|| format!("model {}: cannot open", path.display()))?;
+        // The error names the file and why (absent, a FIFO, …).
+        let (mut file, len) = run_dir::input::open(path).context("model")?;
         let identity = if input.prevalidate {
             strict_identity(&mut file, len, input)?
         } else {
@@ -189,7 +189,7 @@ mod tests {
         for prevalidate in [true, false] {
             let err = VerifiedModel::open(&input(&fifo, prevalidate)).unwrap_err();
             assert!(
-                format!("{err:#}").contains("is a FIFO; only a regular file"),
+                format!("{err:#}").contains("is a FIFO (named pipe), not a regular file"),
                 "{err:#}"
             );
             let err = VerifiedModel::open(&input(std::path::Path::new("/dev/zero"), prevalidate))
