@@ -116,10 +116,17 @@ pub fn execute_observed(
         .stdout(create(&dir.join(files::STDOUT))?)
         .stderr(create(&dir.join(files::STDERR))?)
         .process_group(0);
-    cmd.fd_mappings(vec![FdMapping {
-        parent_fd: pipe_writer.into(),
-        child_fd: MESSAGE_FD,
-    }])
+    let lifeline = crate::lifeline::fd_mapping().map_err(|source| ArmSetupError::Spawn {
+        exe: exe.to_path_buf(),
+        source,
+    })?;
+    cmd.fd_mappings(vec![
+        FdMapping {
+            parent_fd: pipe_writer.into(),
+            child_fd: MESSAGE_FD,
+        },
+        lifeline,
+    ])
     .map_err(|e| ArmSetupError::Spawn {
         exe: exe.to_path_buf(),
         source: std::io::Error::other(e.to_string()),

@@ -12,6 +12,7 @@ mod fixtures;
 mod history;
 mod host;
 mod import;
+mod lifeline;
 mod overhead;
 mod probes;
 mod protocol;
@@ -587,6 +588,8 @@ fn soak_command(
 }
 
 fn main() -> ExitCode {
+    // Before any thread exists (see lifeline.rs).
+    lifeline::init();
     let cli = Cli::parse();
     match main_inner(cli) {
         Ok(code) => ExitCode::from(code),
