@@ -252,22 +252,28 @@ fn wait_for_lines(path: &std::path::Path, lines: usize) {
     }
 }
 
-/// State and start time (clock ticks after boot) from `/proc/<pid>/stat`;
-/// `None` once the process is gone.
-fn state_and_start(pid: u64) -> Option<(char, u64)> {
+/// The start time of live process `pid`; `None` once it is gone or a
+/// zombie. Linux: from `/proc/<pid>/stat` (clock ticks after boot), so a
+/// reused pid shows as another process; zombies count as gone, because a
+/// container's PID 1 may never reap the orphan.
+#[cfg(target_os = "linux")]
+fn alive_since(pid: u64) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name may hold spaces and parentheses: fields follow the last ')'.
     let fields: Vec<&str> = stat[stat.rfind(')')? + 2..].split(' ').collect();
-    Some((fields[0].chars().next()?, fields[19].parse().ok()?))
+    (fields[0] != "Z").then(|| fields[19].parse().ok())?
 }
 
-/// Dead means gone from /proc, a zombie waiting to be reaped, or its pid
-/// now belongs to a process started at another time.
+/// Elsewhere (macOS): whether signal 0 reaches it (launchd reaps orphans).
+#[cfg(not(target_os = "linux"))]
+fn alive_since(pid: u64) -> Option<u64> {
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).ok()?);
+    nix::sys::signal::kill(pid, None).ok().map(|()| 0)
+}
+
+/// Dead: gone, a zombie, or its pid now belongs to another process.
 fn process_is_dead(pid: u64, started: u64) -> bool {
-    match state_and_start(pid) {
-        None => true,
-        Some((state, start)) => state == 'Z' || start != started,
-    }
+    alive_since(pid) != Some(started)
 }
 
 /// Poll until `pid`, started at `started`, is dead; the deadline is
@@ -285,6 +291,7 @@ fn wait_dead(pid: u64, started: u64) -> bool {
 
 /// The pipe `pid` holds on descriptor `fd` (`pipe:[inode]`) and whether
 /// it holds it for writing.
+#[cfg(target_os = "linux")]
 fn pipe_of(pid: u64, fd: &str) -> Option<(String, bool)> {
     let target = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok()?;
     let target = target.to_string_lossy().into_owned();
@@ -297,6 +304,7 @@ fn pipe_of(pid: u64, fd: &str) -> Option<(String, bool)> {
 }
 
 /// Every (descriptor, writes) of `pid` on the pipe `inode`.
+#[cfg(target_os = "linux")]
 fn ends_of(pid: u64, inode: &str) -> Vec<(String, bool)> {
     let mut ends: Vec<(String, bool)> = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .unwrap()
@@ -336,7 +344,7 @@ fn worker_pid(run: &std::path::Path) -> (u64, u64) {
         serde_json::from_str(&std::fs::read_to_string(run.join("arms/long/hello.json")).unwrap())
             .unwrap();
     let pid = hello["pid"].as_u64().unwrap();
-    let (_, started) = state_and_start(pid).expect("the worker is alive in its idle");
+    let started = alive_since(pid).expect("the worker is alive in its idle");
     (pid, started)
 }
 
@@ -371,19 +379,22 @@ fn a_killed_harness_takes_its_worker_with_it() {
     let (worker, started) = worker_pid(&run);
     // The lifeline: the worker reads fd 4; memqual alone holds the pipe's
     // write end (the worker holds none, or it would keep itself alive).
-    let (lifeline, writes) = pipe_of(worker, "4").expect("the worker holds a pipe on fd 4");
-    assert!(!writes, "fd 4 is the lifeline's read end");
-    let worker_ends = ends_of(worker, &lifeline);
-    assert!(
-        worker_ends.iter().all(|(_, writes)| !writes),
-        "the worker holds read ends only: {worker_ends:?}"
-    );
-    let harness_ends = ends_of(u64::from(child.id()), &lifeline);
-    assert_eq!(
-        harness_ends.iter().filter(|(_, writes)| *writes).count(),
-        1,
-        "memqual holds the write end: {harness_ends:?}"
-    );
+    #[cfg(target_os = "linux")]
+    {
+        let (lifeline, writes) = pipe_of(worker, "4").expect("the worker holds a pipe on fd 4");
+        assert!(!writes, "fd 4 is the lifeline's read end");
+        let worker_ends = ends_of(worker, &lifeline);
+        assert!(
+            worker_ends.iter().all(|(_, writes)| !writes),
+            "the worker holds read ends only: {worker_ends:?}"
+        );
+        let harness_ends = ends_of(u64::from(child.id()), &lifeline);
+        assert_eq!(
+            harness_ends.iter().filter(|(_, writes)| *writes).count(),
+            1,
+            "memqual holds the write end: {harness_ends:?}"
+        );
+    }
     // The worker is in its long idle, writing nothing: only the lifeline can
     // end it now. SIGKILL memqual (not its worker) and reap it.
     child.kill().unwrap();
