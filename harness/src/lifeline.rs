@@ -62,8 +62,8 @@ mod tests {
     use std::os::fd::AsRawFd;
     use std::process::{Command, Stdio};
 
-    /// The pipe inode and access mode of each of `pid`'s descriptors that
-    /// point into the lifeline pipe.
+    /// The descriptor and access mode of each of `pid`'s descriptors on the
+    /// pipe `inode` (`pipe:[N]`).
     fn lifeline_fds(pid: u32, inode: &str) -> Vec<(i32, &'static str)> {
         let mut found = Vec::new();
         for entry in std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap() {
@@ -75,7 +75,10 @@ mod tests {
                 continue;
             }
             let fd: i32 = entry.file_name().to_string_lossy().parse().unwrap();
-            let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).unwrap();
+            // A descriptor closed since it was listed is no longer held.
+            let Ok(info) = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")) else {
+                continue;
+            };
             let flags = info
                 .lines()
                 .find_map(|l| l.strip_prefix("flags:"))
