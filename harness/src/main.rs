@@ -17,6 +17,7 @@ mod fixtures;
 mod history;
 mod host;
 mod import;
+mod lifeline;
 mod limits;
 mod overhead;
 mod params;
@@ -585,6 +586,8 @@ fn soak_command(
 }
 
 fn main() -> ExitCode {
+    // Before any thread exists (see lifeline.rs).
+    lifeline::init();
     let cli = Cli::parse();
     match main_inner(cli) {
         Ok(code) => ExitCode::from(code),
