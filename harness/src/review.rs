@@ -1,6 +1,7 @@
 //! Commands on a finished run directory: `report` (rebuild derived files
 //! over raw data that still matches its source seal), `verify`, `sign`,
 //! `keygen` and `compare`. Every read goes through [`run_dir::RunDir`].
+//! `verify` also checks a fleet directory (`memqual merge`).
 
 use crate::exit::{self, Failure, failed, harness, usage};
 use crate::{calibrate, console, run};
@@ -132,7 +133,18 @@ pub fn verify(dir: &Path, pubkey: Option<&Path>, json: bool) -> Result<u8, Failu
         .transpose()
         .map_err(usage)?;
     let run = open(dir, Access::Read)?;
-    let v = reports::seal::verify(&run, key.as_ref());
+    let fleet = reports::fleet::is_fleet(&run);
+    if fleet && key.is_some() {
+        return Err(usage(anyhow!(
+            "{} is a fleet directory (memqual merge), which carries no signature:              `memqual merge --pubkey` checked each run's",
+            dir.display()
+        )));
+    }
+    let v = if fleet {
+        reports::fleet::verify(&run)
+    } else {
+        reports::seal::verify(&run, key.as_ref())
+    };
     if json {
         console::print_json(&v)?;
     } else {
@@ -157,7 +169,9 @@ pub fn verify(dir: &Path, pubkey: Option<&Path>, json: bool) -> Result<u8, Failu
                 v.problems.len()
             ));
         }
-        console::outln(format_args!("{}", signature_line(&v)));
+        if !fleet {
+            console::outln(format_args!("{}", signature_line(&v)));
+        }
     }
     Ok(if v.holds() {
         exit::PASS
