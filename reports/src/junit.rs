@@ -195,28 +195,28 @@ pub fn report(
     soak_regressions: &[String],
 ) -> Report {
     let protocol = receipt.run.protocol_name.as_str();
-    let mut report = Report::new(format!("memqual {protocol}"));
-    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(&receipt.run.started_utc) {
-        report.set_timestamp(t);
-    }
+    let mut suites = Vec::new();
     match &receipt.gates {
-        Some(g) => {
-            for a in &g.arms {
-                report.add_test_suite(gate_suite(protocol, g, a));
-            }
-        }
-        None => {
-            report.add_test_suite(status_suite(protocol, &receipt.arms, &receipt.run.arms));
-        }
+        Some(g) => suites.extend(g.arms.iter().map(|a| gate_suite(protocol, g, a))),
+        None => suites.push(status_suite(protocol, &receipt.arms, &receipt.run.arms)),
     }
     if !calibration.is_empty() {
-        report.add_test_suite(calibration_suite(protocol, calibration));
+        suites.push(calibration_suite(protocol, calibration));
     }
-    for arm in &receipt.arms {
-        if let Some(s) = soak_suite(protocol, arm, soak_regressions) {
-            report.add_test_suite(s);
+    suites.extend(
+        receipt
+            .arms
+            .iter()
+            .filter_map(|arm| soak_suite(protocol, arm, soak_regressions)),
+    );
+    // On each suite: the JUnit schema has no timestamp on <testsuites>.
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(&receipt.run.started_utc) {
+        for s in &mut suites {
+            s.set_timestamp(t);
         }
     }
+    let mut report = Report::new(format!("memqual {protocol}"));
+    report.add_test_suites(suites);
     report
 }
 
