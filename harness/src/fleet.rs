@@ -272,6 +272,84 @@ fn write(dir: &RunDir, runs: &[RunDir], report: &mut fleet::FleetReport) -> anyh
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::{ParseContext, parse};
+    use crate::whisper_arm::{FixtureCatalog, ModelCatalog};
+
+    struct NoModels;
+    impl ModelCatalog for NoModels {
+        fn locate(&self, _: &str) -> Option<(PathBuf, String)> {
+            None
+        }
+        fn names(&self) -> Vec<String> {
+            Vec::new()
+        }
+    }
+
+    /// Arms a ← b ← c (each the control of the next) and d.
+    fn chain() -> LoadedProtocol {
+        let arm = |id: &str, control: Option<&str>| {
+            format!(
+                "[[arm]]\nid = \"{id}\"\n{}[arm.calibrate]\nplateau = {{ mib = 1 }}\n",
+                control.map_or(String::new(), |c| format!("control = \"{c}\"\n"))
+            )
+        };
+        let text = format!(
+            "schema_version = 1\nname = \"t\"\n{}{}{}{}",
+            arm("a", None),
+            arm("b", Some("a")),
+            arm("c", Some("b")),
+            arm("d", None)
+        );
+        let ctx = ParseContext {
+            overrides: Default::default(),
+            base_dir: PathBuf::from("."),
+            fixtures: &FixtureCatalog::default(),
+            models: &NoModels,
+            physical_memory: None,
+        };
+        parse("p.toml", &text, &ctx).unwrap()
+    }
+
+    fn ids(p: &LoadedProtocol) -> Vec<&str> {
+        p.arms.iter().map(|a| a.id.as_str()).collect()
+    }
+
+    #[test]
+    fn a_shard_takes_every_nth_arm_and_the_controls_it_needs_transitively() {
+        let mut one = chain();
+        select(&mut one, Shard { index: 1, count: 2 }).unwrap();
+        // Owns a and c; c needs b, b needs a (owned already).
+        assert_eq!(ids(&one), ["a", "b", "c"]);
+        let s = one.shard.as_ref().unwrap();
+        assert_eq!(
+            (s.owned.clone(), s.companions.clone()),
+            (vec!["a".into(), "c".into()], vec!["b".to_string()])
+        );
+        assert_eq!(s.protocol_arms, ["a", "b", "c", "d"]);
+        let mut two = chain();
+        select(&mut two, Shard { index: 2, count: 2 }).unwrap();
+        assert_eq!(ids(&two), ["a", "b", "d"]);
+        assert_eq!(two.shard.as_ref().unwrap().companions, ["a"]);
+        // Every arm is owned by exactly one shard, whatever N.
+        for n in 1..=4 {
+            let mut owners = std::collections::BTreeMap::new();
+            for i in 1..=n {
+                let mut p = chain();
+                select(&mut p, Shard { index: i, count: n }).unwrap();
+                for id in &p.shard.as_ref().unwrap().owned {
+                    *owners.entry(id.clone()).or_insert(0) += 1;
+                }
+            }
+            assert_eq!(owners.len(), 4, "N = {n}");
+            assert!(owners.values().all(|&k| k == 1), "N = {n}: {owners:?}");
+        }
+        let mut five = chain();
+        let e = select(&mut five, Shard { index: 5, count: 5 }).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "shard 5/5 has no arm: the protocol has 4 arm(s), so use at most 4 shard(s)"
+        );
+    }
 
     #[test]
     fn shards_parse_with_their_ranges() {
