@@ -5,8 +5,9 @@
 //!
 //! The files are written whatever the verdict (a failing run is when CI
 //! needs them most), atomically: a temporary file in the same folder,
-//! renamed over the path, so a reader never sees half a file and a link or
-//! FIFO at the path is replaced, never written through.
+//! renamed over the path, so a reader never sees half a file. A device or
+//! FIFO at the path (`/dev/null`, `/dev/stdout`) is written to, never
+//! replaced (memqual often runs as root in CI).
 
 use crate::exit::{Failure, harness};
 use anyhow::{Context, anyhow};
@@ -26,8 +27,48 @@ pub struct CiOutputs {
     pub bmf: Option<PathBuf>,
 }
 
-/// Write `bytes` to `path` atomically.
+/// Write `bytes` to `path`: a regular file (or none yet) is replaced
+/// atomically (through a link, the file it points at); a device, FIFO or
+/// terminal (`/dev/null`, `/dev/stdout`) is written to, never replaced, and
+/// a FIFO nobody reads is an error at once instead of a hang.
 pub fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Err(anyhow!("{} is a folder: give a file path", path.display())),
+        Ok(m) if !m.is_file() => write_special(path, bytes),
+        Ok(_) => {
+            let target = std::fs::canonicalize(path)
+                .with_context(|| format!("cannot resolve {}", path.display()))?;
+            write_atomic(&target, bytes)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => write_atomic(path, bytes),
+        Err(e) => Err(anyhow!("cannot write {}: {e}", path.display())),
+    }
+}
+
+/// A device, FIFO or socket: opened without blocking (a FIFO without a
+/// reader fails with ENXIO), then written in blocking mode.
+fn write_special(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(nix::libc::ENXIO) => anyhow!(
+                "cannot write {}: it is a FIFO (or socket) that nothing reads",
+                path.display()
+            ),
+            _ => anyhow!("cannot write {}: {e}", path.display()),
+        })?;
+    fcntl(&file, FcntlArg::F_SETFL(OFlag::empty()))
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    file.write_all(bytes)
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// A temporary file beside `path`, renamed over it.
+fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),

@@ -756,6 +756,17 @@ fn soak_command(
     ))
 }
 
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match main_inner(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            note!("memqual: error: {:#}", f.error);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -769,16 +780,5 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
-    }
-}
-
-fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match main_inner(cli) {
-        Ok(code) => ExitCode::from(code),
-        Err(f) => {
-            note!("memqual: error: {:#}", f.error);
-            ExitCode::from(f.code)
-        }
     }
 }

@@ -336,7 +336,7 @@ fn junit_bmf_and_the_step_summary_of_a_gated_run() {
 }
 
 #[test]
-fn a_junit_path_that_cannot_be_written_is_an_error_and_a_fifo_is_replaced() {
+fn ci_files_go_to_regular_files_devices_and_links_never_block_or_replace_a_device() {
     let tmp = tempfile::tempdir().unwrap();
     let missing = tmp.path().join("no/such/dir/junit.xml");
     let (_, out) = run_into(tmp.path(), "run", FLEET, &["--junit", path(&missing)], &[]);
@@ -346,12 +346,47 @@ fn a_junit_path_that_cannot_be_written_is_an_error_and_a_fifo_is_replaced() {
         "{}",
         text(&out)
     );
-    // A FIFO where the file goes: replaced, never opened (that would block).
+    // A FIFO nobody reads: an error at once, not a hang; the FIFO stays.
     let fifo = tmp.path().join("fifo.xml");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     let (_, out) = run_into(tmp.path(), "run2", FLEET, &["--junit", path(&fifo)], &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(
+        stderr(&out).contains("a FIFO (or socket) that nothing reads"),
+        "{}",
+        text(&out)
+    );
+    assert!(!std::fs::metadata(&fifo).unwrap().is_file());
+    // A device is written to, never replaced (CI runs as root: /dev/null must survive).
+    let (_, out) = run_into(
+        tmp.path(),
+        "run2b",
+        FLEET,
+        &["--junit", "/dev/null", "--export-bmf", "/dev/null"],
+        &[],
+    );
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(std::fs::metadata(&fifo).unwrap().is_file());
+    use std::os::unix::fs::FileTypeExt;
+    assert!(
+        std::fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device()
+    );
+    // Through a link to a regular file: the file is replaced, the link kept.
+    let real = tmp.path().join("real.xml");
+    std::fs::write(&real, "old").unwrap();
+    let link = tmp.path().join("link.xml");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let (_, out) = run_into(tmp.path(), "run2c", FLEET, &["--junit", path(&link)], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(std::fs::read_to_string(&real).unwrap().starts_with("<?xml"));
     // A FIFO as the step summary is refused without blocking, with a warning.
     let summary_fifo = tmp.path().join("summary-fifo");
     nix::unistd::mkfifo(
@@ -630,6 +665,14 @@ fn merge_three_runs_into_one_sealed_fleet_report() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let out = merge(&[&r1, &r3], &fleet, &[]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let out = merge(&[&r1, &r3], &r3.join("fleet"), &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        stderr(&out).contains("whose seal it would break"),
+        "{}",
+        text(&out)
+    );
+    assert!(!r3.join("fleet").exists());
     let other = tmp.path().join("other");
     std::fs::create_dir_all(&other).unwrap();
     let (r4, out) = run_into(

@@ -157,18 +157,10 @@ impl FleetReport {
 pub enum MergeError {
     #[error("no run to merge")]
     Empty,
-    #[error(
-        "{dir} ran protocol `{name}` with digest {digest}, but {first_dir} ran `{first_name}` \
-         with {first_digest}: a fleet report compares one protocol across hosts"
-    )]
-    MixedProtocols {
-        dir: String,
-        name: String,
-        digest: String,
-        first_dir: String,
-        first_name: String,
-        first_digest: String,
-    },
+    /// Runs of different protocols (or the same one, changed): the message
+    /// names both runs, protocols and digests.
+    #[error("{0}: a fleet report compares one protocol across hosts")]
+    MixedProtocols(String),
     #[error("{dir} is not sealed: run `memqual report {dir}` first")]
     Unsealed { dir: String },
 }
@@ -266,14 +258,15 @@ pub fn build(inputs: &[FleetInput], created_utc: &str) -> Result<FleetReport, Me
     for (i, input) in inputs.iter().enumerate() {
         let r = &input.receipt;
         if r.run.protocol_sha256 != first.receipt.run.protocol_sha256 {
-            return Err(MergeError::MixedProtocols {
-                dir: input.dir.clone(),
-                name: r.run.protocol_name.clone(),
-                digest: r.run.protocol_sha256.clone(),
-                first_dir: first.dir.clone(),
-                first_name: first.receipt.run.protocol_name.clone(),
-                first_digest: first.receipt.run.protocol_sha256.clone(),
-            });
+            return Err(MergeError::MixedProtocols(format!(
+                "{} ran protocol `{}` with digest {}, but {} ran `{}` with {}",
+                input.dir,
+                r.run.protocol_name,
+                r.run.protocol_sha256,
+                first.dir,
+                first.receipt.run.protocol_name,
+                first.receipt.run.protocol_sha256
+            )));
         }
         let seal = r.seal.as_ref().ok_or_else(|| MergeError::Unsealed {
             dir: input.dir.clone(),
