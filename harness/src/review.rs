@@ -83,6 +83,14 @@ fn refusal(dir: &Path, check: &RawCheck, reseal: bool) -> Option<String> {
 /// `memqual report DIR [--reseal]`.
 pub fn report(dir: &Path, reseal: bool) -> Result<u8, Failure> {
     let run = open(dir, Access::Rebuild)?;
+    if reports::fleet::is_fleet(&run) {
+        return Err(usage(anyhow!(
+            "{} is a fleet directory (memqual merge), not a run directory: nothing to rebuild; \
+             `memqual verify {}` checks its seal",
+            dir.display(),
+            dir.display()
+        )));
+    }
     let check = run
         .check_raw()
         .with_context(|| format!("cannot check the raw data of {}", dir.display()))

@@ -597,6 +597,15 @@ fn merge_three_runs_into_one_sealed_fleet_report() {
     let out = memqual(&["verify", path(&fleet)]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("seal verified"));
+    // `report` refuses a fleet directory, and writes nothing into it.
+    let out = memqual(&["report", path(&fleet)]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        stderr(&out).contains("is a fleet directory"),
+        "{}",
+        text(&out)
+    );
+    assert!(!fleet.join("raw-seal.json").exists());
     let page = fleet.join("fleet.html");
     std::fs::write(&page, html.replace("lab-b", "lab-x")).unwrap();
     let out = memqual(&["verify", path(&fleet)]);

@@ -8,7 +8,7 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 const CSS: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}\
 table{border-collapse:collapse;margin:.5em 0 1.5em}\
 th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}\
-th{background:#f4f4f4}.pass{background:#e6f4ea}.fail{background:#fce8e6}\
+th{background:#f4f4f4;white-space:nowrap}.pass{background:#e6f4ea}.fail{background:#fce8e6}\
 .none{color:#888}code{font-size:12px}";
 
 fn class(c: &Cell) -> &'static str {
