@@ -136,21 +136,25 @@ pub fn append_step_summary(markdown: &str) {
         return;
     };
     let path = PathBuf::from(path);
-    let text = if markdown.len() > STEP_SUMMARY_LIMIT {
+    if let Err(e) = append(&path, step_summary_text(markdown).as_bytes()) {
+        note!(
+            "memqual: warning: cannot append the summary to GITHUB_STEP_SUMMARY ({}): {e:#}",
+            path.display()
+        );
+    }
+}
+
+/// What is appended: the Markdown, or a note when GitHub would refuse it.
+fn step_summary_text(markdown: &str) -> String {
+    if markdown.len() + 1 > STEP_SUMMARY_LIMIT {
         format!(
             "memqual: the summary is {} bytes, over GitHub's {} byte step-summary limit; \
-             read summary.md in the run directory.\n",
+             read it in the run (or fleet) directory.\n",
             markdown.len(),
             STEP_SUMMARY_LIMIT
         )
     } else {
         format!("{markdown}\n")
-    };
-    if let Err(e) = append(&path, text.as_bytes()) {
-        note!(
-            "memqual: warning: cannot append the summary to GITHUB_STEP_SUMMARY ({}): {e:#}",
-            path.display()
-        );
     }
 }
 
@@ -179,5 +183,20 @@ pub fn step_summary_of(run: &RunDir) {
         Ok(Some(text)) => append_step_summary(&text),
         Ok(None) => note!("memqual: warning: the run has no summary.md for GITHUB_STEP_SUMMARY"),
         Err(e) => note!("memqual: warning: cannot read summary.md for GITHUB_STEP_SUMMARY: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_summary_over_githubs_limit_becomes_a_note() {
+        assert_eq!(step_summary_text("# x"), "# x\n");
+        let fits = "a".repeat(STEP_SUMMARY_LIMIT - 1);
+        assert_eq!(step_summary_text(&fits).len(), STEP_SUMMARY_LIMIT);
+        let big = "a".repeat(STEP_SUMMARY_LIMIT);
+        let note = step_summary_text(&big);
+        assert!(note.starts_with("memqual: the summary is 1048576 bytes, over GitHub's"));
     }
 }

@@ -294,17 +294,7 @@ fn junit_bmf_and_the_step_summary_of_a_gated_run() {
     assert_eq!(report.failures, failed, "{xml}");
 
     // BMF: valid against the schema; the numbers are the receipt's.
-    let schema: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(schemas().join("bmf.schema.json")).unwrap())
-            .unwrap();
-    let value: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&bmf).unwrap()).unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    let errors: Vec<String> = validator
-        .iter_errors(&value)
-        .map(|e| e.to_string())
-        .collect();
-    assert!(errors.is_empty(), "{errors:?}\n{value:#}");
+    let value = valid_bmf(&bmf);
     for a in &receipt.arms {
         let peak = reports::render::state_ready_peak(a);
         let m = &value[format!("memqual/test/{}", a.id)];
@@ -415,6 +405,146 @@ fn ci_files_go_to_regular_files_devices_and_links_never_block_or_replace_a_devic
         "{}",
         text(&out)
     );
+}
+
+/// Check `bmf` against the BMF schema; returns it.
+fn valid_bmf(bmf: &Path) -> serde_json::Value {
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(schemas().join("bmf.schema.json")).unwrap())
+            .unwrap();
+    let value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(bmf).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&value)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}\n{value:#}");
+    value
+}
+
+#[test]
+fn calibrate_and_soak_write_junit_and_bmf_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    // calibrate: one suite of calibration checks, as the table prints them.
+    let protocol = write_protocol(
+        tmp.path(),
+        &format!(
+            "[[arm]]\nid = \"plateau-32\"\n[arm.calibrate]\nrequests = 2\nplateau = {{ mib = 32 }}\n{LENIENT_ADMISSION}"
+        ),
+    );
+    let (junit, bmf) = (tmp.path().join("cal.xml"), tmp.path().join("cal.json"));
+    let out = memqual(&[
+        "calibrate",
+        "--protocol",
+        path(&protocol),
+        "--out",
+        path(&tmp.path().join("cal")),
+        "--json",
+        "--junit",
+        path(&junit),
+        "--export-bmf",
+        path(&bmf),
+    ]);
+    let table: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    xmllint(&schemas().join("jenkins-xunit-junit-10.xsd"), &junit);
+    let report = Report::deserialize_from_str(&std::fs::read_to_string(&junit).unwrap()).unwrap();
+    let suite = report
+        .test_suites
+        .iter()
+        .find(|s| s.name.as_str() == "test.calibration")
+        .unwrap();
+    let checks = table["checks"].as_array().unwrap();
+    assert!(!checks.is_empty());
+    assert_eq!(suite.test_cases.len(), checks.len());
+    for (case, check) in suite.test_cases.iter().zip(checks) {
+        let expected = if check["pass"] == true {
+            "success"
+        } else {
+            "failure"
+        };
+        assert_eq!(status_name(&case.status), expected, "{check}");
+    }
+    assert_eq!(
+        out.status.code(),
+        Some(if table["passed"] == true { 0 } else { 1 })
+    );
+    let value = valid_bmf(&bmf);
+    assert!(
+        value["memqual/test/plateau-32"]["state-ready-peak-bytes"]["value"]
+            .as_f64()
+            .unwrap()
+            > 32.0 * MIB
+    );
+
+    // soak: the growth judgement as test cases, and slopes with their interval.
+    let dir = tmp.path().join("soak");
+    std::fs::create_dir_all(&dir).unwrap();
+    let protocol = write_protocol(
+        &dir,
+        &format!(
+            "[[arm]]\nid = \"cal\"\n[arm.calibrate]\nwarmup = 0\nidle_ms = 0\nrequest_ms = 1\n\
+             [soak]\nwarmup_requests = 0\nmin_points = 5\nbootstrap_resamples = 20\n{LENIENT_ADMISSION}"
+        ),
+    );
+    let (junit, bmf) = (dir.join("soak.xml"), dir.join("soak.json"));
+    let out = memqual(&[
+        "soak",
+        path(&protocol),
+        "--requests",
+        "40",
+        "--no-history",
+        "--out",
+        path(&dir.join("run")),
+        "--junit",
+        path(&junit),
+        "--export-bmf",
+        path(&bmf),
+    ]);
+    let r = receipt(&dir.join("run"));
+    let stability = r.arms[0].stability.as_ref().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(if stability.stable == Some(true) { 0 } else { 1 }),
+        "{}",
+        text(&out)
+    );
+    xmllint(&schemas().join("jenkins-xunit-junit-10.xsd"), &junit);
+    let report = Report::deserialize_from_str(&std::fs::read_to_string(&junit).unwrap()).unwrap();
+    let suite = report
+        .test_suites
+        .iter()
+        .find(|s| s.name.as_str() == "test.cal.soak")
+        .unwrap();
+    let stable_case = &suite.test_cases[0];
+    assert_eq!(stable_case.name.as_str(), "stability");
+    assert_eq!(
+        status_name(&stable_case.status),
+        if stability.stable == Some(true) {
+            "success"
+        } else {
+            "failure"
+        }
+    );
+    let judged = stability.worker_series.len()
+        + stability.settled_series.len()
+        + stability.system_series.len();
+    // stability, one case per judged series, and the history check.
+    assert_eq!(suite.test_cases.len(), judged + 2);
+    let value = valid_bmf(&bmf);
+    let m = &value["memqual/test/cal"];
+    let g = &stability.worker_series[0];
+    let slope = g
+        .bytes_per_request
+        .as_ref()
+        .expect("40 requests give a slope");
+    let key = format!(
+        "soak-{}-slope-bytes-per-request",
+        g.series.replace('_', "-")
+    );
+    assert_eq!(m[&key]["value"], slope.estimate, "{key}: {m:#}");
+    assert_eq!(m[&key]["lower_value"], slope.low);
+    assert_eq!(m[&key]["upper_value"], slope.high);
 }
 
 fn compare(a: &Path, b: &Path, extra: &[&str]) -> Output {
