@@ -515,28 +515,9 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             verbose,
             json,
             worker_dir,
-        } => {
-            if verbose || json {
-                let dir = run::WorkerDir::resolve(worker_dir).map_err(harness)?;
-                let info = version::info(&dir.0);
-                if json {
-                    print_json(&info)?;
-                } else {
-                    out!("{}", version::human(&info));
-                }
-            } else {
-                outln!("{}", version::short());
-            }
-            Ok(exit::PASS)
-        }
-        Command::Completions { shell } => {
-            manual::completions(Cli::command(), shell);
-            Ok(exit::PASS)
-        }
-        Command::Man { dir } => {
-            manual::man(Cli::command(), dir.as_deref()).map_err(harness)?;
-            Ok(exit::PASS)
-        }
+        } => version::command(verbose, json, worker_dir),
+        Command::Completions { shell } => manual::completions(Cli::command(), shell),
+        Command::Man { dir } => manual::man(Cli::command(), dir.as_deref()),
         Command::Sign { run_dir, key } => review::sign(&run_dir, &key),
         Command::Keygen { secret, public } => review::keygen(&secret, &public),
         Command::Verify {

@@ -3,6 +3,7 @@
 //! generated from the clap command tree, and the check that every argument
 //! of every subcommand has help text.
 
+use crate::exit::{self, Failure, harness};
 use anyhow::Context;
 use clap::Command;
 use std::path::Path;
@@ -11,16 +12,22 @@ use std::path::Path;
 pub use clap_complete::Shell;
 
 /// Completions for `shell` on stdout.
-pub fn completions(mut cmd: Command, shell: Shell) {
+pub fn completions(mut cmd: Command, shell: Shell) -> Result<u8, Failure> {
     let name = cmd.get_name().to_string();
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut cmd, name, &mut out);
     crate::console::out(format_args!("{}", String::from_utf8_lossy(&out)));
+    Ok(exit::PASS)
 }
 
 /// The man page of `memqual` (roff) on stdout, or with `dir` one page per
 /// command and subcommand (`memqual.1`, `memqual-run.1`, …) into it.
-pub fn man(cmd: Command, dir: Option<&Path>) -> anyhow::Result<()> {
+pub fn man(cmd: Command, dir: Option<&Path>) -> Result<u8, Failure> {
+    render_man(cmd, dir).map_err(harness)?;
+    Ok(exit::PASS)
+}
+
+fn render_man(cmd: Command, dir: Option<&Path>) -> anyhow::Result<()> {
     match dir {
         Some(dir) => {
             std::fs::create_dir_all(dir)

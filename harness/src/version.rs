@@ -5,9 +5,10 @@
 //! them (`memqual-whisper --capabilities`), since those are the runners
 //! crate's features, not memqual's.
 
+use crate::exit::{self, Failure, harness};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -188,4 +189,20 @@ pub fn human(v: &VersionInfo) -> String {
         let _ = writeln!(out, "  {}: {}", w.name, parts.join(", "));
     }
     out
+}
+
+/// `memqual version [--verbose] [--json] [--worker-dir DIR]`.
+pub fn command(verbose: bool, json: bool, worker_dir: Option<PathBuf>) -> Result<u8, Failure> {
+    if !(verbose || json) {
+        outln!("{}", short());
+        return Ok(exit::PASS);
+    }
+    let dir = crate::run::WorkerDir::resolve(worker_dir).map_err(harness)?;
+    let v = info(&dir.0);
+    if json {
+        crate::console::print_json(&v)?;
+    } else {
+        out!("{}", human(&v));
+    }
+    Ok(exit::PASS)
 }
