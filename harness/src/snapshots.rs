@@ -15,6 +15,7 @@ use sampler::captures::{self, ParseOptions, Tool};
 use sampler::clock;
 use schemars::JsonSchema;
 use serde::Deserialize;
+#[cfg(not(target_os = "macos"))]
 use std::path::{Path, PathBuf};
 #[cfg(any(test, target_os = "macos"))]
 use {
@@ -451,6 +452,7 @@ fn platform_tools(pid: u32) -> Vec<Source> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::{Path, PathBuf};
 
     const CAPTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sampler/tests/captures");
 
