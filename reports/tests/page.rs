@@ -203,3 +203,25 @@ fn the_matrix_and_the_identity_diff_name_the_one_real_difference() {
             .any(|(k, _)| k == "runtime.topology.states[0]")
     );
 }
+
+#[test]
+fn an_arm_that_stopped_early_still_renders() {
+    // The candidate ran nothing: no markers, no series, no results.
+    let run = RunDir::open(&committed_run(), Access::Read).unwrap();
+    let mut receipt = reports::assemble(&run).unwrap();
+    let mut data = PageData::read(&run, &receipt).unwrap();
+    let arm = &mut receipt.arms[1];
+    arm.phases.clear();
+    arm.speech = None;
+    arm.status = reports::record::ArmStatus::Failed;
+    data.series.insert(arm.id.clone(), (0, Vec::new()));
+    data.latencies_ns.insert(arm.id.clone(), Vec::new());
+    receipt.gates = reports::gates::evaluate(&receipt);
+    let html = render(&receipt, &data);
+    assert!(html.contains("<section id=\"comparison\">"));
+    assert!(
+        html.contains("id=\"memory-aligned\""),
+        "the control's curve is still drawn"
+    );
+    assert!(html.contains("NOT_EVALUATED"), "{}", &html[..2000]);
+}

@@ -215,6 +215,10 @@ fn outputs_text(r: &Receipt, arm: &str) -> Option<String> {
     let cmp = r.comparisons.iter().find(|c| c.arm == arm)?;
     Some(match &cmp.parity {
         Err(e) => format!("not compared: {e}"),
+        // Neither arm transcribed anything (calibration arms): nothing to say.
+        Ok(p) if p.fixtures_compared == 0 && p.only_in_a.is_empty() && p.only_in_b.is_empty() => {
+            return None;
+        }
         Ok(p) if p.fixtures_compared == 0 => "no fixture in common".into(),
         Ok(p) if p.is_exact() => format!("exact ({} fixtures)", p.fixtures_compared),
         Ok(p) => format!(

@@ -531,12 +531,13 @@ pub fn latency_ecdf(
                 SEPARATOR.stroke_width(1),
             )))
             .map_err(err)?;
-        for (label, y) in [("first request ×", FIRST_ROW), ("cold load ▲", COLD_ROW)] {
+        // Row names in the y label area, so no marker ever hides under one.
+        for (label, y) in [("first ×", FIRST_ROW), ("cold ▲", COLD_ROW)] {
             let (px, py) = chart.backend_coord(&(x0, y));
             root.draw(&Text::new(
                 label,
-                (px + 4, py),
-                label_style(12, BLACK, HPos::Left, VPos::Center),
+                (px - 6, py),
+                label_style(12, BLACK, HPos::Right, VPos::Center),
             ))
             .map_err(err)?;
         }
@@ -568,6 +569,7 @@ pub fn latency_ecdf(
                     .map_err(err)?;
             }
         }
+        let mut k = 0;
         for mark in limits {
             for (name, _, t) in &mark.limits {
                 let Some(t) = t.map(|t| t / 1e6) else {
@@ -579,14 +581,16 @@ pub fn latency_ecdf(
                         THRESHOLD.stroke_width(2),
                     )))
                     .map_err(err)?;
+                // Staggered: limits often lie close together.
                 let (px, py) = chart.backend_coord(&(t, 1.0));
+                k += 1;
                 root.draw(&Text::new(
                     format!(
                         "{} limit ({})",
                         name.trim_start_matches("steady "),
                         mark.arm
                     ),
-                    (px - 4, py + 2),
+                    (px - 4, py + 2 + 14 * (k - 1)),
                     label_style(11, THRESHOLD, HPos::Right, VPos::Top),
                 ))
                 .map_err(err)?;

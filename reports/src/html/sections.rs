@@ -326,7 +326,7 @@ fn memory_figure(i: usize, f: &MemoryFigure, palette: &Palette) -> Markup {
                 tr {
                     th { "arm" } th { "outcome" } th.num { "measured MiB" } th.num { "control MiB" }
                     th.num { "Δ MiB" } th.num { "Δ %" } th.num { "limit MiB" } th.num { "allowed Δ %" }
-                    th.num { "over the limit by MiB" } th { "how the limit is set" }
+                    th.num { "measured − limit MiB" } th { "how the limit is set" }
                 }
                 @for m in &f.marks {
                     @let d = m.delta();
