@@ -40,7 +40,9 @@
 //!   sampler (ABAB) and the latency ratio the `overhead` gate judges.
 //! - [`admission`]: the quiet-host admission record.
 //! - [`host`]: host and runtime identity (`host.json`).
-//! - [`html`]: `report.html`, self-contained, with plotters SVG charts.
+//! - [`html`]: `report.html`, self-contained, comparison first: rendered
+//!   from the receipt and run-directory data only, through maud templates
+//!   (escaped) with plotters SVG charts and `assets/report.css`.
 //! - [`latency_chart`]: the per-arm latency distribution (strip plot).
 //! - [`render`]: `summary.md`, `phases.csv`, `trace.json` (Chrome trace).
 //! - [`seal`]: the manifest of every file, the receipt's own digest, and
