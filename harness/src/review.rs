@@ -104,7 +104,10 @@ pub fn report(dir: &Path, reseal: bool) -> Result<u8, Failure> {
         reseal.then_some((now.as_str(), env!("CARGO_PKG_VERSION"))),
     )
     .map_err(harness)?;
-    let receipt = run::finish_with(&run, |run, receipt| {
+    // Raw data that does not make a receipt (a record that does not parse,
+    // resealed on purpose) is the input's fault: exit 2, not 3.
+    let receipt = run::assemble(&run).map_err(usage)?;
+    let receipt = run::publish(&run, receipt, |run, receipt| {
         // Calibration runs keep their expected-vs-measured table, rebuilt too.
         if run.has_file(&Rel::file(files::CALIBRATION))? {
             let table = calibrate::evaluate(&dir.display().to_string(), receipt);

@@ -189,17 +189,22 @@ impl RunResult {
 /// Assemble the receipt from the run directory, write the derived reports
 /// and seal it.
 pub fn finish(run: &RunDir) -> anyhow::Result<reports::Receipt> {
-    finish_with(run, |_, _| Ok(()))
+    publish(run, assemble(run)?, |_, _| Ok(()))
 }
 
-/// [`finish`], with `extra` writing more derived files before the seal.
-pub fn finish_with(
+/// The receipt, assembled from the run directory alone.
+pub fn assemble(run: &RunDir) -> anyhow::Result<reports::Receipt> {
+    reports::assemble(run)
+        .with_context(|| format!("cannot assemble the receipt of {}", run.path().display()))
+}
+
+/// Write the derived reports of `receipt` (and `extra` ones), then seal.
+pub fn publish(
     run: &RunDir,
+    mut receipt: reports::Receipt,
     extra: impl FnOnce(&RunDir, &reports::Receipt) -> Result<(), run_dir::RunDirError>,
 ) -> anyhow::Result<reports::Receipt> {
     let dir = run.path().display();
-    let mut receipt =
-        reports::assemble(run).with_context(|| format!("cannot assemble the receipt of {dir}"))?;
     reports::render::write_all(run, &receipt)
         .with_context(|| format!("cannot write the reports of {dir}"))?;
     extra(run, &receipt).with_context(|| format!("cannot write the reports of {dir}"))?;
