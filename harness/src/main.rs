@@ -3,34 +3,10 @@
 // Printing goes through `console` (never panics on a closed pipe).
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
-#[macro_use]
-mod console;
-mod admission;
-mod arm;
-mod artifact;
-mod boundary;
-mod calibrate;
-mod catalogs;
-mod census;
-mod exit;
-mod fixtures;
-mod history;
-mod host;
-mod import;
-mod limits;
-mod overhead;
-mod params;
-mod probes;
-mod protocol;
-mod reader;
-mod review;
-mod run;
-mod snapshots;
-mod soak;
-mod spans;
-mod summary;
-mod whisper_arm;
-
+use ::harness::{
+    artifact, calibrate, catalogs, exit, fixtures, history, host, import, limits, note, out, outln,
+    protocol, review, run, soak, summary, whisper_arm,
+};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -280,7 +256,7 @@ fn ensure_models(loaded: &protocol::LoadedProtocol) -> Result<(), Failure> {
 
 use exit::{Failure, harness, usage};
 
-use console::print_json;
+use ::harness::console::print_json;
 
 /// Set on the first SIGINT/SIGTERM; a second one exits at once.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
