@@ -111,10 +111,17 @@ pub fn execute_observed(
         .stdout(run.create_file(&dir.join(files::STDOUT))?)
         .stderr(run.create_file(&dir.join(files::STDERR))?)
         .process_group(0);
-    cmd.fd_mappings(vec![FdMapping {
-        parent_fd: pipe_writer.into(),
-        child_fd: MESSAGE_FD,
-    }])
+    let lifeline = crate::lifeline::fd_mapping().map_err(|source| ArmSetupError::Spawn {
+        exe: exe.to_path_buf(),
+        source,
+    })?;
+    cmd.fd_mappings(vec![
+        FdMapping {
+            parent_fd: pipe_writer.into(),
+            child_fd: MESSAGE_FD,
+        },
+        lifeline,
+    ])
     .map_err(|e| ArmSetupError::Spawn {
         exe: exe.to_path_buf(),
         source: std::io::Error::other(e.to_string()),

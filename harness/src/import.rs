@@ -18,8 +18,51 @@ pub struct ImportReport {
     pub parsed: Parsed<Capture>,
 }
 
-pub fn import(tool: &str, file: &Path, opts: ParseOptions) -> anyhow::Result<ImportReport> {
-    let tool: Tool = tool.parse()?;
+/// `TOOL` of `memqual import`: every capture parser, by its name (aliases
+/// accepted), listed with what it reads in `--help` and completions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImportTool(pub Tool);
+
+static TOOLS: std::sync::LazyLock<Vec<ImportTool>> =
+    std::sync::LazyLock::new(|| Tool::ALL.iter().copied().map(ImportTool).collect());
+
+/// What each tool's capture is, for `--help`.
+fn describe(tool: Tool) -> &'static str {
+    match tool {
+        Tool::VmmapSummary => "macOS `vmmap -summary PID`",
+        Tool::VmStat => "macOS `vm_stat`",
+        Tool::MemoryPressure => "macOS `memory_pressure`",
+        Tool::Footprint => "macOS `footprint PID`",
+        Tool::TimeL => "macOS `/usr/bin/time -l` (rusage counters)",
+        Tool::Ps => "`ps -o pid=,rss=,vsz=` or any `ps -o` with its header",
+        Tool::ProcStatus => "Linux /proc/<pid>/status",
+        Tool::ProcStatm => "Linux /proc/<pid>/statm (with --page-size)",
+        Tool::SmapsRollup => "Linux /proc/<pid>/smaps_rollup",
+        Tool::Meminfo => "Linux /proc/meminfo",
+        Tool::Vmstat => "Linux /proc/vmstat",
+        Tool::Pressure => "Linux /proc/pressure/memory (PSI)",
+        Tool::CgroupMemoryStat => "cgroup v2 memory.stat",
+        Tool::CgroupMemoryEvents => "cgroup v2 memory.events",
+        Tool::CgroupMemoryPeak => "cgroup v2 memory.peak",
+    }
+}
+
+impl clap::ValueEnum for ImportTool {
+    fn value_variants<'a>() -> &'a [Self] {
+        &TOOLS
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        let names = self.0.names();
+        Some(
+            clap::builder::PossibleValue::new(self.0.name())
+                .aliases(names.iter().skip(1).copied())
+                .help(describe(self.0)),
+        )
+    }
+}
+
+pub fn import(tool: Tool, file: &Path, opts: ParseOptions) -> anyhow::Result<ImportReport> {
     let bytes = run_dir::input::read(file, run_dir::limits::CAPTURE)?;
     let text = match String::from_utf8(bytes) {
         Ok(t) => t,

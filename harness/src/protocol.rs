@@ -155,6 +155,8 @@ pub struct LoadedProtocol {
     pub arms: Vec<Arm>,
     /// The `[soak]` table, if any (`memqual soak` uses defaults without it).
     pub soak: Option<crate::soak::SoakDecl>,
+    /// Set by `--shard I/N`: `arms` then holds that share (see [`crate::fleet`]).
+    pub shard: Option<reports::record::ShardInfo>,
 }
 
 /// What parsing needs from outside the file: parameter overrides, the
@@ -410,6 +412,7 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
         admission: raw.admission,
         arms,
         soak: raw.soak,
+        shard: None,
     })
 }
 

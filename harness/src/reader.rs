@@ -195,6 +195,35 @@ impl State {
     }
 }
 
+/// The longest message line a worker may send; a result carrying every
+/// token of a long-form request stays far below it. A longer line is a
+/// contract violation, dropped without being held in memory.
+const MAX_MESSAGE_BYTES: u64 = run_dir::limits::LINE;
+
+/// What one read from the channel gave.
+enum Message {
+    /// A line (without its limit exceeded) is in the buffer.
+    Line,
+    /// A line longer than [`MAX_MESSAGE_BYTES`], skipped to its end.
+    TooLong,
+    /// The channel closed.
+    End,
+}
+
+fn read_message(reader: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<Message> {
+    buf.clear();
+    let n = std::io::Read::take(&mut *reader, MAX_MESSAGE_BYTES + 1).read_until(b'\n', buf)?;
+    if n == 0 {
+        return Ok(Message::End);
+    }
+    if buf.len() as u64 > MAX_MESSAGE_BYTES && buf.last() != Some(&b'\n') {
+        buf.clear();
+        reader.skip_until(b'\n')?;
+        return Ok(Message::TooLong);
+    }
+    Ok(Message::Line)
+}
+
 impl ChannelReader {
     /// Read `pipe` until end-of-file on a thread of its own.
     #[allow(dead_code)] // kept for callers without probes
@@ -242,10 +271,20 @@ impl ChannelReader {
             let mut line_no = 0u64;
             let mut sinks_broken = false;
             loop {
-                buf.clear();
-                match reader.read_until(b'\n', &mut buf) {
-                    Ok(0) => break,
-                    Ok(_) => {}
+                let read = read_message(&mut reader, &mut buf);
+                if !matches!(read, Ok(Message::End)) {
+                    line_no += 1;
+                }
+                match read {
+                    Ok(Message::End) => break,
+                    Ok(Message::Line) => {}
+                    Ok(Message::TooLong) => {
+                        state.violation(
+                            line_no,
+                            format!("longer than {MAX_MESSAGE_BYTES} bytes; the line was dropped"),
+                        );
+                        continue;
+                    }
                     Err(e) => {
                         state
                             .report
@@ -254,7 +293,6 @@ impl ChannelReader {
                         break;
                     }
                 }
-                line_no += 1;
                 let text = String::from_utf8_lossy(&buf);
                 let line = text.trim_end_matches(['\n', '\r']);
                 if line.is_empty() || sinks_broken {
@@ -477,6 +515,35 @@ mod tests {
         assert_eq!(r.results, 0);
         let results = std::fs::read_to_string(dir.path().join(files::RESULTS)).unwrap();
         assert!(results.is_empty(), "a refused result is not recorded");
+    }
+
+    #[test]
+    fn a_message_line_beyond_the_limit_is_skipped_without_being_held() {
+        let big = vec![b'x'; MAX_MESSAGE_BYTES as usize + 10];
+        let mut input = b"{\"a\":1}\n".to_vec();
+        input.extend_from_slice(&big);
+        input.extend_from_slice(b"\nnext\n");
+        let mut reader = std::io::BufReader::new(&input[..]);
+        let mut buf = Vec::new();
+        assert!(matches!(
+            read_message(&mut reader, &mut buf),
+            Ok(Message::Line)
+        ));
+        assert_eq!(buf, b"{\"a\":1}\n");
+        assert!(matches!(
+            read_message(&mut reader, &mut buf),
+            Ok(Message::TooLong)
+        ));
+        assert!(buf.capacity() as u64 <= 2 * (MAX_MESSAGE_BYTES + 1));
+        assert!(matches!(
+            read_message(&mut reader, &mut buf),
+            Ok(Message::Line)
+        ));
+        assert_eq!(buf, b"next\n");
+        assert!(matches!(
+            read_message(&mut reader, &mut buf),
+            Ok(Message::End)
+        ));
     }
 
     #[test]

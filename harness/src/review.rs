@@ -1,6 +1,7 @@
 //! Commands on a finished run directory: `report` (rebuild derived files
 //! over raw data that still matches its source seal), `verify`, `sign`,
 //! `keygen` and `compare`. Every read goes through [`run_dir::RunDir`].
+//! `verify` also checks a fleet directory (`memqual merge`).
 
 use crate::exit::{self, Failure, failed, harness, usage};
 use crate::{calibrate, console, run};
@@ -82,6 +83,14 @@ fn refusal(dir: &Path, check: &RawCheck, reseal: bool) -> Option<String> {
 /// `memqual report DIR [--reseal]`.
 pub fn report(dir: &Path, reseal: bool) -> Result<u8, Failure> {
     let run = open(dir, Access::Rebuild)?;
+    if reports::fleet::is_fleet(&run) {
+        return Err(usage(anyhow!(
+            "{} is a fleet directory (memqual merge), not a run directory: nothing to rebuild; \
+             `memqual verify {}` checks its seal",
+            dir.display(),
+            dir.display()
+        )));
+    }
     let check = run
         .check_raw()
         .with_context(|| format!("cannot check the raw data of {}", dir.display()))
@@ -95,7 +104,10 @@ pub fn report(dir: &Path, reseal: bool) -> Result<u8, Failure> {
         reseal.then_some((now.as_str(), env!("CARGO_PKG_VERSION"))),
     )
     .map_err(harness)?;
-    let receipt = run::finish_with(&run, |run, receipt| {
+    // Raw data that does not make a receipt (a record that does not parse,
+    // resealed on purpose) is the input's fault: exit 2, not 3.
+    let receipt = run::assemble(&run).map_err(usage)?;
+    let receipt = run::publish(&run, receipt, |run, receipt| {
         // Calibration runs keep their expected-vs-measured table, rebuilt too.
         if run.has_file(&Rel::file(files::CALIBRATION))? {
             let table = calibrate::evaluate(&dir.display().to_string(), receipt);
@@ -132,7 +144,18 @@ pub fn verify(dir: &Path, pubkey: Option<&Path>, json: bool) -> Result<u8, Failu
         .transpose()
         .map_err(usage)?;
     let run = open(dir, Access::Read)?;
-    let v = reports::seal::verify(&run, key.as_ref());
+    let fleet = reports::fleet::is_fleet(&run);
+    if fleet && key.is_some() {
+        return Err(usage(anyhow!(
+            "{} is a fleet directory (memqual merge), which carries no signature:              `memqual merge --pubkey` checked each run's",
+            dir.display()
+        )));
+    }
+    let v = if fleet {
+        reports::fleet::verify(&run)
+    } else {
+        reports::seal::verify(&run, key.as_ref())
+    };
     if json {
         console::print_json(&v)?;
     } else {
@@ -157,7 +180,9 @@ pub fn verify(dir: &Path, pubkey: Option<&Path>, json: bool) -> Result<u8, Failu
                 v.problems.len()
             ));
         }
-        console::outln(format_args!("{}", signature_line(&v)));
+        if !fleet {
+            console::outln(format_args!("{}", signature_line(&v)));
+        }
     }
     Ok(if v.holds() {
         exit::PASS

@@ -84,6 +84,8 @@ fn run_info(protocol: &LoadedProtocol) -> RunInfo {
     let uname = nix::sys::utsname::uname().ok();
     RunInfo {
         memqual_version: env!("CARGO_PKG_VERSION").to_string(),
+        memqual_commit: Some(crate::version::COMMIT.to_string()),
+        shard: protocol.shard.clone(),
         protocol_name: protocol.name.clone(),
         protocol_path: protocol.path.display().to_string(),
         protocol_sha256: sha256_hex(protocol.text.as_bytes()),
@@ -115,6 +117,17 @@ fn run_info(protocol: &LoadedProtocol) -> RunInfo {
             .map(|a| (a.id.clone(), a.gates.clone()))
             .collect(),
     }
+}
+
+/// How a run goes, beyond its protocol.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Run on even when quiet-host admission refuses the host.
+    pub force: bool,
+    /// The host's name in fleet reports (`--host-label`), kept in `host.json`.
+    pub host_label: Option<String>,
+    /// Show each arm's progress on stderr (off for soaks, which draw their own).
+    pub progress: bool,
 }
 
 /// The result of a whole run.
@@ -176,17 +189,22 @@ impl RunResult {
 /// Assemble the receipt from the run directory, write the derived reports
 /// and seal it.
 pub fn finish(run: &RunDir) -> anyhow::Result<reports::Receipt> {
-    finish_with(run, |_, _| Ok(()))
+    publish(run, assemble(run)?, |_, _| Ok(()))
 }
 
-/// [`finish`], with `extra` writing more derived files before the seal.
-pub fn finish_with(
+/// The receipt, assembled from the run directory alone.
+pub fn assemble(run: &RunDir) -> anyhow::Result<reports::Receipt> {
+    reports::assemble(run)
+        .with_context(|| format!("cannot assemble the receipt of {}", run.path().display()))
+}
+
+/// Write the derived reports of `receipt` (and `extra` ones), then seal.
+pub fn publish(
     run: &RunDir,
+    mut receipt: reports::Receipt,
     extra: impl FnOnce(&RunDir, &reports::Receipt) -> Result<(), run_dir::RunDirError>,
 ) -> anyhow::Result<reports::Receipt> {
     let dir = run.path().display();
-    let mut receipt =
-        reports::assemble(run).with_context(|| format!("cannot assemble the receipt of {dir}"))?;
     reports::render::write_all(run, &receipt)
         .with_context(|| format!("cannot write the reports of {dir}"))?;
     extra(run, &receipt).with_context(|| format!("cannot write the reports of {dir}"))?;
@@ -207,15 +225,15 @@ pub fn executables(protocol: &LoadedProtocol, workers: &WorkerDir) -> anyhow::Re
 
 /// Run every arm of `protocol` into the new run directory `run` with the
 /// workers `executables` (one per arm), one at a time, each after a
-/// quiet-host admission check. A refused host stops the run unless `force`.
-/// A failure to write the run directory (a full disk) stops the run; what
-/// was written stays readable for `memqual report`.
+/// quiet-host admission check. A refused host stops the run unless
+/// `opts.force`. A failure to write the run directory (a full disk) stops
+/// the run; what was written stays readable for `memqual report`.
 pub fn run(
     protocol: &LoadedProtocol,
     run: RunDir,
     executables: &[PathBuf],
     interrupted: &AtomicBool,
-    force: bool,
+    opts: &RunOptions,
 ) -> anyhow::Result<RunResult> {
     let dir = run.path().to_path_buf();
     let stopped = || {
@@ -226,8 +244,7 @@ pub fn run(
             dir.display()
         )
     };
-    let refused =
-        run_arms(protocol, &run, executables, interrupted, force).with_context(stopped)?;
+    let refused = run_arms(protocol, &run, executables, interrupted, opts).with_context(stopped)?;
     let receipt = finish(&run).with_context(stopped)?;
     Ok(RunResult {
         run,
@@ -244,8 +261,9 @@ fn run_arms(
     run: &RunDir,
     executables: &[PathBuf],
     interrupted: &AtomicBool,
-    force: bool,
+    opts: &RunOptions,
 ) -> anyhow::Result<Option<Vec<String>>> {
+    let force = opts.force;
     let started = [
         Rel::file(files::PROTOCOL),
         Rel::file(files::RUN),
@@ -253,7 +271,7 @@ fn run_arms(
     ];
     run.write_bytes(&started[0], protocol.text.as_bytes())?;
     run.write_json(&started[1], &run_info(protocol))?;
-    run.write_json(&started[2], &host::identity())?;
+    run.write_json(&started[2], &host::identity(opts.host_label.as_deref()))?;
     run.seal_raw(&started)?;
     note!(
         "memqual: protocol {} ({}), run directory {}",
@@ -292,8 +310,15 @@ fn run_arms(
             arm.id,
             arm.description
         );
-        let outcome: ArmOutcome = arm::execute(arm, exe, run, &arm_dir, interrupted)
-            .with_context(|| format!("arm {} could not be started", arm.id))?;
+        let watcher = opts
+            .progress
+            .then(|| crate::progress::ArmProgress::start(run, &arm_dir, arm, (i + 1, total)));
+        let executed = arm::execute(arm, exe, run, &arm_dir, interrupted);
+        if let Some(w) = watcher {
+            w.finish();
+        }
+        let outcome: ArmOutcome =
+            executed.with_context(|| format!("arm {} could not be started", arm.id))?;
         run.write_json(&arm_dir.join(files::ARM), &outcome)?;
         report_outcome(i + 1, total, &outcome);
         if let Some(pairs) = crate::overhead::declared_pairs(arm)

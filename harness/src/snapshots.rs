@@ -15,10 +15,14 @@ use sampler::captures::{self, ParseOptions, Tool};
 use sampler::clock;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use std::io::Read;
+#[cfg(not(target_os = "macos"))]
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+#[cfg(any(test, target_os = "macos"))]
+use {
+    std::io::Read,
+    std::process::{Command, Stdio},
+    std::time::Duration,
+};
 
 /// The protocol's `[snapshots]` table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -87,6 +91,7 @@ impl SnapshotPlan {
 
 /// A tool that does not finish in this long is killed (a hung `vmmap`
 /// must not hold the snapshot thread for the rest of the arm).
+#[cfg(any(test, target_os = "macos"))]
 const TOOL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Takes snapshots of one worker into its arm folder.
@@ -151,22 +156,20 @@ impl Job for Snapshotter {
 /// Where one tool's output comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Source {
-    File {
-        tool: Tool,
-        path: PathBuf,
-    },
-    // Only macOS runs tools as commands; elsewhere tests exercise the path.
-    #[cfg_attr(not(target_os = "macos"), allow(dead_code))]
+    /// Linux reads files.
+    #[cfg(not(target_os = "macos"))]
+    File { tool: Tool, path: PathBuf },
+    /// Only macOS runs tools as commands; tests everywhere run the same
+    /// path with stand-in commands.
+    #[cfg(any(test, target_os = "macos"))]
     Command {
         tool: Tool,
         argv: Vec<String>,
         suspends_target: bool,
     },
     /// Known absent before trying (cgroup v1, no cgroup file): say why.
-    Unavailable {
-        tool: &'static str,
-        reason: String,
-    },
+    #[cfg(not(target_os = "macos"))]
+    Unavailable { tool: &'static str, reason: String },
 }
 
 /// What a read or a run produced before parsing.
@@ -179,7 +182,11 @@ struct Output {
 impl Source {
     fn tool_name(&self) -> &'static str {
         match self {
-            Source::File { tool, .. } | Source::Command { tool, .. } => tool.name(),
+            #[cfg(not(target_os = "macos"))]
+            Source::File { tool, .. } => tool.name(),
+            #[cfg(any(test, target_os = "macos"))]
+            Source::Command { tool, .. } => tool.name(),
+            #[cfg(not(target_os = "macos"))]
             Source::Unavailable { tool, .. } => tool,
         }
     }
@@ -189,12 +196,15 @@ impl Source {
     pub(crate) fn run(&self, run_dir: &RunDir, out_dir: &Rel, prefix: &str) -> ToolRun {
         let started_ns = clock::monotonic_ns();
         let (source, suspends_target, out) = match self {
+            #[cfg(not(target_os = "macos"))]
             Source::File { path, .. } => (path.display().to_string(), false, read_file(path)),
+            #[cfg(any(test, target_os = "macos"))]
             Source::Command {
                 argv,
                 suspends_target,
                 ..
             } => (argv.join(" "), *suspends_target, run_command(argv)),
+            #[cfg(not(target_os = "macos"))]
             Source::Unavailable { reason, .. } => (
                 String::new(),
                 false,
@@ -231,7 +241,11 @@ impl Source {
         }
         if run.unavailable.is_none() {
             let tool = match self {
-                Source::File { tool, .. } | Source::Command { tool, .. } => *tool,
+                #[cfg(not(target_os = "macos"))]
+                Source::File { tool, .. } => *tool,
+                #[cfg(any(test, target_os = "macos"))]
+                Source::Command { tool, .. } => *tool,
+                #[cfg(not(target_os = "macos"))]
                 Source::Unavailable { .. } => return run,
             };
             match captures::parse(tool, &text, ParseOptions::strict()) {
@@ -246,6 +260,7 @@ impl Source {
     }
 }
 
+#[cfg(not(target_os = "macos"))]
 fn read_file(path: &Path) -> Output {
     match std::fs::read_to_string(path) {
         // A process that has exited but not been reaped shows empty files.
@@ -280,6 +295,7 @@ fn read_file(path: &Path) -> Output {
 
 /// Run `argv`, capturing stdout; kill it after [`TOOL_TIMEOUT`]. A tool
 /// that is missing, refused or failed is unavailable, with its stderr.
+#[cfg(any(test, target_os = "macos"))]
 fn run_command(argv: &[String]) -> Output {
     let unavailable = |reason: String| Output {
         text: None,
@@ -355,7 +371,7 @@ const CGROUP2_ROOT: &str = "/sys/fs/cgroup";
 
 /// The cgroup v2 path of a process from its `/proc/<pid>/cgroup` text: the
 /// `0::<path>` line. `None` on a cgroup v1-only process.
-#[cfg_attr(target_os = "macos", allow(dead_code))]
+#[cfg(not(target_os = "macos"))]
 pub(crate) fn cgroup2_path(proc_cgroup: &str) -> Option<&str> {
     proc_cgroup
         .lines()
@@ -365,7 +381,7 @@ pub(crate) fn cgroup2_path(proc_cgroup: &str) -> Option<&str> {
 }
 
 /// The cgroup v2 memory files of `pid`, or why there are none.
-#[cfg_attr(target_os = "macos", allow(dead_code))]
+#[cfg(not(target_os = "macos"))]
 pub(crate) fn cgroup_sources(pid: u32, root: &Path) -> Vec<Source> {
     let unavailable = |reason: String| {
         vec![Source::Unavailable {
@@ -436,6 +452,7 @@ fn platform_tools(pid: u32) -> Vec<Source> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::{Path, PathBuf};
 
     const CAPTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sampler/tests/captures");
 
@@ -448,6 +465,7 @@ mod tests {
         files.into_iter().next().unwrap()
     }
 
+    #[cfg(not(target_os = "macos"))]
     #[test]
     fn the_cgroup_v2_path_is_the_zero_line() {
         assert_eq!(
@@ -458,6 +476,7 @@ mod tests {
         assert_eq!(cgroup2_path("4:memory:/docker/abc\n"), None);
     }
 
+    #[cfg(not(target_os = "macos"))]
     #[test]
     fn without_a_cgroup_v2_hierarchy_the_record_says_so() {
         let root = tempfile::tempdir().unwrap();
@@ -469,6 +488,7 @@ mod tests {
         assert!(reason.starts_with("no cgroup v2 hierarchy at "), "{reason}");
     }
 
+    #[cfg(not(target_os = "macos"))]
     #[test]
     fn with_a_cgroup_v2_hierarchy_the_three_memory_files_are_read() {
         let root = tempfile::tempdir().unwrap();

@@ -253,20 +253,36 @@ fn wait_for_lines(path: &std::path::Path, lines: usize) {
     }
 }
 
-/// Dead means gone from /proc or a zombie waiting to be reaped.
-fn process_is_dead(pid: u64) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/status")) {
-        Err(_) => true,
-        Ok(s) => s
-            .lines()
-            .any(|l| l.starts_with("State:") && l.contains('Z')),
-    }
+/// The start time of live process `pid`; `None` once it is gone or a
+/// zombie. Linux: from `/proc/<pid>/stat` (clock ticks after boot), so a
+/// reused pid shows as another process; zombies count as gone, because a
+/// container's PID 1 may never reap the orphan.
+#[cfg(target_os = "linux")]
+fn alive_since(pid: u64) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: fields follow the last ')'.
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 2..].split(' ').collect();
+    (fields[0] != "Z").then(|| fields[19].parse().ok())?
 }
 
-fn wait_dead(pid: u64) -> bool {
+/// Elsewhere (macOS): whether signal 0 reaches it (launchd reaps orphans).
+#[cfg(not(target_os = "linux"))]
+fn alive_since(pid: u64) -> Option<u64> {
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).ok()?);
+    nix::sys::signal::kill(pid, None).ok().map(|()| 0)
+}
+
+/// Dead: gone, a zombie, or its pid now belongs to another process.
+fn process_is_dead(pid: u64, started: u64) -> bool {
+    alive_since(pid) != Some(started)
+}
+
+/// Poll until `pid`, started at `started`, is dead; the deadline is
+/// generous (the check is whether it dies, not how fast).
+fn wait_dead(pid: u64, started: u64) -> bool {
     let start = Instant::now();
-    while start.elapsed().as_secs() < 10 {
-        if process_is_dead(pid) {
+    while start.elapsed().as_secs() < 60 {
+        if process_is_dead(pid, started) {
             return true;
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -274,7 +290,38 @@ fn wait_dead(pid: u64) -> bool {
     false
 }
 
-const LONG_IDLE: &str = "\n[[arm]]\nid = \"long\"\n[arm.calibrate]\nrequests = 1\nidle_ms = 60000\nplateau = { mib = 16 }\n\n[[arm]]\nid = \"never\"\n[arm.calibrate]\n";
+/// The pipe `pid` holds on descriptor `fd` (`pipe:[inode]`) and whether
+/// it holds it for writing.
+#[cfg(target_os = "linux")]
+fn pipe_of(pid: u64, fd: &str) -> Option<(String, bool)> {
+    let target = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok()?;
+    let target = target.to_string_lossy().into_owned();
+    let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).ok()?;
+    let flags = info.lines().find_map(|l| l.strip_prefix("flags:"))?;
+    let flags = u32::from_str_radix(flags.trim(), 8).ok()?;
+    target
+        .starts_with("pipe:")
+        .then_some((target, flags & 0o3 != 0))
+}
+
+/// Every (descriptor, writes) of `pid` on the pipe `inode`.
+#[cfg(target_os = "linux")]
+fn ends_of(pid: u64, inode: &str) -> Vec<(String, bool)> {
+    let mut ends: Vec<(String, bool)> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| {
+            let fd = e.ok()?.file_name().to_string_lossy().into_owned();
+            let (pipe, writes) = pipe_of(pid, &fd)?;
+            (pipe == inode).then_some((fd, writes))
+        })
+        .collect();
+    ends.sort();
+    ends
+}
+
+/// The long arm idles for 10 minutes, far past every deadline below, so a
+/// worker that dies within one was killed, not done.
+const LONG_IDLE: &str = "\n[[arm]]\nid = \"long\"\n[arm.calibrate]\nrequests = 1\nidle_ms = 600000\nplateau = { mib = 16 }\n\n[[arm]]\nid = \"never\"\n[arm.calibrate]\n";
 
 fn spawn_long_run(tmp: &std::path::Path) -> (std::process::Child, std::path::PathBuf) {
     let proto = write_protocol(tmp, LONG_IDLE);
@@ -287,25 +334,31 @@ fn spawn_long_run(tmp: &std::path::Path) -> (std::process::Child, std::path::Pat
         "--json",
         "--force",
     ]);
-    // process_start … request_end: the worker is now in its 60 s idle.
+    // process_start … request_end: the worker is now in its long idle.
     wait_for_lines(&run.join("arms/long/markers.jsonl"), 6);
     (child, run)
 }
 
-fn worker_pid(run: &std::path::Path) -> u64 {
+/// The long arm's worker: its pid and start time (it is in its idle, alive).
+fn worker_pid(run: &std::path::Path) -> (u64, u64) {
     let hello: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("arms/long/hello.json")).unwrap())
             .unwrap();
-    hello["pid"].as_u64().unwrap()
+    let pid = hello["pid"].as_u64().unwrap();
+    let started = alive_since(pid).expect("the worker is alive in its idle");
+    (pid, started)
 }
 
 #[test]
 fn ctrl_c_kills_the_worker_stops_the_run_and_still_writes_the_receipt() {
     let tmp = tempfile::tempdir().unwrap();
     let (child, run) = spawn_long_run(tmp.path());
-    let worker = worker_pid(&run);
+    let (worker, started) = worker_pid(&run);
     let out = interrupt(child);
-    assert!(wait_dead(worker), "worker {worker} survived the interrupt");
+    assert!(
+        wait_dead(worker, started),
+        "worker {worker} survived the interrupt"
+    );
     let o = outcome(&run, "long");
     assert_eq!(o.status, ArmStatus::Failed);
     assert!(o.failure[0].starts_with("interrupted"), "{:?}", o.failure);
@@ -324,11 +377,31 @@ fn ctrl_c_kills_the_worker_stops_the_run_and_still_writes_the_receipt() {
 fn a_killed_harness_takes_its_worker_with_it() {
     let tmp = tempfile::tempdir().unwrap();
     let (mut child, run) = spawn_long_run(tmp.path());
-    let worker = worker_pid(&run);
+    let (worker, started) = worker_pid(&run);
+    // The lifeline: the worker reads fd 4; memqual alone holds the pipe's
+    // write end (the worker holds none, or it would keep itself alive).
+    #[cfg(target_os = "linux")]
+    {
+        let (lifeline, writes) = pipe_of(worker, "4").expect("the worker holds a pipe on fd 4");
+        assert!(!writes, "fd 4 is the lifeline's read end");
+        let worker_ends = ends_of(worker, &lifeline);
+        assert!(
+            worker_ends.iter().all(|(_, writes)| !writes),
+            "the worker holds read ends only: {worker_ends:?}"
+        );
+        let harness_ends = ends_of(u64::from(child.id()), &lifeline);
+        assert_eq!(
+            harness_ends.iter().filter(|(_, writes)| *writes).count(),
+            1,
+            "memqual holds the write end: {harness_ends:?}"
+        );
+    }
+    // The worker is in its long idle, writing nothing: only the lifeline can
+    // end it now. SIGKILL memqual (not its worker) and reap it.
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(
-        wait_dead(worker),
+        wait_dead(worker, started),
         "worker {worker} outlived a SIGKILLed harness"
     );
     // What was observed before the harness died is still on disk.

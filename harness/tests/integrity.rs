@@ -434,7 +434,16 @@ fn special_files_and_huge_files_are_refused_at_once() {
 
 #[test]
 fn a_closed_pipe_ends_memqual_quietly() {
-    for args in [&["schema", "--receipt"][..], &["schema"][..]] {
+    let r = run_protocol_body("run", QUICK, &[]);
+    assert_eq!(r.out.status.code(), Some(0), "{}", text(&r.out));
+    let verify = ["verify", "--json", path(&r.dir)];
+    let compare = ["compare", path(&r.dir), path(&r.dir)];
+    for args in [
+        &["schema", "--receipt"][..],
+        &["schema"][..],
+        &verify[..],
+        &compare[..],
+    ] {
         let mut child = Command::new(MEMQUAL)
             .args(args)
             .stdout(Stdio::piped())

@@ -126,8 +126,15 @@ fn snapshots_follow_the_phases_and_the_census_finds_the_process_that_grew() {
         };
         let smaps = tools.iter().find(|t| t.tool == "smaps_rollup").unwrap();
         if let Some(why) = &smaps.unavailable {
-            // The worker exits right after its last marker; the file may be gone.
-            assert_eq!(m.phase, Phase::TeardownDone, "{why}");
+            // After idle_end the worker only tears down and exits, with no
+            // wait in between: a snapshot triggered by either of its last two
+            // markers may run after the exit (on a busy host it often does).
+            // Every earlier marker finds the worker alive.
+            assert!(
+                matches!(m.phase, Phase::IdleEnd | Phase::TeardownDone),
+                "{}: {why}",
+                m.phase
+            );
             assert!(
                 why.ends_with("smaps_rollup is absent")
                     || why.ends_with("smaps_rollup is empty (the process has exited)")

@@ -13,6 +13,14 @@ use std::path::{Path, PathBuf};
 const KIB: f64 = 1024.0;
 
 /// A one-arm calibration protocol with a `[soak]` table at defaults.
+/// Every soak judges host-wide series (shared memory, swap): a sibling test
+/// growing shared memory (the `shm_file` soak) would be seen by every soak
+/// running beside it in this process. So these tests run one at a time.
+fn one_soak_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn protocol(tmp: &Path, calibrate: &str) -> PathBuf {
     protocol_with(tmp, calibrate, "", "")
 }
@@ -69,6 +77,7 @@ fn series<'a>(s: &'a Stability, name: &str) -> &'a reports::growth::SeriesGrowth
 
 #[test]
 fn a_64_kib_leak_over_2000_requests_is_linear_growth_at_its_slope() {
+    let _serial = one_soak_at_a_time();
     let s = soak("request_ms = 1\nleak = { mib_per_request = 0.0625 }", 2000);
     assert_eq!(s.stability.requests, 2000);
     assert_eq!(s.stability.worker, Classification::LinearGrowth);
@@ -97,6 +106,7 @@ fn a_64_kib_leak_over_2000_requests_is_linear_growth_at_its_slope() {
 
 #[test]
 fn growth_that_stops_after_50_requests_is_a_plateau() {
+    let _serial = one_soak_at_a_time();
     let s = soak(
         "request_ms = 1\nleak = { mib_per_request = 0.0625 }\ngrowth_until_request = 50",
         2000,
@@ -110,6 +120,7 @@ fn growth_that_stops_after_50_requests_is_a_plateau() {
 
 #[test]
 fn two_steps_then_flat_is_a_step() {
+    let _serial = one_soak_at_a_time();
     let s = soak(
         "requests = 2000\nrequest_ms = 1\nsteps = { mib = 16, at_requests = [500, 1100] }",
         2000,
@@ -133,6 +144,7 @@ fn two_steps_then_flat_is_a_step() {
 
 #[test]
 fn a_growing_shm_file_fires_the_system_verdict_while_the_worker_stays_flat() {
+    let _serial = one_soak_at_a_time();
     // 256 KiB per request written to /dev/shm, never mapped: 150 MiB in total.
     let s = soak("request_ms = 5\nshm_file = { kib_per_request = 256 }", 600);
     let worker = series(&s.stability, "worker_resident");
@@ -187,6 +199,7 @@ fn a_growing_shm_file_fires_the_system_verdict_while_the_worker_stays_flat() {
 
 #[test]
 fn sigint_after_n_requests_leaves_the_analysis_of_those_n() {
+    let _serial = one_soak_at_a_time();
     let tmp = tempfile::tempdir().unwrap();
     let p = protocol(
         tmp.path(),
@@ -250,6 +263,7 @@ fn sigint_after_n_requests_leaves_the_analysis_of_those_n() {
 
 #[test]
 fn history_flags_a_night_whose_peak_jumps() {
+    let _serial = one_soak_at_a_time();
     let small = soak("request_ms = 1\nplateau = { mib = 8 }", 120);
     assert_eq!(small.stability.worker, Classification::Plateau);
     assert_eq!(small.code, Some(0), "{}", small.stdout);
@@ -296,6 +310,7 @@ fn gated_soak(calibrate: &str, soak: &str) -> (tempfile::TempDir, PathBuf, Optio
 
 #[test]
 fn a_settle_period_adds_settled_series_and_the_stability_gate_fails_a_leak() {
+    let _serial = one_soak_at_a_time();
     let (_tmp, dir, code) = gated_soak(
         "request_ms = 1\nleak = { mib_per_request = 0.0625 }",
         "settle_ms = 20",
@@ -328,6 +343,7 @@ fn a_settle_period_adds_settled_series_and_the_stability_gate_fails_a_leak() {
 
 #[test]
 fn without_a_settle_period_there_is_no_settled_series_and_a_plateau_passes_the_gate() {
+    let _serial = one_soak_at_a_time();
     let (_tmp, dir, code) = gated_soak("request_ms = 1\nplateau = { mib = 8 }", "");
     assert_eq!(code, Some(0));
     assert!(!dir.join("arms/cal/settled.jsonl").exists());
@@ -351,13 +367,20 @@ fn without_a_settle_period_there_is_no_settled_series_and_a_plateau_passes_the_g
 
 #[test]
 fn the_report_charts_this_soak_among_the_past_ones() {
+    let _serial = one_soak_at_a_time();
     let tmp = tempfile::tempdir().unwrap();
     let p = protocol(tmp.path(), "request_ms = 1\nplateau = { mib = 8 }");
     let history = tmp.path().join("h.sqlite");
     let run = |name: &str| {
         let dir = tmp.path().join(name);
         let out = memqual_soak(&p, 40, &dir, Some(&history));
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}{}",
+            stderr(&out),
+            String::from_utf8_lossy(&out.stdout)
+        );
         dir
     };
     for night in ["n1", "n2", "n3"] {

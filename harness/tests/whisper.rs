@@ -222,7 +222,12 @@ fn bad_models_fail_their_arm_before_any_request() {
     let truncated = corrupted(d, "truncated.bin", |b| b.truncate(b.len() - 1));
     let magic = corrupted(d, "magic.bin", |b| b[0] ^= 0xff);
     let cases = [
-        ("missing", d.join("missing.bin"), None, "cannot open"),
+        (
+            "missing",
+            d.join("missing.bin"),
+            None,
+            "No such file or directory",
+        ),
         (
             "digest",
             tiny_en().to_path_buf(),

@@ -3,7 +3,7 @@
 //! Issue target: ≤ 2 s and ≤ 3 MB.
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use reports::html::{Point, render};
+use reports::html::{PageData, Point, render};
 use reports::receipt::{ArmReceipt, PhaseRow, Receipt, SeriesSummary};
 use reports::record::{ArmStatus, RunInfo};
 use sampler::{Phase, TaskMemory};
@@ -136,7 +136,12 @@ fn html(c: &mut Criterion) {
             .collect(),
     )]
     .into();
-    let page = render(&r, &series, &latencies, None);
+    let data = PageData {
+        series,
+        latencies_ns: latencies,
+        history: None,
+    };
+    let page = render(&r, &data);
     eprintln!(
         "report.html for {ROWS} samples per series: {} bytes ({:.2} MB)",
         page.len(),
@@ -145,7 +150,7 @@ fn html(c: &mut Criterion) {
     let mut group = c.benchmark_group("report.html");
     group.sample_size(10);
     group.bench_function("render 36,000-sample series", |b| {
-        b.iter(|| black_box(render(&r, &series, &latencies, None)))
+        b.iter(|| black_box(render(&r, &data)))
     });
     group.finish();
 }

@@ -7,6 +7,10 @@ use serde::{Deserialize, Serialize};
 /// The machine a run was measured on. `None` where the platform did not say.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct HostIdentity {
+    /// The label given with `--host-label` (or `MEMQUAL_HOST_LABEL`): the
+    /// host's name in a fleet report, e.g. the CI runner image.
+    #[serde(default)]
+    pub label: Option<String>,
     pub hostname: Option<String>,
     /// e.g. "Debian GNU/Linux".
     pub os_name: Option<String>,
@@ -23,6 +27,18 @@ pub struct HostIdentity {
     pub boot_id: Option<String>,
     /// Seconds since the epoch at boot.
     pub boot_time_unix_s: u64,
+}
+
+impl HostIdentity {
+    /// The host's key in a fleet report: its label when one was given, else
+    /// its hostname, else its boot id.
+    pub fn key(&self) -> String {
+        self.label
+            .clone()
+            .or_else(|| self.hostname.clone())
+            .or_else(|| self.boot_id.clone())
+            .unwrap_or_else(|| "unknown host".to_string())
+    }
 }
 
 /// The memqual that ran.

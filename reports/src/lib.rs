@@ -40,24 +40,37 @@
 //!   sampler (ABAB) and the latency ratio the `overhead` gate judges.
 //! - [`admission`]: the quiet-host admission record.
 //! - [`host`]: host and runtime identity (`host.json`).
-//! - [`html`]: `report.html`, self-contained, with plotters SVG charts.
+//! - [`html`]: `report.html`, self-contained, comparison first: rendered
+//!   from the receipt and run-directory data only, through maud templates
+//!   (escaped) with plotters SVG charts and `assets/report.css`.
 //! - [`latency_chart`]: the per-arm latency distribution (strip plot).
 //! - [`render`]: `summary.md`, `phases.csv`, `trace.json` (Chrome trace).
 //! - [`seal`]: the manifest of every file, the receipt's own digest, and
 //!   `verify`; [`sign`]: minisign signatures of the receipt.
+//! - [`junit`]: JUnit XML (one test case per gate check); [`bmf`]: the
+//!   run's metrics in Bencher Metric Format; [`compare`]: two runs' key
+//!   metrics side by side, with regressions beyond a limit.
+//! - [`fleet`]: several sealed runs of one protocol merged into one report
+//!   (host × arm, spread across hosts, what fails), sealed;
+//!   [`fleet_html`]: its page.
 //!
 //! Every file is read through [`run_dir::RunDir`], which owns the run
 //! directory's names, refuses links and special files, and bounds reads.
 
 pub mod admission;
+pub mod bmf;
 pub mod calibration;
 pub mod census;
+pub mod compare;
 mod error;
+pub mod fleet;
+pub mod fleet_html;
 pub mod freshness;
 pub mod gates;
 pub mod growth;
 pub mod host;
 pub mod html;
+pub mod junit;
 pub mod latency_chart;
 pub mod overhead;
 pub mod quality;
@@ -78,7 +91,7 @@ pub use receipt::{Receipt, assemble};
 
 /// Version of the receipt format, `major.minor`: the major changes when a
 /// field changes meaning or disappears, the minor when fields are added.
-pub const RECEIPT_FORMAT_VERSION: &str = "4.0";
+pub const RECEIPT_FORMAT_VERSION: &str = "4.1";
 
 /// The JSON Schema of `receipt.json`, generated from the types (committed as
 /// `reports/receipt.schema.json`).

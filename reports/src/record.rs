@@ -9,6 +9,9 @@ pub use run_dir::names as files;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunInfo {
     pub memqual_version: String,
+    /// The git commit memqual was built from (`unknown` outside a checkout).
+    #[serde(default)]
+    pub memqual_commit: Option<String>,
     pub protocol_name: String,
     /// The protocol file as given on the command line.
     pub protocol_path: String,
@@ -32,6 +35,28 @@ pub struct RunInfo {
     /// Arm id → its declared gates (arms without gates are absent).
     #[serde(default)]
     pub gates: std::collections::BTreeMap<String, crate::gates::ArmGates>,
+    /// `memqual run --shard I/N`: the share of the protocol's arms this run holds.
+    #[serde(default)]
+    pub shard: Option<ShardInfo>,
+}
+
+/// One share of a protocol's arm matrix (`memqual run --shard I/N`).
+///
+/// Arm k of the protocol (counted from 0, in protocol order) belongs to
+/// shard k mod N + 1. A shard runs the arms it owns and every control they
+/// need, transitively (a companion), so each comparison is measured on one
+/// host; the protocol order is kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ShardInfo {
+    /// 1 to `count`.
+    pub index: u32,
+    pub count: u32,
+    /// Every arm of the protocol, in order, before the shard was taken.
+    pub protocol_arms: Vec<String>,
+    /// The arms this shard owns.
+    pub owned: Vec<String>,
+    /// Controls this shard runs only because an owned arm needs them.
+    pub companions: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

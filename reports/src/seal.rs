@@ -72,18 +72,24 @@ pub enum SealError {
     Irregular { path: String, what: String },
 }
 
-/// Files the manifest leaves out: the receipt and the manifest seal each
-/// other; the signature is added after sealing.
-fn unlisted(rel: &str) -> bool {
-    rel == files::RECEIPT || rel == files::MANIFEST || rel == files::SIGNATURE
+/// Files the manifest leaves out: the sealed document (`receipt.json`, or a
+/// fleet's `fleet.json`) and the manifest seal each other; the signature is
+/// added after sealing.
+fn unlisted(rel: &str, sealed: &str) -> bool {
+    rel == sealed || rel == files::MANIFEST || rel == files::SIGNATURE
 }
 
-fn canonical<T: Serialize>(what: &'static str, value: &T) -> Result<String, SealError> {
+pub(crate) fn canonical<T: Serialize>(what: &'static str, value: &T) -> Result<String, SealError> {
     canonical_json(value).map_err(|reason| SealError::Serialize { what, reason })
 }
 
 /// Hash every file of the run directory (see the module documentation).
 pub fn manifest(run: &RunDir) -> Result<Manifest, SealError> {
+    manifest_of(run, files::RECEIPT)
+}
+
+/// The manifest of a directory whose sealed document is `sealed`.
+pub(crate) fn manifest_of(run: &RunDir, sealed: &str) -> Result<Manifest, SealError> {
     let walk = run.walk(&Rel::root())?;
     if let Some(bad) = walk.irregular.first() {
         return Err(SealError::Irregular {
@@ -98,7 +104,7 @@ pub fn manifest(run: &RunDir) -> Result<Manifest, SealError> {
     let mut entries = Vec::with_capacity(walk.files.len());
     for file in walk.files {
         let path = file.rel.to_string();
-        if unlisted(&path) {
+        if unlisted(&path, sealed) {
             continue;
         }
         let (bytes, sha256) = run.digest(&file.rel)?;
@@ -195,10 +201,10 @@ impl Verification {
     }
 }
 
-struct Problems(Vec<Problem>);
+pub(crate) struct Problems(pub(crate) Vec<Problem>);
 
 impl Problems {
-    fn add(&mut self, path: &str, kind: &str, detail: impl Into<String>) {
+    pub(crate) fn add(&mut self, path: &str, kind: &str, detail: impl Into<String>) {
         self.0.push(Problem {
             path: path.to_string(),
             kind: kind.to_string(),
@@ -259,8 +265,12 @@ fn check_receipt(run: &RunDir, problems: &mut Problems) -> Option<(Receipt, Vec<
     Some((receipt, bytes))
 }
 
-/// Read the manifest and check it against the receipt's seal.
-fn check_manifest(run: &RunDir, sealed: Option<&str>, problems: &mut Problems) -> Option<Manifest> {
+/// Read the manifest and check it against the seal's digest of it.
+pub(crate) fn check_manifest(
+    run: &RunDir,
+    sealed: Option<&str>,
+    problems: &mut Problems,
+) -> Option<Manifest> {
     let bytes = match run.read_bytes(&Rel::file(files::MANIFEST), limits::SEAL_RECORD) {
         Ok(Some(b)) => b,
         Ok(None) => {
@@ -279,7 +289,7 @@ fn check_manifest(run: &RunDir, sealed: Option<&str>, problems: &mut Problems) -
         problems.add(
             files::MANIFEST,
             "changed",
-            format!("its digest is {digest}, the receipt's seal says {expected}"),
+            format!("its digest is {digest}, the seal says {expected}"),
         );
     }
     match serde_json::from_slice::<Manifest>(&bytes) {
@@ -305,7 +315,7 @@ pub fn verify(run: &RunDir, pubkey: Option<&minisign::PublicKey>) -> Verificatio
     let mut verification = Verification::default();
     let manifest = check_manifest(run, sealed.as_deref(), &mut problems);
     if let Some(manifest) = &manifest {
-        check_files(run, manifest, &mut problems);
+        check_files(run, manifest, files::RECEIPT, &mut problems);
         verification.files_checked = manifest.files.len() as u64;
     }
     check_raw_seal(run, manifest.as_ref(), &mut problems);
@@ -319,12 +329,17 @@ pub fn verify(run: &RunDir, pubkey: Option<&minisign::PublicKey>) -> Verificatio
 }
 
 /// Every listed file against its digest; anything present but unlisted or
-/// irregular is a problem.
-fn check_files(run: &RunDir, manifest: &Manifest, problems: &mut Problems) {
+/// irregular is a problem. `sealed` is the document that seals the manifest.
+pub(crate) fn check_files(
+    run: &RunDir,
+    manifest: &Manifest,
+    sealed: &str,
+    problems: &mut Problems,
+) {
     let mut listed: BTreeMap<&str, &ManifestEntry> = BTreeMap::new();
     for entry in &manifest.files {
         match Rel::parse(&entry.path) {
-            Ok(_) if unlisted(&entry.path) => problems.add(
+            Ok(_) if unlisted(&entry.path, sealed) => problems.add(
                 &entry.path,
                 "invalid",
                 "the manifest may not list this file",
@@ -357,7 +372,7 @@ fn check_files(run: &RunDir, manifest: &Manifest, problems: &mut Problems) {
     }
     for file in &walk.files {
         let path = file.rel.to_string();
-        if unlisted(&path) {
+        if unlisted(&path, sealed) {
             continue;
         }
         let Some(entry) = listed.remove(path.as_str()) else {

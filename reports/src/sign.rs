@@ -5,6 +5,7 @@
 //! KEY.pub` checks a memqual signature too.
 
 use crate::record::files;
+pub use minisign::PublicKey;
 use run_dir::{Rel, RunDir, RunDirError, limits};
 use serde::{Deserialize, Serialize};
 use std::io::Cursor;

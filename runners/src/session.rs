@@ -1,21 +1,29 @@
 //! The worker side of one arm: every message goes through here.
 
+use anyhow::Context;
 use sampler::{MarkerRecorder, Phase};
 use worker_contract::{
-    Bye, CONTRACT_VERSION, Channel, Hello, LogLevel, LogMessage, RequestResult, RuntimeReport,
-    Settled, WorkerError, WorkerMessage,
+    Bye, CONTRACT_VERSION, Channel, Hello, Lifeline, LogLevel, LogMessage, RequestResult,
+    RuntimeReport, Settled, WorkerError, WorkerMessage, open_descriptors,
 };
 
-/// Never outlive the harness: a worker leads its own process group (so the
-/// harness can kill it whole), which also hides it from the terminal's Ctrl-C.
-#[cfg(target_os = "linux")]
-fn die_with_parent() {
-    // Best effort: if it fails, a write to the closed fd 3 still ends the worker.
-    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+/// Never outlive the harness. A worker leads its own process group (so the
+/// harness can kill it whole), which also hides it from the terminal's
+/// Ctrl-C; so when the harness dies, even by SIGKILL, the lifeline on fd 4
+/// closes and the worker kills itself at once, wherever it is (inside
+/// whisper.cpp included), running no destructors: there is nobody left to
+/// report to, and its memory must not linger into whatever runs next.
+fn die_with_harness(lifeline: Lifeline) -> anyhow::Result<()> {
+    lifeline
+        .watch(|| {
+            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+            // SIGKILL cannot be caught or ignored; should raise itself fail,
+            // end the process without running anything else.
+            std::process::abort();
+        })
+        .context("cannot start the lifeline thread")?;
+    Ok(())
 }
-
-#[cfg(not(target_os = "linux"))]
-fn die_with_parent() {}
 
 /// A worker's open session with the harness.
 pub struct WorkerSession {
@@ -24,10 +32,10 @@ pub struct WorkerSession {
 }
 
 impl WorkerSession {
-    /// Open fd 3 and introduce the worker.
+    /// Hold the lifeline (fd 4), open fd 3 and introduce the worker.
     pub fn open(worker: &str, capabilities: &[&str]) -> anyhow::Result<Self> {
-        die_with_parent();
-        let mut channel = Channel::open()?;
+        let (mut channel, lifeline) = open_descriptors()?;
+        die_with_harness(lifeline)?;
         channel.send(&WorkerMessage::Hello(Hello {
             contract_version: CONTRACT_VERSION,
             worker: worker.to_string(),

@@ -3,10 +3,12 @@
 use command_fds::{CommandFdExt, FdMapping};
 use sampler::{Phase, PhaseTracker};
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 use worker_contract::{
-    ArmSpec, CONTRACT_VERSION, CalibrationSpec, MESSAGE_FD, Plateau, ResultBody, WorkerMessage,
-    WorkerSpec, decode_line,
+    ArmSpec, CONTRACT_VERSION, CalibrationSpec, LIFELINE_FD, MESSAGE_FD, Plateau, ResultBody,
+    WorkerMessage, WorkerSpec, decode_line,
 };
 
 const EXE: &str = env!("CARGO_BIN_EXE_memqual-calibrate");
@@ -22,15 +24,29 @@ fn spec(dir: &std::path::Path, cal: CalibrationSpec) -> ArmSpec {
     }
 }
 
-/// Run the worker with `spec`, return its messages and exit status.
-fn run_worker(spec: &ArmSpec) -> (Vec<WorkerMessage>, std::process::ExitStatus) {
+/// A worker started as the harness starts one: messages on fd 3, the
+/// lifeline's read end on fd 4 (this test holds its write end).
+struct Started {
+    child: std::process::Child,
+    messages: BufReader<std::io::PipeReader>,
+    lifeline: std::io::PipeWriter,
+}
+
+fn start_worker(spec: &ArmSpec) -> Started {
     let (reader, writer) = std::io::pipe().unwrap();
+    let (lifeline_reader, lifeline) = std::io::pipe().unwrap();
     let mut cmd = Command::new(EXE);
     cmd.stdin(Stdio::piped()).stderr(Stdio::piped());
-    cmd.fd_mappings(vec![FdMapping {
-        parent_fd: writer.into(),
-        child_fd: MESSAGE_FD,
-    }])
+    cmd.fd_mappings(vec![
+        FdMapping {
+            parent_fd: writer.into(),
+            child_fd: MESSAGE_FD,
+        },
+        FdMapping {
+            parent_fd: lifeline_reader.into(),
+            child_fd: LIFELINE_FD,
+        },
+    ])
     .unwrap();
     let mut child = cmd.spawn().unwrap();
     drop(cmd);
@@ -40,11 +56,27 @@ fn run_worker(spec: &ArmSpec) -> (Vec<WorkerMessage>, std::process::ExitStatus) 
         .unwrap()
         .write_all(&serde_json::to_vec(spec).unwrap())
         .unwrap();
-    let msgs = BufReader::new(reader)
+    Started {
+        child,
+        messages: BufReader::new(reader),
+        lifeline,
+    }
+}
+
+/// Run the worker with `spec`, return its messages and exit status.
+fn run_worker(spec: &ArmSpec) -> (Vec<WorkerMessage>, std::process::ExitStatus) {
+    let Started {
+        mut child,
+        messages,
+        lifeline,
+    } = start_worker(spec);
+    let msgs = messages
         .lines()
         .map(|l| decode_line(&l.unwrap()).unwrap())
         .collect();
-    (msgs, child.wait().unwrap())
+    let status = child.wait().unwrap();
+    drop(lifeline);
+    (msgs, status)
 }
 
 #[test]
@@ -101,20 +133,122 @@ fn a_plain_arm_speaks_the_whole_contract_in_order() {
     );
 }
 
-#[test]
-fn without_fd3_the_worker_says_why_and_exits_2() {
+/// Start the worker with only the given fd mappings and a valid spec;
+/// return its exit code and stderr.
+fn refused_with(mappings: Vec<FdMapping>) -> (Option<i32>, String) {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(EXE)
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut cmd = Command::new(EXE);
+    cmd.stdin(Stdio::piped()).stderr(Stdio::piped());
+    cmd.fd_mappings(mappings).unwrap();
+    let mut child = cmd.spawn().unwrap();
+    drop(cmd);
     let json = serde_json::to_vec(&spec(dir.path(), CalibrationSpec::default())).unwrap();
     child.stdin.take().unwrap().write_all(&json).unwrap();
     let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn without_fd3_the_worker_says_why_and_exits_2() {
+    let (lifeline_reader, _lifeline) = std::io::pipe().unwrap();
+    let (code, err) = refused_with(vec![FdMapping {
+        parent_fd: lifeline_reader.into(),
+        child_fd: LIFELINE_FD,
+    }]);
+    assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("message channel /dev/fd/3"), "{err}");
+}
+
+#[test]
+fn without_a_lifeline_on_fd4_the_worker_says_why_and_exits_2() {
+    let (_messages, writer) = std::io::pipe().unwrap();
+    let (code, err) = refused_with(vec![FdMapping {
+        parent_fd: writer.into(),
+        child_fd: MESSAGE_FD,
+    }]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("cannot open the lifeline /dev/fd/4"), "{err}");
+
+    // A regular file on fd 4 is no lifeline either.
+    let file = tempfile::tempfile().unwrap();
+    let (_messages, writer) = std::io::pipe().unwrap();
+    let (code, err) = refused_with(vec![
+        FdMapping {
+            parent_fd: writer.into(),
+            child_fd: MESSAGE_FD,
+        },
+        FdMapping {
+            parent_fd: file.into(),
+            child_fd: LIFELINE_FD,
+        },
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("the lifeline /dev/fd/4 is not a pipe"),
+        "{err}"
+    );
+}
+
+/// Wait for `child` to exit, polling, for at most `limit`; kill it after.
+fn exit_within(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> Option<std::process::ExitStatus> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+#[test]
+fn closing_the_lifeline_kills_the_worker_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    // A 10-minute idle: the worker writes nothing more until it ends, so
+    // only the lifeline can end it early.
+    let cal = CalibrationSpec {
+        requests: 1,
+        warmup: 0,
+        request_ms: 1,
+        idle_ms: 600_000,
+        ..CalibrationSpec::default()
+    };
+    let Started {
+        mut child,
+        mut messages,
+        lifeline,
+    } = start_worker(&spec(dir.path(), cal));
+    // Read up to request_end: the worker is now in its idle.
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            messages.read_line(&mut line).unwrap() > 0,
+            "fd 3 closed early"
+        );
+        if let WorkerMessage::Marker(m) = decode_line(line.trim_end()).unwrap()
+            && m.phase == Phase::RequestEnd
+        {
+            break;
+        }
+    }
+    drop(lifeline);
+    // Generous: the worker only has to wake from a read and kill itself.
+    let status = exit_within(&mut child, Duration::from_secs(60))
+        .expect("the worker outlived its lifeline by a minute");
+    assert_eq!(
+        status.signal(),
+        Some(nix::sys::signal::Signal::SIGKILL as i32),
+        "{status:?}"
+    );
 }
 
 #[test]

@@ -8,7 +8,8 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use worker_contract::{
-    ArmSpec, CONTRACT_VERSION, CalibrationSpec, MESSAGE_FD, WorkerMessage, WorkerSpec, decode_line,
+    ArmSpec, CONTRACT_VERSION, CalibrationSpec, LIFELINE_FD, MESSAGE_FD, WorkerMessage, WorkerSpec,
+    decode_line,
 };
 
 const CALIBRATE: &str = env!("CARGO_BIN_EXE_memqual-calibrate");
@@ -25,14 +26,22 @@ fn full_disk() -> Stdio {
 /// Run `exe` with `stdin` as its spec, stdout and stderr on `/dev/full`.
 fn run_on_full_disk(exe: &str, stdin: &[u8]) -> (Vec<WorkerMessage>, Option<i32>) {
     let (reader, writer) = std::io::pipe().unwrap();
+    // The worker's lifeline: this test holds the write end until the worker ends.
+    let (lifeline_reader, _lifeline) = std::io::pipe().unwrap();
     let mut cmd = Command::new(exe);
     cmd.stdin(Stdio::piped())
         .stdout(full_disk())
         .stderr(full_disk());
-    cmd.fd_mappings(vec![FdMapping {
-        parent_fd: writer.into(),
-        child_fd: MESSAGE_FD,
-    }])
+    cmd.fd_mappings(vec![
+        FdMapping {
+            parent_fd: writer.into(),
+            child_fd: MESSAGE_FD,
+        },
+        FdMapping {
+            parent_fd: lifeline_reader.into(),
+            child_fd: LIFELINE_FD,
+        },
+    ])
     .unwrap();
     let mut child = cmd.spawn().unwrap();
     drop(cmd);

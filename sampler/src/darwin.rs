@@ -6,7 +6,9 @@
 //! structs into the plain types here and lets them fill the records.
 //! Facts follow XNU `xnu-11417.101.15` (see the memqual API reference notes).
 
+use crate::darwin_abi::{Fact, Facts, FieldLayout};
 use crate::{SamplerError, SeriesRow, TaskMemory};
+use std::ffi::CStr;
 
 // `task_info(TASK_VM_INFO)` counts, in `natural_t` (4-byte) units
 // (XNU osfmk/mach/task_info.h). The kernel fills the highest revision the
@@ -93,24 +95,30 @@ pub const THERMAL_PRESSURE_NOTIFICATION: &str = "com.apple.system.thermalpressur
 /// the `TARGET_OS_OSX` branch: 0 to 4; iOS spaces its levels by 10 instead).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ThermalPressure {
-    Nominal,
-    Moderate,
-    Heavy,
-    Trapping,
-    Sleeping,
+    Nominal = 0,
+    Moderate = 1,
+    Heavy = 2,
+    Trapping = 3,
+    Sleeping = 4,
 }
 
 impl ThermalPressure {
+    const ALL: [ThermalPressure; 5] = [
+        Self::Nominal,
+        Self::Moderate,
+        Self::Heavy,
+        Self::Trapping,
+        Self::Sleeping,
+    ];
+
     /// Decode the notification state; `None` for a value macOS does not define.
     pub fn from_state(v: u64) -> Option<Self> {
-        match v {
-            0 => Some(Self::Nominal),
-            1 => Some(Self::Moderate),
-            2 => Some(Self::Heavy),
-            3 => Some(Self::Trapping),
-            4 => Some(Self::Sleeping),
-            _ => None,
-        }
+        Self::ALL.into_iter().find(|l| l.as_state() == v)
+    }
+
+    /// The notification state of this level.
+    pub const fn as_state(self) -> u64 {
+        self as u64
     }
 
     pub fn as_str(self) -> &'static str {
@@ -129,8 +137,39 @@ impl ThermalPressure {
     }
 }
 
+// sysctl names (sys/sysctl.h's name tables) and the sizes of their values.
+
+/// `hw.memsize`: physical memory, a `CTLTYPE_QUAD` (u64).
+pub const SYSCTL_HW_MEMSIZE: &CStr = c"hw.memsize";
+pub const HW_MEMSIZE_SIZE: usize = 8;
+/// `hw.model`: a string such as `Mac14,2`.
+pub const SYSCTL_HW_MODEL: &CStr = c"hw.model";
+/// `kern.boottime`: a `struct timeval` ([`crate::host::TIMEVAL_SIZE`]).
+pub const SYSCTL_KERN_BOOTTIME: &CStr = c"kern.boottime";
+/// `vm.swapusage`: a `struct xsw_usage` ([`XSW_USAGE_SIZE`]).
+pub const SYSCTL_VM_SWAPUSAGE: &CStr = c"vm.swapusage";
+/// The pressure level ([`PressureLevel`]), an `int`. Registered by the
+/// kernel at run time, so no header names it and it is not in the facts.
+pub const SYSCTL_PRESSURE_LEVEL: &CStr = c"kern.memorystatus_vm_pressure_level";
+pub const PRESSURE_LEVEL_SIZE: usize = 4;
+
 /// Size of `struct xsw_usage` (the `vm.swapusage` sysctl).
 pub const XSW_USAGE_SIZE: usize = 32;
+
+// The fields of `struct xsw_usage` (sys/sysctl.h), as decoded here.
+const fn field(offset: usize, size: usize, signed: bool) -> FieldLayout {
+    FieldLayout {
+        offset,
+        size,
+        signed,
+    }
+}
+pub const XSU_TOTAL: FieldLayout = field(0, 8, false);
+pub const XSU_AVAIL: FieldLayout = field(8, 8, false);
+pub const XSU_USED: FieldLayout = field(16, 8, false);
+pub const XSU_PAGESIZE: FieldLayout = field(24, 4, false);
+/// `boolean_t` (an `int`).
+pub const XSU_ENCRYPTED: FieldLayout = field(28, 4, true);
 
 /// `struct xsw_usage` (XNU bsd/sys/sysctl.h): swap totals in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,28 +184,31 @@ pub struct XswUsage {
 }
 
 impl XswUsage {
-    /// Decode the 32 bytes the sysctl returns (every Darwin target is
-    /// little-endian). Any other length is `None`.
+    /// Decode the bytes the sysctl returns (every Darwin target is
+    /// little-endian). Any length but [`XSW_USAGE_SIZE`] is `None`.
     pub fn from_bytes(b: &[u8]) -> Option<Self> {
-        let b: &[u8; XSW_USAGE_SIZE] = b.try_into().ok()?;
-        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
-        let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+        if b.len() != XSW_USAGE_SIZE {
+            return None;
+        }
+        let u64_at = |f: FieldLayout| Some(u64::from_le_bytes(f.bytes(b)?.try_into().ok()?));
+        let u32_at = |f: FieldLayout| Some(u32::from_le_bytes(f.bytes(b)?.try_into().ok()?));
         Some(XswUsage {
-            total: u64_at(0),
-            avail: u64_at(8),
-            used: u64_at(16),
-            pagesize: u32_at(24),
-            encrypted: i32::from_le_bytes(b[28..32].try_into().unwrap()),
+            total: u64_at(XSU_TOTAL)?,
+            avail: u64_at(XSU_AVAIL)?,
+            used: u64_at(XSU_USED)?,
+            pagesize: u32_at(XSU_PAGESIZE)?,
+            encrypted: i32::from_le_bytes(XSU_ENCRYPTED.bytes(b)?.try_into().ok()?),
         })
     }
 
     pub fn to_bytes(&self) -> [u8; XSW_USAGE_SIZE] {
         let mut b = [0u8; XSW_USAGE_SIZE];
-        b[0..8].copy_from_slice(&self.total.to_le_bytes());
-        b[8..16].copy_from_slice(&self.avail.to_le_bytes());
-        b[16..24].copy_from_slice(&self.used.to_le_bytes());
-        b[24..28].copy_from_slice(&self.pagesize.to_le_bytes());
-        b[28..32].copy_from_slice(&self.encrypted.to_le_bytes());
+        let mut put = |f: FieldLayout, v: &[u8]| b[f.offset..f.offset + f.size].copy_from_slice(v);
+        put(XSU_TOTAL, &self.total.to_le_bytes());
+        put(XSU_AVAIL, &self.avail.to_le_bytes());
+        put(XSU_USED, &self.used.to_le_bytes());
+        put(XSU_PAGESIZE, &self.pagesize.to_le_bytes());
+        put(XSU_ENCRYPTED, &self.encrypted.to_le_bytes());
         b
     }
 }
@@ -334,6 +376,117 @@ impl Freshness {
         }
     }
 }
+
+/// A sysctl name as a fact's text.
+const fn name(c: &'static CStr) -> &'static str {
+    match core::str::from_utf8(c.to_bytes()) {
+        Ok(s) => s,
+        Err(_) => "",
+    }
+}
+
+/// What this module's (and [`crate::host`]'s) constants and decoders take
+/// from Apple's headers, compared with them at build time on every platform
+/// (see [`crate::darwin_abi`]).
+pub const ABI_FACTS: Facts = &[
+    &[
+        Fact::number(
+            "const.TASK_VM_INFO_REV0_COUNT",
+            TASK_VM_INFO_REV0_COUNT as u64,
+        ),
+        Fact::number(
+            "const.TASK_VM_INFO_REV1_COUNT",
+            TASK_VM_INFO_REV1_COUNT as u64,
+        ),
+        Fact::number(
+            "const.TASK_VM_INFO_REV2_COUNT",
+            TASK_VM_INFO_REV2_COUNT as u64,
+        ),
+        Fact::number(
+            "const.TASK_VM_INFO_REV3_COUNT",
+            TASK_VM_INFO_REV3_COUNT as u64,
+        ),
+        Fact::number(
+            "const.TASK_VM_INFO_REV4_COUNT",
+            TASK_VM_INFO_REV4_COUNT as u64,
+        ),
+        Fact::number(
+            "const.TASK_VM_INFO_REV5_COUNT",
+            TASK_VM_INFO_REV5_COUNT as u64,
+        ),
+        Fact::number(
+            "const.TASK_VM_INFO_REV6_COUNT",
+            TASK_VM_INFO_REV6_COUNT as u64,
+        ),
+        Fact::number(
+            "const.TASK_VM_INFO_REV7_COUNT",
+            TASK_VM_INFO_REV7_COUNT as u64,
+        ),
+        Fact::number(
+            "const.HOST_VM_INFO64_REV0_COUNT",
+            HOST_VM_INFO64_REV0_COUNT as u64,
+        ),
+        Fact::number(
+            "const.HOST_VM_INFO64_REV1_COUNT",
+            HOST_VM_INFO64_REV1_COUNT as u64,
+        ),
+        Fact::number(
+            "const.HOST_VM_INFO64_REV2_COUNT",
+            HOST_VM_INFO64_REV2_COUNT as u64,
+        ),
+    ],
+    &[
+        Fact::number(
+            "const.DISPATCH_MEMORYPRESSURE_NORMAL",
+            PRESSURE_NORMAL as u64,
+        ),
+        Fact::number("const.DISPATCH_MEMORYPRESSURE_WARN", PRESSURE_WARN as u64),
+        Fact::number(
+            "const.DISPATCH_MEMORYPRESSURE_CRITICAL",
+            PRESSURE_CRITICAL as u64,
+        ),
+    ],
+    &[
+        Fact::number(
+            "const.kOSThermalPressureLevelNominal",
+            ThermalPressure::Nominal.as_state(),
+        ),
+        Fact::number(
+            "const.kOSThermalPressureLevelModerate",
+            ThermalPressure::Moderate.as_state(),
+        ),
+        Fact::number(
+            "const.kOSThermalPressureLevelHeavy",
+            ThermalPressure::Heavy.as_state(),
+        ),
+        Fact::number(
+            "const.kOSThermalPressureLevelTrapping",
+            ThermalPressure::Trapping.as_state(),
+        ),
+        Fact::number(
+            "const.kOSThermalPressureLevelSleeping",
+            ThermalPressure::Sleeping.as_state(),
+        ),
+    ],
+    &[
+        Fact::text("sysctl.hw_memsize", name(SYSCTL_HW_MEMSIZE)),
+        Fact::number("sysctl.hw_memsize.size", HW_MEMSIZE_SIZE as u64),
+        Fact::text("sysctl.hw_model", name(SYSCTL_HW_MODEL)),
+        Fact::text("sysctl.kern_boottime", name(SYSCTL_KERN_BOOTTIME)),
+        Fact::text("sysctl.vm_swapusage", name(SYSCTL_VM_SWAPUSAGE)),
+    ],
+    &[Fact::number("xsw_usage.size", XSW_USAGE_SIZE as u64)],
+    crate::darwin_abi_layout!("xsw_usage.xsu_total", XSU_TOTAL),
+    crate::darwin_abi_layout!("xsw_usage.xsu_avail", XSU_AVAIL),
+    crate::darwin_abi_layout!("xsw_usage.xsu_used", XSU_USED),
+    crate::darwin_abi_layout!("xsw_usage.xsu_pagesize", XSU_PAGESIZE),
+    crate::darwin_abi_layout!("xsw_usage.xsu_encrypted", XSU_ENCRYPTED),
+    &[Fact::number(
+        "timeval.size",
+        crate::host::TIMEVAL_SIZE as u64,
+    )],
+    crate::darwin_abi_layout!("timeval.tv_sec", crate::host::TIMEVAL_TV_SEC),
+];
 
 #[cfg(test)]
 mod tests {

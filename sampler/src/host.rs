@@ -30,13 +30,20 @@ pub fn c_string(bytes: &[u8]) -> Option<String> {
 /// `tv_sec`, a 4-byte `tv_usec` and 4 bytes of padding.
 pub const TIMEVAL_SIZE: usize = 16;
 
+/// `tv_sec` of Darwin's `struct timeval`: a signed 64-bit `time_t` first.
+pub const TIMEVAL_TV_SEC: crate::darwin_abi::FieldLayout = crate::darwin_abi::FieldLayout {
+    offset: 0,
+    size: 8,
+    signed: true,
+};
+
 /// Whole seconds of a native-endian 64-bit `struct timeval`; `None` when the
 /// length is wrong or the time is before the epoch.
 pub fn timeval_seconds(bytes: &[u8]) -> Option<u64> {
     if bytes.len() != TIMEVAL_SIZE {
         return None;
     }
-    let secs = i64::from_ne_bytes(bytes[..8].try_into().ok()?);
+    let secs = i64::from_ne_bytes(TIMEVAL_TV_SEC.bytes(bytes)?.try_into().ok()?);
     u64::try_from(secs).ok()
 }
 

@@ -24,6 +24,8 @@ pub mod captures;
 pub mod clock;
 /// Pure macOS decoding and field rules, built everywhere so they are tested on Linux.
 pub mod darwin;
+/// Apple's headers' facts and the build-time check of the Rust side against them.
+pub mod darwin_abi;
 mod error;
 mod external;
 /// Host identity (hardware model, boot time, thermal state) and its pure decoders.
@@ -31,6 +33,8 @@ pub mod host;
 mod marker;
 mod memory;
 mod phase;
+/// The Linux external sampler's kept-open `/proc` files.
+#[cfg(target_os = "linux")]
 mod procfile;
 mod series;
 
@@ -55,8 +59,9 @@ pub use platform::{ProcessProbe, SystemProbe, host_identity};
 pub use series::SeriesRow;
 
 /// Serializes unit tests that measure this test process's own memory: the
-/// test harness runs tests on parallel threads of one process.
-#[cfg(test)]
+/// test harness runs tests on parallel threads of one process. Those tests
+/// read `/proc/self`, so they (and this lock) are Linux-only.
+#[cfg(all(test, target_os = "linux"))]
 pub(crate) static OWN_MEMORY_TEST_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Name of the platform this build samples, as written into records.

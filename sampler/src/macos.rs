@@ -7,12 +7,14 @@
 //! every platform.
 
 use crate::darwin::{self, RusageMemory, TaskVm, VmStats, XswUsage};
+use crate::darwin_abi::{self, Fact, Facts};
 use crate::{SamplerError, SeriesRow, TaskMemory};
-use mach2::kern_return::KERN_SUCCESS;
+use libc::{rusage_info_v4, vm_statistics64};
+use mach2::kern_return::{KERN_SUCCESS, kern_return_t};
 use mach2::message::mach_msg_type_number_t;
 use mach2::port::mach_port_t;
 use mach2::task_info::{TASK_VM_INFO, task_vm_info};
-use mach2::vm_types::natural_t;
+use mach2::vm_types::{integer_t, natural_t, vm_size_t};
 use std::ffi::CStr;
 use std::mem;
 
@@ -22,11 +24,64 @@ pub const NAME: &str = "macos";
 const TASK_VM_INFO_COUNT: mach_msg_type_number_t =
     (size_of::<task_vm_info>() / size_of::<natural_t>()) as mach_msg_type_number_t;
 
-// The layouts this module relies on, checked when it is first built on macOS.
-const _: () = assert!(TASK_VM_INFO_COUNT == darwin::TASK_VM_INFO_REV7_COUNT);
-const _: () = assert!(size_of::<libc::rusage_info_v4>() == 296);
-const _: () = assert!(size_of::<libc::xsw_usage>() == darwin::XSW_USAGE_SIZE);
-const _: () = assert!(libc::HOST_VM_INFO64_COUNT >= darwin::HOST_VM_INFO64_REV1_COUNT);
+/// What this module takes from `libc` and `mach2`, evaluated by the compiler
+/// for the target: the struct layouts it passes to the kernel and reads
+/// back, the flavors, counts and return codes.
+const FFI_FACTS: Facts = &[
+    &[
+        Fact::number("type.natural_t.size", size_of::<natural_t>() as u64),
+        Fact::number("type.integer_t.size", size_of::<integer_t>() as u64),
+        Fact::number(
+            "type.mach_msg_type_number_t.size",
+            size_of::<mach_msg_type_number_t>() as u64,
+        ),
+        Fact::number("type.kern_return_t.size", size_of::<kern_return_t>() as u64),
+        Fact::number("type.mach_port_t.size", size_of::<mach_port_t>() as u64),
+        // `vm_kernel_page_size`'s type.
+        Fact::number("type.vm_size_t.size", size_of::<vm_size_t>() as u64),
+        Fact::number("const.KERN_SUCCESS", KERN_SUCCESS as u64),
+    ],
+    &[
+        Fact::number("const.TASK_VM_INFO", TASK_VM_INFO as u64),
+        Fact::number("const.TASK_VM_INFO_COUNT", TASK_VM_INFO_COUNT as u64),
+        Fact::number("task_vm_info.size", size_of::<task_vm_info>() as u64),
+    ],
+    crate::darwin_abi_struct_field!(task_vm_info, virtual_size),
+    crate::darwin_abi_struct_field!(task_vm_info, resident_size),
+    crate::darwin_abi_struct_field!(task_vm_info, resident_size_peak),
+    crate::darwin_abi_struct_field!(task_vm_info, compressed),
+    crate::darwin_abi_struct_field!(task_vm_info, phys_footprint),
+    crate::darwin_abi_struct_field!(task_vm_info, ledger_phys_footprint_peak),
+    &[
+        Fact::number("const.RUSAGE_INFO_V4", libc::RUSAGE_INFO_V4 as u64),
+        Fact::number("rusage_info_v4.size", size_of::<rusage_info_v4>() as u64),
+        Fact::number("const.ESRCH", libc::ESRCH as u64),
+    ],
+    crate::darwin_abi_struct_field!(rusage_info_v4, ri_wired_size),
+    crate::darwin_abi_struct_field!(rusage_info_v4, ri_resident_size),
+    crate::darwin_abi_struct_field!(rusage_info_v4, ri_phys_footprint),
+    crate::darwin_abi_struct_field!(rusage_info_v4, ri_lifetime_max_phys_footprint),
+    &[
+        Fact::number("const.HOST_VM_INFO64", libc::HOST_VM_INFO64 as u64),
+        Fact::number(
+            "const.HOST_VM_INFO64_COUNT",
+            libc::HOST_VM_INFO64_COUNT as u64,
+        ),
+        Fact::number("vm_statistics64.size", size_of::<vm_statistics64>() as u64),
+    ],
+    crate::darwin_abi_struct_field!(vm_statistics64, free_count),
+    crate::darwin_abi_struct_field!(vm_statistics64, wire_count),
+    crate::darwin_abi_struct_field!(vm_statistics64, pageins),
+    crate::darwin_abi_struct_field!(vm_statistics64, pageouts),
+    crate::darwin_abi_struct_field!(vm_statistics64, speculative_count),
+    crate::darwin_abi_struct_field!(vm_statistics64, swapins),
+    crate::darwin_abi_struct_field!(vm_statistics64, swapouts),
+    crate::darwin_abi_struct_field!(vm_statistics64, compressor_page_count),
+];
+
+// Every fact Apple's headers state is checked, and agrees (see darwin_abi);
+// a build for macOS fails naming the first one that does not.
+const _: () = darwin_abi::assert_agrees(&[FFI_FACTS, darwin::ABI_FACTS], true);
 
 pub fn snapshot_self() -> Result<TaskMemory, SamplerError> {
     let mut info = task_vm_info::default();
@@ -91,7 +146,7 @@ impl ProcessProbe {
     fn read(&self) -> Result<RusageMemory, SamplerError> {
         // SAFETY: `rusage_info_v4` holds only integers and a byte array, so
         // all-zero bytes are a valid value.
-        let mut ri: libc::rusage_info_v4 = unsafe { mem::zeroed() };
+        let mut ri: rusage_info_v4 = unsafe { mem::zeroed() };
         // SAFETY: for RUSAGE_INFO_V4 the kernel copies out exactly
         // sizeof(rusage_info_v4) bytes into the buffer. libc declares the
         // buffer as C's `rusage_info_t *`, hence the pointer cast.
@@ -137,7 +192,7 @@ pub struct SystemProbe {
     host: mach_port_t,
     /// Kernel page size, the unit of the `vm_statistics64` page counts.
     page: u64,
-    last_raw: Option<libc::vm_statistics64>,
+    last_raw: Option<vm_statistics64>,
     /// Effective sample times, and the ticks whose `vm_statistics64` was
     /// byte-identical to the previous one (the kernel's cache).
     pub freshness: darwin::Freshness,
@@ -206,11 +261,11 @@ impl SystemProbe {
             }
             Err(e) => first_err = first_err.or(Some(e)),
         }
-        match sysctl::<8>(c"hw.memsize") {
+        match sysctl::<{ darwin::HW_MEMSIZE_SIZE }>(darwin::SYSCTL_HW_MEMSIZE) {
             Ok(b) => row.sys_total_bytes = Some(u64::from_ne_bytes(b)),
             Err(e) => first_err = first_err.or(Some(e)),
         }
-        match sysctl::<{ darwin::XSW_USAGE_SIZE }>(c"vm.swapusage") {
+        match sysctl::<{ darwin::XSW_USAGE_SIZE }>(darwin::SYSCTL_VM_SWAPUSAGE) {
             Ok(b) => {
                 if let Some(x) = XswUsage::from_bytes(&b) {
                     row.sys_swap_total_bytes = Some(x.total);
@@ -219,7 +274,7 @@ impl SystemProbe {
             }
             Err(e) => first_err = first_err.or(Some(e)),
         }
-        match sysctl::<4>(c"kern.memorystatus_vm_pressure_level") {
+        match sysctl::<{ darwin::PRESSURE_LEVEL_SIZE }>(darwin::SYSCTL_PRESSURE_LEVEL) {
             Ok(b) => {
                 let level = i32::from_ne_bytes(b);
                 row.sys_pressure_level = Some(level);
@@ -238,10 +293,10 @@ impl SystemProbe {
     }
 
     /// The raw statistics and the count (revision) the kernel filled.
-    fn vm_statistics(&self) -> Result<(libc::vm_statistics64, u32), SamplerError> {
+    fn vm_statistics(&self) -> Result<(vm_statistics64, u32), SamplerError> {
         // SAFETY: `vm_statistics64` holds only integers, so all-zero bytes are
         // a valid value; words the kernel does not fill stay zero.
-        let mut stats: libc::vm_statistics64 = unsafe { mem::zeroed() };
+        let mut stats: vm_statistics64 = unsafe { mem::zeroed() };
         let mut count = libc::HOST_VM_INFO64_COUNT;
         // SAFETY: `stats` is `HOST_VM_INFO64_COUNT` integer_t words and `count`
         // says so; the kernel writes at most that many and stores the count
@@ -265,14 +320,14 @@ impl SystemProbe {
 }
 
 /// The bytes of a statistics snapshot, for the cached-repeat comparison.
-fn raw_bytes(v: &libc::vm_statistics64) -> &[u8] {
+fn raw_bytes(v: &vm_statistics64) -> &[u8] {
     // SAFETY: `vm_statistics64` is `repr(C, packed(8))` and made only of
     // u32 pairs and u64s, so it has no padding; every byte was initialised
     // (zeroed, then written by the kernel). The slice borrows `v`.
     unsafe {
         std::slice::from_raw_parts(
-            (v as *const libc::vm_statistics64).cast::<u8>(),
-            size_of::<libc::vm_statistics64>(),
+            (v as *const vm_statistics64).cast::<u8>(),
+            size_of::<vm_statistics64>(),
         )
     }
 }
@@ -319,8 +374,6 @@ fn sysctl<const N: usize>(name: &CStr) -> Result<[u8; N], SamplerError> {
     }
     Ok(buf)
 }
-
-const _: () = assert!(size_of::<libc::timeval>() == crate::host::TIMEVAL_SIZE);
 
 /// Read a sysctl of variable length (a string such as `hw.model`).
 fn sysctl_vec(name: &CStr) -> Result<Vec<u8>, SamplerError> {
@@ -382,11 +435,11 @@ pub fn thermal_pressure_state() -> Result<u64, SamplerError> {
 pub fn host_identity() -> crate::host::HostIdentity {
     use crate::host;
     let mut notes = Vec::new();
-    let hardware_model = sysctl_vec(c"hw.model")
+    let hardware_model = sysctl_vec(darwin::SYSCTL_HW_MODEL)
         .map_err(|e| notes.push(e.to_string()))
         .ok()
         .and_then(|b| host::c_string(&b));
-    let boot_time_unix_s = sysctl::<{ host::TIMEVAL_SIZE }>(c"kern.boottime")
+    let boot_time_unix_s = sysctl::<{ host::TIMEVAL_SIZE }>(darwin::SYSCTL_KERN_BOOTTIME)
         .map_err(|e| notes.push(e.to_string()))
         .ok()
         .and_then(|b| host::timeval_seconds(&b));

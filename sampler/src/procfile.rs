@@ -173,7 +173,6 @@ mod tests {
         assert_eq!(parse_psi(b"some avg10=x total=1\n"), (None, None));
     }
 
-    #[cfg(target_os = "linux")]
     #[test]
     fn reread_sees_fresh_contents() {
         let _lock = crate::OWN_MEMORY_TEST_LOCK

@@ -114,7 +114,9 @@ fuzz_target!(|data: &[u8]| {
         let _ = run.recoveries();
     }
     if let Ok(receipt) = harness::review::read_receipt(&root) {
-        let _ = harness::summary::compare(&receipt, &receipt);
+        let c = reports::compare::compare(("a", &receipt), ("b", &receipt), Some(0.0));
+        let _ = harness::compare::human(&c);
+        assert!(c.regressions.is_empty(), "a receipt regressed against itself: {:?}", c.regressions);
     }
 
     // `memqual report`, then `report --reseal` when it refused.

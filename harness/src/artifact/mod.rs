@@ -21,6 +21,7 @@ pub enum ArtifactCommand {
     /// header, ftype, mel and vocabulary blocks, every tensor record with its
     /// offsets and SHA-256, totals per class, prefix and file digests.
     Inspect {
+        /// The GGML model file.
         model: PathBuf,
         /// Check against the decoder-only inventory (a derived artifact).
         #[arg(long)]
@@ -28,6 +29,7 @@ pub enum ArtifactCommand {
         /// List every tensor record (human output).
         #[arg(long)]
         tensors: bool,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -35,42 +37,56 @@ pub enum ArtifactCommand {
     /// decoder records copied byte for byte), reparse it, and write the sealed
     /// receipt to OUT.derivation.json.
     DeriveDecoder {
+        /// The full model to derive from.
         src: PathBuf,
+        /// The decoder-only file to write (must not exist).
         out: PathBuf,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Re-check a derivation: both files, every inventory entry and the
     /// receipt's seal and bytes.
     VerifyDerivation {
+        /// The full model the derivative was made from.
         src: PathBuf,
+        /// The decoder-only derivative.
         out: PathBuf,
-        /// Default: OUT.derivation.json.
+        /// The derivation receipt. Default: OUT.derivation.json.
         receipt: Option<PathBuf>,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Quantize an F16/F32 model with ggml's quantizer, following
     /// whisper.cpp's rules (2-D weights only; conv weights stay F16).
     Quantize {
+        /// The F16 or F32 model to quantize.
         src: PathBuf,
+        /// The quantized model to write (must not exist).
         out: PathBuf,
+        /// The quantization type.
         #[arg(long = "type", value_enum)]
         target: QuantTarget,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Build the negative-control corpus of SRC in DIR, one defective file
     /// per case, and DIR/manifest.json naming the rejection each must get.
     Corpus {
+        /// A valid model the defective files are made from.
         src: PathBuf,
+        /// The folder to write the corpus into.
         dir: PathBuf,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Predict whisper.cpp's state allocations for MODEL: K/V caches with
     /// contexts padded to 256, the logits reserve, and weight bytes per class.
     Estimate {
+        /// The GGML model file.
         model: PathBuf,
         /// Audio positions the state is sized for, 1 to 1500 (default: the header's).
         #[arg(long, value_name = "N", value_parser = crate::limits::int_flag(crate::limits::AUDIO_POSITIONS))]
@@ -81,6 +97,7 @@ pub enum ArtifactCommand {
         /// Decoders (beam size or best-of), 1 to 8; more than one grows the self cache.
         #[arg(long, value_name = "N", value_parser = crate::limits::int_flag(crate::limits::BEAMS))]
         beams: Option<u64>,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },

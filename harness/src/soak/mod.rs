@@ -7,7 +7,7 @@
 //! `stability` section holds the analysis of whatever was collected —
 //! also after Ctrl-C.
 
-mod watch;
+pub(crate) mod watch;
 
 use crate::limits::{SOAK_DURATION_S, SOAK_GRACE};
 use crate::protocol::LoadedProtocol;
@@ -315,7 +315,7 @@ pub fn run_soak(
     run: RunDir,
     executables: &[PathBuf],
     interrupted: &AtomicBool,
-    force: bool,
+    opts: &run::RunOptions,
 ) -> anyhow::Result<SoakResult> {
     let arm_id = loaded
         .arms
@@ -331,7 +331,7 @@ pub fn run_soak(
         let bar = progress_bar(total);
         std::thread::spawn(move || watch::watch(&run, &arm_dir, total, interval, stop, bar))
     };
-    let result = run::run(loaded, run, executables, interrupted, force);
+    let result = run::run(loaded, run, executables, interrupted, opts);
     stop.store(true, Ordering::SeqCst);
     let watch = watcher.join().unwrap_or_default();
     Ok(SoakResult {

@@ -215,7 +215,7 @@ pub fn watch(
     report
 }
 
-fn humanize(d: Duration) -> String {
+pub fn humanize(d: Duration) -> String {
     let s = d.as_secs();
     format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
 }

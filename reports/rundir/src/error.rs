@@ -18,6 +18,8 @@ pub enum RunDirError {
     Symlink { path: PathBuf },
     #[error("{path} is a {kind}, not a regular file; memqual reads only regular files")]
     NotRegular { path: PathBuf, kind: &'static str },
+    #[error("{path} is a {kind}, not a folder")]
+    NotDir { path: PathBuf, kind: &'static str },
     #[error("{path} is {size} bytes, more than the {limit} bytes memqual reads from such a file")]
     TooLarge {
         path: PathBuf,

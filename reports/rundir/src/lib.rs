@@ -286,26 +286,25 @@ impl RunDir {
 
     /// Whether `rel` exists as a regular file (a link or FIFO there is an error).
     pub fn has_file(&self, rel: &Rel) -> Result<bool, RunDirError> {
-        match self.kind(rel)? {
-            None => Ok(false),
-            Some(Kind::File) => Ok(true),
-            Some(Kind::Symlink) => Err(RunDirError::Symlink {
-                path: self.display(rel),
-            }),
-            Some(k) => Err(RunDirError::NotRegular {
-                path: self.display(rel),
-                kind: k.describe(),
-            }),
-        }
+        self.has(rel, Kind::File)
     }
 
     /// Whether `rel` exists as a directory (a link there is an error).
     pub fn has_dir(&self, rel: &Rel) -> Result<bool, RunDirError> {
+        self.has(rel, Kind::Dir)
+    }
+
+    /// Whether `rel` exists as `want`; anything else there is an error.
+    fn has(&self, rel: &Rel, want: Kind) -> Result<bool, RunDirError> {
         match self.kind(rel)? {
             None => Ok(false),
-            Some(Kind::Dir) => Ok(true),
+            Some(k) if k == want => Ok(true),
             Some(Kind::Symlink) => Err(RunDirError::Symlink {
                 path: self.display(rel),
+            }),
+            Some(k) if want == Kind::Dir => Err(RunDirError::NotDir {
+                path: self.display(rel),
+                kind: k.describe(),
             }),
             Some(k) => Err(RunDirError::NotRegular {
                 path: self.display(rel),

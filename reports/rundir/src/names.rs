@@ -75,6 +75,20 @@ pub const OVERHEAD_DIR: &str = "overhead";
 /// Per arm (overhead gate): the twin-run record.
 pub const OVERHEAD: &str = "overhead.json";
 
+/// A fleet directory (`memqual merge … --out DIR`): one report over several
+/// sealed runs. It is created and claimed like a run directory (so it holds
+/// an empty `arms/`), but is not one: it has no raw data.
+pub mod fleet {
+    /// The fleet report (JSON), sealing `manifest.json`.
+    pub const REPORT: &str = "fleet.json";
+    /// The fleet report in Markdown.
+    pub const MARKDOWN: &str = "fleet.md";
+    /// The fleet report as one offline HTML page.
+    pub const HTML: &str = "fleet.html";
+    /// `runs/<n>/receipt.json` (and its signature): each merged run's receipt.
+    pub const RUNS: &str = "runs";
+}
+
 /// Files `memqual report` rebuilds; everything else in a run directory is raw.
 pub const DERIVED: &[&str] = &[
     RECEIPT,

@@ -202,7 +202,8 @@ fn gate_checks(ctx: &Context, spec: &GateSpec) -> Vec<Check> {
     }
 }
 
-fn field_name(field: MemoryField) -> &'static str {
+/// The field's name as checks and evidence pointers write it.
+pub fn field_name(field: MemoryField) -> &'static str {
     match field {
         MemoryField::Peak => "peak",
         MemoryField::ResidentBytes => "resident_bytes",
@@ -218,7 +219,8 @@ fn field_name(field: MemoryField) -> &'static str {
     }
 }
 
-fn read_field(m: &TaskMemory, field: MemoryField) -> Option<u64> {
+/// The value of `field` in one snapshot.
+pub fn read_field(m: &TaskMemory, field: MemoryField) -> Option<u64> {
     match field {
         MemoryField::Peak => m.footprint_peak_bytes.or(m.resident_peak_bytes),
         MemoryField::ResidentBytes => Some(m.resident_bytes),
@@ -235,7 +237,7 @@ fn read_field(m: &TaskMemory, field: MemoryField) -> Option<u64> {
 }
 
 /// `peak` resolves to the footprint peak where the arm's markers carry one.
-fn resolve_field(arm: &ArmReceipt, phase: Phase, field: MemoryField) -> MemoryField {
+pub fn resolve_field(arm: &ArmReceipt, phase: Phase, field: MemoryField) -> MemoryField {
     if field != MemoryField::Peak {
         return field;
     }

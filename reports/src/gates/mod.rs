@@ -22,6 +22,12 @@ mod evaluate;
 mod spec;
 
 pub use evaluate::evaluate;
+/// What a memory gate reads, for pages that draw it: the field's name, its
+/// value in a snapshot, and `peak` resolved for an arm's phase.
+pub use evaluate::{
+    field_name as memory_field_name, read_field as memory_field_value,
+    resolve_field as resolve_memory_field,
+};
 pub use spec::StabilityGate;
 pub use spec::{
     ArmGates, Expect, FailClosedGate, GateSpec, LatencyGate, MemoryField, MemoryGate, OverheadGate,

@@ -1,8 +1,31 @@
-//! The worker's side of the contract: read the spec, write messages to fd 3.
+//! The worker's side of the contract: read the spec, open the inherited
+//! descriptors, write messages to fd 3.
 
-use crate::{ArmSpec, CONTRACT_VERSION, MESSAGE_FD, WorkerMessage};
+use crate::{ArmSpec, CONTRACT_VERSION, LIFELINE_FD, Lifeline, MESSAGE_FD, WorkerMessage};
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
+
+/// Open what the harness passed: the message [`Channel`] (fd 3) and the
+/// [`Lifeline`] (fd 4). Both are checked before either is opened: opening
+/// one takes the lowest free descriptor, which is the other's number when
+/// the harness did not pass it, and the worker would then take its own
+/// channel for its lifeline (or the reverse).
+pub fn open_descriptors() -> std::io::Result<(Channel, Lifeline)> {
+    for (fd, what) in [(MESSAGE_FD, "message channel"), (LIFELINE_FD, "lifeline")] {
+        let path = format!("/dev/fd/{fd}");
+        std::fs::metadata(&path).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot open the {what} {path} ({e}): workers are started by `memqual run`, \
+                     which passes a pipe on fd {MESSAGE_FD} for messages and the read end of a \
+                     pipe on fd {LIFELINE_FD} as the lifeline"
+                ),
+            )
+        })?;
+    }
+    Ok((Channel::open()?, Lifeline::open()?))
+}
 
 /// Writes [`WorkerMessage`]s as JSON lines to fd 3, flushing each line so the
 /// harness has every message even if the worker dies right after.
@@ -11,9 +34,8 @@ pub struct Channel {
 }
 
 impl Channel {
-    /// Open fd 3 as the harness set it up. Fails with a clear message when a
-    /// worker is started by hand without it.
-    pub fn open() -> std::io::Result<Self> {
+    /// Open fd 3 as the harness set it up (through [`open_descriptors`]).
+    fn open() -> std::io::Result<Self> {
         // Opening /dev/fd/N duplicates the inherited descriptor without unsafe code.
         let path = format!("/dev/fd/{MESSAGE_FD}");
         let file = std::fs::OpenOptions::new()

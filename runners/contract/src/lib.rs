@@ -5,7 +5,10 @@
 //! JSON lines to file descriptor 3 ([`Channel`]) — `hello` first, then
 //! `marker`, `log`, `result`, `error`, (whisper worker) `runtime` and (soak
 //! arms with a settle period) `settled` messages, and `bye` last. Worker
-//! stdout and stderr are free-form and only captured.
+//! stdout and stderr are free-form and only captured. On fd 4 the worker
+//! gets the read end of its [`Lifeline`], a pipe whose write end only the
+//! harness holds: end-of-file there means the harness is gone, and the
+//! worker ends itself.
 //!
 //! [`decode_line`] is the harness's strict reader: bad JSON and unknown message
 //! types are distinct, typed errors. The phase order itself is checked by
@@ -18,6 +21,7 @@
 pub mod bounds;
 mod calibrate;
 mod channel;
+mod lifeline;
 mod message;
 mod runtime;
 mod spec;
@@ -27,7 +31,8 @@ pub use bounds::FieldError;
 pub use calibrate::{
     CalibrationSpec, FileMap, Leak, Misbehaviour, Plateau, Reserve, ShmFile, Spike, Steps,
 };
-pub use channel::{Channel, read_spec};
+pub use channel::{Channel, open_descriptors, read_spec};
+pub use lifeline::Lifeline;
 pub use message::{
     Bye, CalibrationResult, DecodeError, Hello, LogLevel, LogMessage, RequestResult, ResultBody,
     Settled, WorkerError, WorkerMessage, decode_line,
@@ -45,10 +50,15 @@ pub use whisper::{
 /// 3: `settled` messages and the spec's `settle_ms` (a soak's settle period).
 /// 4: `shm_file` has no `dir` (the worker's shared-memory file has no path);
 /// every number of a spec is bounded ([`bounds`]).
-pub const CONTRACT_VERSION: u32 = 4;
+/// 5: the lifeline on fd 4 (workers refuse to start without it).
+pub const CONTRACT_VERSION: u32 = 5;
 
 /// The file descriptor workers write their messages to.
 pub const MESSAGE_FD: i32 = 3;
+
+/// The file descriptor of the worker's [`Lifeline`]: the read end of a pipe
+/// whose only write end the harness holds.
+pub const LIFELINE_FD: i32 = 4;
 
 /// A worker's exit code for an arm it refuses to run because it lacks a
 /// capability the arm requires (reported as NOT_RUNNABLE, never run as something else).

@@ -2,7 +2,8 @@
 //! its arm spec on stdin and writes contract messages to fd 3. Every error
 //! goes to memqual over fd 3 (when it is open) and to stderr, and sets the
 //! exit code; a failed write to stderr or stdout never ends the worker.
-//! `memqual-whisper --capabilities` prints what this build can do, as JSON.
+//! `memqual-whisper --capabilities` prints what this build can do, as JSON:
+//! its version, whisper.cpp's, the backend features and the capabilities.
 
 use runners::last_words::{fail, print_stdout, say};
 use runners::session::WorkerSession;
@@ -12,8 +13,13 @@ use worker_contract::{EXIT_NOT_RUNNABLE, WorkerSpec, read_spec};
 
 fn main() -> ExitCode {
     if std::env::args().nth(1).as_deref() == Some("--capabilities") {
-        let caps =
-            serde_json::json!({ "worker": WORKER_NAME, "capabilities": whisper::capabilities() });
+        let caps = serde_json::json!({
+            "worker": WORKER_NAME,
+            "version": env!("CARGO_PKG_VERSION"),
+            "whisper_cpp": whisper::engine::runtime_version(),
+            "features": whisper::features(),
+            "capabilities": whisper::capabilities(),
+        });
         return match print_stdout(&caps.to_string()) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

@@ -58,6 +58,19 @@ pub fn capabilities() -> Vec<&'static str> {
     caps
 }
 
+/// The accelerated backends this build has (cargo features `metal`,
+/// `coreml`, `cuda`); empty for the CPU-only default.
+pub fn features() -> Vec<&'static str> {
+    [
+        ("metal", cfg!(feature = "metal")),
+        ("coreml", cfg!(feature = "coreml")),
+        ("cuda", cfg!(feature = "cuda")),
+    ]
+    .into_iter()
+    .filter_map(|(name, on)| on.then_some(name))
+    .collect()
+}
+
 /// An arm this worker must not run; the binary exits with
 /// [`worker_contract::EXIT_NOT_RUNNABLE`].
 #[derive(Debug, thiserror::Error)]

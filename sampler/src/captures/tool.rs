@@ -73,7 +73,8 @@ impl Tool {
         Tool::CgroupMemoryPeak,
     ];
 
-    fn names(self) -> &'static [&'static str] {
+    /// Every name accepted on the command line, the canonical one first.
+    pub fn names(self) -> &'static [&'static str] {
         NAMES
             .iter()
             .find(|(t, _)| *t == self)
