@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use worker_contract::{ArmSpec, CONTRACT_VERSION, EXIT_NOT_RUNNABLE, MESSAGE_FD, SamplerSchedule};
 
 /// What the watcher hears while the worker runs.
-pub(crate) enum Event {
+pub enum Event {
     Exited(std::io::Result<ExitStatus>),
     Violation,
 }

@@ -38,16 +38,19 @@ pub fn print_json(value: &impl serde::Serialize) -> Result<(), Failure> {
 }
 
 /// `print!` that never panics.
+#[macro_export]
 macro_rules! out {
     ($($arg:tt)*) => { $crate::console::out(format_args!($($arg)*)) };
 }
 
 /// `println!` that never panics.
+#[macro_export]
 macro_rules! outln {
     ($($arg:tt)*) => { $crate::console::outln(format_args!($($arg)*)) };
 }
 
 /// `eprintln!` that never panics.
+#[macro_export]
 macro_rules! note {
     ($($arg:tt)*) => { $crate::console::note(format_args!($($arg)*)) };
 }

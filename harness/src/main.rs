@@ -3,41 +3,11 @@
 // Printing goes through `console` (never panics on a closed pipe).
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
-#[macro_use]
-mod console;
-mod admission;
-mod arm;
-mod artifact;
-mod boundary;
-mod calibrate;
-mod catalogs;
-mod census;
-mod ci_formats;
-mod compare;
-mod exit;
-mod fixtures;
-mod fleet;
-mod history;
-mod host;
-mod import;
-mod lifeline;
-mod limits;
-mod manual;
-mod overhead;
-mod params;
-mod probes;
-mod progress;
-mod protocol;
-mod reader;
-mod review;
-mod run;
-mod snapshots;
-mod soak;
-mod spans;
-mod summary;
-mod version;
-mod whisper_arm;
-
+use ::harness::{
+    artifact, calibrate, catalogs, ci_formats, compare, exit, fixtures, fleet, history, host,
+    import, lifeline, limits, manual, note, out, outln, protocol, review, run, soak, summary,
+    version, whisper_arm,
+};
 use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
@@ -409,7 +379,7 @@ fn ensure_models(loaded: &protocol::LoadedProtocol) -> Result<(), Failure> {
 
 use exit::{Failure, harness, usage};
 
-use console::print_json;
+use ::harness::console::print_json;
 
 /// Set on the first SIGINT/SIGTERM; a second one exits at once.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);

@@ -48,15 +48,14 @@ fn render_man(cmd: Command, dir: Option<&Path>) -> anyhow::Result<()> {
 }
 
 /// Every argument, in every subcommand, without help text
-/// (`memqual run --json`), clap's own `--help` and `--version` aside.
-#[cfg(test)]
+/// (`memqual run --json`), clap's own `--help` and `--version` aside. The
+/// binary's tests use it on the real command line.
 pub fn args_without_help(cmd: &Command) -> Vec<String> {
     let mut missing = Vec::new();
     walk(cmd, cmd.get_name(), &mut missing);
     missing
 }
 
-#[cfg(test)]
 fn walk(cmd: &Command, path: &str, missing: &mut Vec<String>) {
     for arg in cmd.get_arguments() {
         let id = arg.get_id().as_str();

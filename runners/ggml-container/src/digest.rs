@@ -133,3 +133,14 @@ impl BackgroundSha256 {
         self.worker.take()?.join().ok()
     }
 }
+
+impl Drop for BackgroundSha256 {
+    /// A parse that stops early (a defect) must not leave its hashing
+    /// thread running after it returns: close the channel and join it.
+    fn drop(&mut self) {
+        self.full = None;
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
+    }
+}

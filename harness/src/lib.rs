@@ -1,0 +1,45 @@
+//! The memqual harness as a library: protocol loading, host admission, the
+//! arm orchestrator, run directories, the GGML artifact tools and the
+//! commands on finished runs. The `memqual` binary (src/main.rs) is only its
+//! command line; the library exists so that the fuzz targets
+//! (harness/fuzz) can reach the same protocol loader and worker-message
+//! reader the binary uses.
+
+// Printing goes through `console` (never panics on a closed pipe).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+// First, so that its macros reach every module below.
+#[macro_use]
+pub mod console;
+mod admission;
+pub mod arm;
+pub mod artifact;
+mod boundary;
+pub mod calibrate;
+pub mod catalogs;
+mod census;
+pub mod ci_formats;
+pub mod compare;
+pub mod exit;
+pub mod fixtures;
+pub mod fleet;
+pub mod history;
+pub mod host;
+pub mod import;
+pub mod lifeline;
+pub mod limits;
+pub mod manual;
+mod overhead;
+mod params;
+mod probes;
+pub mod progress;
+pub mod protocol;
+pub mod reader;
+pub mod review;
+pub mod run;
+mod snapshots;
+pub mod soak;
+mod spans;
+pub mod summary;
+pub mod version;
+pub mod whisper_arm;
