@@ -3,9 +3,7 @@
 //! and special files, two runs into one directory, a full disk, a killed
 //! harness, closed pipes and a mistyped history.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use reports::Receipt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -476,7 +474,7 @@ fn history_refuses_a_database_that_does_not_exist() {
 /// README's run-directory table, and every name the table gives is one of them.
 #[test]
 fn the_readme_run_directory_table_matches_the_run_directory_type() {
-    let readme = include_str!("../../README.md");
+    let readme = include_str!("../../../README.md");
     let start = readme
         .find("## What a run writes")
         .expect("README has a run-directory section");

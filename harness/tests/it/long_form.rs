@@ -6,9 +6,7 @@
 //! test uses a 20 s cut of the same recipe (`long_form_s = 20`); the 730 s
 //! input's digest and length are pinned by the harness's unit tests.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use worker_contract::WorkerSpec;
 
 #[test]

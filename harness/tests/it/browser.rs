@@ -9,9 +9,7 @@
 //! 3-arm matrix report are kept as test artifacts in
 //! `target/tmp/browser-screenshots/` (`CARGO_TARGET_TMPDIR`).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;

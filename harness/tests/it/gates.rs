@@ -1,9 +1,7 @@
 //! Gates, admission and the seal end to end, on the calibration worker
 //! (known allocations, fast): the real `memqual` binary.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use reports::gates::Outcome;
 
 /// A 16 MiB candidate against an 8 MiB control (memory gate FAIL), and an

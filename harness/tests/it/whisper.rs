@@ -2,9 +2,7 @@
 //! `memqual-whisper` on the real tiny.en model (built into the cache by
 //! `memqual fixtures model tiny.en` when missing) and on a synthetic model.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use reports::gates::Outcome;
 use reports::receipt::ArmReceipt;
 use reports::record::ArmStatus;

@@ -1,8 +1,6 @@
 //! `memqual fixtures model`: the real binary against a temporary cache.
 
-mod common;
-
-use common::MEMQUAL;
+use crate::common::MEMQUAL;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,9 +1,7 @@
 //! The skeleton's acceptance: `memqual calibrate` on the embedded protocol,
 //! with every number re-derived here from the run directory's raw files.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use reports::receipt::ArmReceipt;
 use reports::record::ArmStatus;
 use sampler::Phase;

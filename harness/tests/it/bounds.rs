@@ -3,9 +3,7 @@
 //! must now exit 2 with a message naming file:line:col (or the flag) and the
 //! allowed range, before anything is created.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 /// `memqual run` on `body` (after `schema_version` and `name`); checks that
 /// it exits 2 without creating the run directory and returns stderr.

@@ -3,9 +3,7 @@
 //! behaviour on a decoder-only artifact; a Q5_0 artifact transcribes; the
 //! state estimate agrees with what whisper.cpp logs.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use reports::record::ArmStatus;
 use std::path::{Path, PathBuf};
 

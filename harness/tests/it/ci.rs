@@ -4,9 +4,7 @@
 //! --verbose`, `run --shard` and `merge` over three real runs, `run`'s
 //! progress, completions and the man page.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use quick_junit::{Report, TestCaseStatus};
 use reports::Receipt;
 use reports::fleet::FleetReport;

@@ -1,9 +1,7 @@
 //! The overhead gate end to end on the calibration worker: twin runs with
 //! and without the external sampler, alternating, and their ratio.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use reports::gates::Outcome;
 use reports::overhead::{OverheadRecord, Twin};
 

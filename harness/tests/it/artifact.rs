@@ -1,9 +1,7 @@
 //! `memqual artifact …`: the real binary on synthetic models (always) and on
 //! the cached tiny.en (when `memqual fixtures model tiny.en` has run).
 
-mod common;
-
-use common::MEMQUAL;
+use crate::common::MEMQUAL;
 use ggml_container::cache::cached_model;
 use ggml_container::synthetic::{SyntheticSpec, write_file};
 use serde_json::Value;

@@ -1,8 +1,6 @@
 //! Fail closed: crashes, timeouts, contract violations and bad protocols.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use reports::record::{ArmOutcome, ArmStatus};
 use sampler::Phase;
 use std::time::Instant;

@@ -5,9 +5,7 @@
 //! nothing the worker loads; changing the model in place makes the arm fail
 //! closed. Never does whisper.cpp run new bytes under the checked digest.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use reports::receipt::ArmReceipt;
 use reports::record::ArmStatus;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};

@@ -1,9 +1,7 @@
 //! Tool snapshots at phase boundaries and the process census, through the
 //! real `memqual` binary on calibration arms.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use reports::census::Attribution;
 use reports::snapshots::{SnapshotOutcome, SnapshotReceipt, ToolRun, Trigger};
 use sampler::Phase;

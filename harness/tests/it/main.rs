@@ -1,0 +1,28 @@
+//! The harness's integration tests, one binary (linking once instead of once
+//! per file): each module runs the real `memqual` binary, and the workers
+//! beside it, on real fixtures. Two suites stay binaries of their own,
+//! because they need the process or the host to themselves:
+//! `tests/soak.rs` judges host-wide series (shared memory, swap) that the
+//! tests here move, and `tests/soak_memory.rs` measures this process's own
+//! peak resident size.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod artifact;
+mod artifacts_in_worker;
+mod bounds;
+mod browser;
+mod calibration;
+mod ci;
+mod cmake_bootstrap;
+mod failures;
+mod fixtures;
+mod gates;
+mod import;
+mod integrity;
+mod loaded_bytes;
+mod long_form;
+mod overhead;
+mod snapshots;
+mod whisper;
