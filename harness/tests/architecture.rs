@@ -17,8 +17,7 @@ fn repo_root() -> PathBuf {
 }
 
 fn read(path: &Path) -> String {
-    std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }
 
 /// Lines outside fenced code blocks, with their 1-based numbers.
@@ -182,8 +181,8 @@ fn crate_table(doc: &str) -> Vec<CrateRow> {
 /// The workspace's crates: name → (folder, workspace crates it depends on,
 /// any kind of dependency, any target).
 fn workspace_graph(root: &Path) -> BTreeMap<String, (String, BTreeSet<String>)> {
-    let workspace: toml::Table = toml::from_str(&read(&root.join("Cargo.toml")))
-        .expect("the workspace Cargo.toml parses");
+    let workspace: toml::Table =
+        toml::from_str(&read(&root.join("Cargo.toml"))).expect("the workspace Cargo.toml parses");
     let members: Vec<String> = workspace["workspace"]["members"]
         .as_array()
         .expect("workspace.members is a list")
@@ -200,7 +199,12 @@ fn workspace_graph(root: &Path) -> BTreeMap<String, (String, BTreeSet<String>)> 
         .collect();
     let names: BTreeSet<String> = manifests
         .iter()
-        .map(|(_, t)| t["package"]["name"].as_str().expect("package.name").to_string())
+        .map(|(_, t)| {
+            t["package"]["name"]
+                .as_str()
+                .expect("package.name")
+                .to_string()
+        })
         .collect();
     manifests
         .into_iter()
@@ -226,7 +230,10 @@ fn workspace_graph(root: &Path) -> BTreeMap<String, (String, BTreeSet<String>)> 
                 })
                 .filter(|d| names.contains(d))
                 .collect();
-            let name = table["package"]["name"].as_str().unwrap_or_default().to_string();
+            let name = table["package"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
             (name, (format!("{member}/"), deps))
         })
         .collect()
@@ -316,7 +323,11 @@ fn the_stated_crate_graph_is_the_real_one_and_keeps_its_rules() {
     let root = repo_root();
     let rows = crate_table(&read(&root.join("ARCHITECTURE.md")));
     let real = workspace_graph(&root);
-    assert!(real.len() >= 8, "found only {} workspace crates", real.len());
+    assert!(
+        real.len() >= 8,
+        "found only {} workspace crates",
+        real.len()
+    );
     let problems = graph_problems(&rows, &real);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
@@ -411,7 +422,9 @@ fn a_forbidden_edge_and_an_unstated_edge_are_reported() {
     ]);
     let problems = graph_problems(&rows, &with_back_edge);
     assert!(
-        problems.iter().any(|p| p.contains("`sampler` is stated to depend on {}")),
+        problems
+            .iter()
+            .any(|p| p.contains("`sampler` is stated to depend on {}")),
         "{problems:?}"
     );
     assert!(
