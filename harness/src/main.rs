@@ -39,7 +39,7 @@ enum Command {
     /// memory by phase, latency, WER per category and exact parity. Named models
     /// (`model = "tiny.en"`) are built into the cache first when missing.
     Run {
-        /// The protocol file (TOML; see protocols/ and the README). Default: the embedded quickstart.
+        /// The protocol file (TOML; see protocols/ and docs/protocol.md). Default: the embedded quickstart.
         protocol: Option<PathBuf>,
         /// Set a protocol parameter (`${NAME}` in model paths), overriding [params]. Repeatable.
         #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]

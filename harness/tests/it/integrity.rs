@@ -471,17 +471,13 @@ fn history_refuses_a_database_that_does_not_exist() {
 }
 
 /// Every file and folder name the run directory type owns appears in the
-/// README's run-directory table, and every name the table gives is one of them.
+/// run-directory table of docs/run-directory.md, and every name the table
+/// gives is one of them.
 #[test]
-fn the_readme_run_directory_table_matches_the_run_directory_type() {
-    let readme = include_str!("../../../README.md");
-    let start = readme
-        .find("## What a run writes")
-        .expect("README has a run-directory section");
-    let section = &readme[start..];
-    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+fn the_documented_run_directory_table_matches_the_run_directory_type() {
+    let doc = include_str!("../../../docs/run-directory.md");
     let mut in_table = std::collections::BTreeSet::new();
-    for line in section.lines().filter(|l| l.starts_with("| `")) {
+    for line in doc.lines().filter(|l| l.starts_with("| `")) {
         // `\|` is a pipe inside a cell, not a column break.
         let line = line.replace("\\|", "");
         let cell = line.split('|').nth(1).unwrap();
@@ -497,13 +493,13 @@ fn the_readme_run_directory_table_matches_the_run_directory_type() {
     for name in run_dir::names::ALL {
         assert!(
             in_table.contains(*name),
-            "{name} is not in the README's run-directory table"
+            "{name} is not in the run-directory table of docs/run-directory.md"
         );
     }
     for name in &in_table {
         assert!(
             run_dir::names::ALL.contains(&name.as_str()),
-            "the README's table names {name}, which run_dir::names does not define"
+            "docs/run-directory.md's table names {name}, which run_dir::names does not define"
         );
     }
 }

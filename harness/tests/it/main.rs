@@ -9,6 +9,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod architecture;
 mod artifact;
 mod artifacts_in_worker;
 mod bounds;

@@ -106,7 +106,7 @@ pub fn is_derived(rel: &str) -> bool {
     DERIVED.contains(&rel) || rel == SIGNATURE
 }
 
-/// Every name this module defines, for the README's run-directory table test.
+/// Every name this module defines, for the test that docs/run-directory.md's table lists them all.
 pub const ALL: &[&str] = &[
     PROTOCOL,
     RUN,
