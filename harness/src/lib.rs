@@ -43,3 +43,4 @@ mod spans;
 pub mod summary;
 pub mod version;
 pub mod whisper_arm;
+pub mod worker_dir;
