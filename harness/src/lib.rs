@@ -37,6 +37,7 @@ pub mod protocol;
 pub mod reader;
 pub mod review;
 pub mod run;
+pub mod session;
 mod snapshots;
 pub mod soak;
 mod spans;

@@ -7,6 +7,7 @@
 //! `stability` section holds the analysis of whatever was collected —
 //! also after Ctrl-C.
 
+pub mod nightly;
 pub(crate) mod watch;
 
 use crate::limits::{SOAK_DURATION_S, SOAK_GRACE};
