@@ -575,7 +575,7 @@ plateau = { mib = 8 }
         assert_eq!((err.line, err.col), (1, 18));
     }
 
-    const COMMITTED_SCHEMA: &str = include_str!("../../protocols/protocol.schema.json");
+    const COMMITTED_SCHEMA: &str = include_str!("../../../protocols/protocol.schema.json");
 
     #[test]
     fn committed_schema_is_generated_from_the_types() {
