@@ -3,7 +3,7 @@
 
 use crate::probes::Probes;
 use crate::protocol::Arm;
-use crate::reader::{ChannelReader, ReaderReport};
+use crate::reader::{ChannelReader, Event, ReaderReport};
 use command_fds::{CommandFdExt, FdMapping};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -18,12 +18,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use worker_contract::{ArmSpec, CONTRACT_VERSION, EXIT_NOT_RUNNABLE, MESSAGE_FD, SamplerSchedule};
-
-/// What the watcher hears while the worker runs.
-pub enum Event {
-    Exited(std::io::Result<ExitStatus>),
-    Violation,
-}
 
 /// Harness-side failures that stop an arm before its worker could run.
 #[derive(Debug, thiserror::Error)]

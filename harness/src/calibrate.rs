@@ -1,10 +1,15 @@
 //! `memqual calibrate`: run the calibration protocol and say, per pattern,
 //! whether the samplers reproduced the known allocations.
 
+use crate::ci_formats;
+use crate::exit::{Failure, harness};
+use crate::session::{self, SessionOptions};
+use anyhow::Context;
 use reports::Receipt;
 use reports::calibration::{CalibrationCheck, check_arm};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
+use std::path::Path;
 
 /// The protocol `memqual calibrate` runs when none is given.
 pub const EMBEDDED_PROTOCOL: &str = include_str!("../../protocols/calibration.toml");
@@ -15,6 +20,39 @@ pub struct CalibrationReport {
     pub run_dir: String,
     pub passed: bool,
     pub checks: Vec<CalibrationCheck>,
+}
+
+/// `memqual calibrate`: run the calibration protocol (default: the
+/// embedded one), write `calibration.json` into the run and seal it again,
+/// print the checks and exit by them.
+pub fn command(path: Option<&Path>, opts: &SessionOptions) -> Result<u8, Failure> {
+    let loaded = session::load_protocol(
+        path,
+        ("<embedded protocols/calibration.toml>", EMBEDDED_PROTOCOL),
+        &[],
+    )?;
+    let mut result = session::run_protocol(&loaded, opts)?;
+    let report = evaluate(&result.dir.display().to_string(), &result.receipt);
+    // calibration.json is derived from the receipt (report rebuilds
+    // it): write it, then seal again so it is bound.
+    result
+        .run
+        .write_json(
+            &run_dir::Rel::file(reports::record::files::CALIBRATION),
+            &report,
+        )
+        .map_err(harness)?;
+    reports::seal::seal(&result.run, &mut result.receipt)
+        .context("cannot reseal the run directory")
+        .map_err(harness)?;
+    if opts.json {
+        crate::console::print_json(&report)?;
+    } else {
+        out!("{}", human(&report));
+    }
+    ci_formats::emit(&opts.ci, &result.receipt, &report.checks, &[])?;
+    ci_formats::step_summary_of(&result.run);
+    Ok(session::run_exit(&result, report.passed))
 }
 
 pub fn evaluate(run_dir: &str, receipt: &Receipt) -> CalibrationReport {

@@ -266,6 +266,17 @@ pub fn regressions(past: &[Night], night: &Night, rule: RegressionRule) -> Vec<S
 }
 
 /// The trend as a table, oldest first.
+/// `memqual history`: the nights in `path` (only `arm`'s), as a table or JSON.
+pub fn command(path: &Path, arm: Option<&str>, json: bool) -> Result<u8, crate::exit::Failure> {
+    let nights = load_existing(path, arm).map_err(crate::exit::usage)?;
+    if json {
+        crate::console::print_json(&nights)?;
+    } else {
+        out!("{}", human(&nights));
+    }
+    Ok(crate::exit::PASS)
+}
+
 pub fn human(nights: &[Night]) -> String {
     if nights.is_empty() {
         return "no soaks recorded\n".into();

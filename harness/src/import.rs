@@ -62,6 +62,22 @@ impl clap::ValueEnum for ImportTool {
     }
 }
 
+/// `memqual import`: parse `file` and print the parse (JSON, or a summary).
+pub fn command(
+    tool: Tool,
+    file: &Path,
+    json: bool,
+    opts: ParseOptions,
+) -> Result<u8, crate::exit::Failure> {
+    let report = import(tool, file, opts).map_err(crate::exit::usage)?;
+    if json {
+        crate::console::print_json(&report)?;
+    } else {
+        out!("{}", human(&report));
+    }
+    Ok(crate::exit::PASS)
+}
+
 pub fn import(tool: Tool, file: &Path, opts: ParseOptions) -> anyhow::Result<ImportReport> {
     let bytes = run_dir::input::read(file, run_dir::limits::CAPTURE)?;
     let text = match String::from_utf8(bytes) {

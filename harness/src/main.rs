@@ -4,15 +4,12 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 use ::harness::{
-    artifact, calibrate, catalogs, ci_formats, compare, exit, fixtures, fleet, history, host,
-    import, lifeline, limits, manual, note, out, outln, protocol, review, run, soak, summary,
-    version, whisper_arm,
+    artifact, calibrate, compare, exit, fixtures, fleet, history, host, import, lifeline, limits,
+    manual, note, out, protocol, review, session, soak, version,
 };
-use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Measure what a memory-saving change really does: each arm of a protocol runs
 /// in its own worker process, sampled from inside (phase markers) and outside
@@ -312,18 +309,17 @@ struct CommonArgs {
 }
 
 impl CommonArgs {
-    fn ci_outputs(&self) -> ci_formats::CiOutputs {
-        ci_formats::CiOutputs {
-            junit: self.junit.clone(),
-            bmf: self.export_bmf.clone(),
-        }
-    }
-
-    fn run_options(&self, progress: bool) -> run::RunOptions {
-        run::RunOptions {
+    fn options(self) -> session::SessionOptions {
+        session::SessionOptions {
+            out: self.out,
+            json: self.json,
+            worker_dir: self.worker_dir,
             force: self.force,
-            host_label: self.host_label.clone(),
-            progress,
+            ci: harness::ci_formats::CiOutputs {
+                junit: self.junit,
+                bmf: self.export_bmf,
+            },
+            host_label: self.host_label,
         }
     }
 }
@@ -338,122 +334,7 @@ fn parse_param(text: &str) -> Result<(String, String), String> {
     Ok((k.to_string(), v.to_string()))
 }
 
-/// The quickstart protocol, embedded so `memqual run` works from anywhere.
-const QUICKSTART: &str = include_str!("../../protocols/quickstart.toml");
-
-/// Parse a protocol file (or the embedded text) against the real catalogs.
-fn load_protocol(
-    path: Option<&PathBuf>,
-    embedded: (&str, &str),
-    params: &[(String, String)],
-) -> Result<protocol::LoadedProtocol, Failure> {
-    let fixtures = catalogs::fixture_catalog().map_err(harness)?;
-    let mut ctx = protocol::ParseContext {
-        overrides: params.iter().cloned().collect(),
-        base_dir: PathBuf::from("."),
-        fixtures: &fixtures,
-        models: &catalogs::ModelCache,
-        physical_memory: host::physical_memory_bytes(),
-    };
-    match path {
-        Some(p) => protocol::load(p, &mut ctx).map_err(usage),
-        None => protocol::parse(embedded.0, embedded.1, &ctx).map_err(usage),
-    }
-}
-
-/// Build every named model the protocol needs that is not cached yet.
-fn ensure_models(loaded: &protocol::LoadedProtocol) -> Result<(), Failure> {
-    let mut done: Vec<&str> = Vec::new();
-    for arm in &loaded.arms {
-        if let Some(whisper_arm::ModelRef::Named(name)) = &arm.model
-            && !done.contains(&name.as_str())
-        {
-            fixtures::ensure_model(name, fixtures::Progress::Stderr)
-                .with_context(|| format!("arm {} needs model {name}", arm.id))
-                .map_err(harness)?;
-            done.push(name);
-        }
-    }
-    Ok(())
-}
-
-use exit::{Failure, harness, usage};
-
-use ::harness::console::print_json;
-
-/// Set on the first SIGINT/SIGTERM; a second one exits at once.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-fn install_interrupt_handler() -> Result<(), Failure> {
-    ctrlc::set_handler(|| {
-        if INTERRUPTED.swap(true, Ordering::SeqCst) {
-            // Second signal: the user insists. Workers die with us (parent-death signal).
-            std::process::exit(i32::from(exit::INTERRUPTED));
-        }
-        note!("memqual: interrupted: stopping the worker and writing the receipt (again to quit at once)");
-    })
-    .context("cannot install the Ctrl-C handler")
-    .map_err(harness)
-}
-
-fn run_protocol(
-    loaded: &protocol::LoadedProtocol,
-    common: &CommonArgs,
-) -> Result<run::RunResult, Failure> {
-    let (executables, dir) = prepare_run(loaded, common)?;
-    let opts = common.run_options(true);
-    let result = run::run(loaded, dir, &executables, &INTERRUPTED, &opts).map_err(harness)?;
-    if let Some(reasons) = &result.refused {
-        return Err(harness(anyhow::anyhow!(
-            "the host is not quiet: {}. Nothing more was run; the observations are in {}. \
-             Wait for the host to settle, or pass --force (arms measured on a refused host \
-             fail their validity gate)",
-            reasons.join("; "),
-            result.dir.join(reports::record::files::ADMISSION).display()
-        )));
-    }
-    Ok(result)
-}
-
-/// The workers and the new run directory (claimed), with Ctrl-C handled
-/// from here on.
-fn prepare_run(
-    loaded: &protocol::LoadedProtocol,
-    common: &CommonArgs,
-) -> Result<(Vec<PathBuf>, run_dir::RunDir), Failure> {
-    let workers = run::WorkerDir::resolve(common.worker_dir.clone()).map_err(harness)?;
-    let executables = run::executables(loaded, &workers).map_err(harness)?;
-    let dir = run::OutDir::resolve(common.out.clone(), &loaded.name)
-        .create()
-        .map_err(|e| match e {
-            run_dir::RunDirError::NotEmpty { .. }
-            | run_dir::RunDirError::Busy { .. }
-            | run_dir::RunDirError::Claimed { .. } => usage(e),
-            other => harness(other),
-        })?;
-    install_interrupt_handler()?;
-    Ok((executables, dir))
-}
-
-/// The exit code of a run: interrupted beats everything else.
-fn run_exit(result: &run::RunResult, passed: bool) -> u8 {
-    if result.interrupted {
-        exit::INTERRUPTED
-    } else if passed {
-        exit::PASS
-    } else {
-        exit::ARM_FAILED
-    }
-}
-
-/// Whether a run passed: its gate verdict when any arm declares gates,
-/// else whether every arm completed.
-fn run_passed(result: &run::RunResult) -> bool {
-    match &result.receipt.gates {
-        Some(g) => g.verdict == reports::gates::Outcome::Pass,
-        None => result.all_completed(),
-    }
-}
+use exit::{Failure, harness};
 
 fn main_inner(cli: Cli) -> Result<u8, Failure> {
     match cli.command {
@@ -506,43 +387,18 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             json,
             lenient,
             page_size,
-        } => {
-            let opts = sampler::captures::ParseOptions { lenient, page_size };
-            let report = import::import(tool.0, &file, opts).map_err(usage)?;
-            if json {
-                print_json(&report)?;
-            } else {
-                out!("{}", import::human(&report));
-            }
-            Ok(exit::PASS)
-        }
+        } => import::command(
+            tool.0,
+            &file,
+            json,
+            sampler::captures::ParseOptions { lenient, page_size },
+        ),
         Command::Run {
             protocol,
             params,
             shard,
             common,
-        } => {
-            let mut loaded = load_protocol(
-                protocol.as_ref(),
-                ("<embedded protocols/quickstart.toml>", QUICKSTART),
-                &params,
-            )?;
-            if let Some(shard) = shard {
-                fleet::select(&mut loaded, shard).map_err(usage)?;
-            }
-            ensure_models(&loaded)?;
-            let result = run_protocol(&loaded, &common)?;
-            let all = result.all_completed();
-            let summary = summary::run_summary(&result.dir, &result.receipt, all);
-            if common.json {
-                print_json(&summary)?;
-            } else {
-                out!("{}", summary::human(&summary));
-            }
-            ci_formats::emit(&common.ci_outputs(), &result.receipt, &[], &[])?;
-            ci_formats::step_summary_of(&result.run);
-            Ok(run_exit(&result, run_passed(&result)))
-        }
+        } => session::run_command(protocol.as_deref(), &params, shard, &common.options()),
         Command::Soak {
             protocol,
             requests,
@@ -558,154 +414,23 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
                 (None, Some(d)) => soak::Length::Duration(d),
                 (None, None) => soak::Length::AsDeclared,
             };
-            let history = (!no_history).then(|| history.unwrap_or_else(history::default_path));
-            soak_command(&protocol, length, arm, history, &params, &common)
+            let request = soak::nightly::SoakRequest {
+                protocol,
+                length,
+                arm,
+                history: (!no_history).then(|| history.unwrap_or_else(history::default_path)),
+                params,
+            };
+            soak::nightly::command(&request, &common.options())
         }
         Command::History { arm, history, json } => {
             let path = history.unwrap_or_else(history::default_path);
-            let nights = history::load_existing(&path, arm.as_deref()).map_err(usage)?;
-            if json {
-                print_json(&nights)?;
-            } else {
-                out!("{}", history::human(&nights));
-            }
-            Ok(exit::PASS)
+            history::command(&path, arm.as_deref(), json)
         }
         Command::Calibrate { protocol, common } => {
-            let loaded = load_protocol(
-                protocol.as_ref(),
-                (
-                    "<embedded protocols/calibration.toml>",
-                    calibrate::EMBEDDED_PROTOCOL,
-                ),
-                &[],
-            )?;
-            let mut result = run_protocol(&loaded, &common)?;
-            let report = calibrate::evaluate(&result.dir.display().to_string(), &result.receipt);
-            // calibration.json is derived from the receipt (report rebuilds
-            // it): write it, then seal again so it is bound.
-            result
-                .run
-                .write_json(
-                    &run_dir::Rel::file(reports::record::files::CALIBRATION),
-                    &report,
-                )
-                .map_err(harness)?;
-            reports::seal::seal(&result.run, &mut result.receipt)
-                .context("cannot reseal the run directory")
-                .map_err(harness)?;
-            if common.json {
-                print_json(&report)?;
-            } else {
-                out!("{}", calibrate::human(&report));
-            }
-            ci_formats::emit(&common.ci_outputs(), &result.receipt, &report.checks, &[])?;
-            ci_formats::step_summary_of(&result.run);
-            Ok(run_exit(&result, report.passed))
+            calibrate::command(protocol.as_deref(), &common.options())
         }
     }
-}
-
-fn soak_command(
-    path: &PathBuf,
-    length: soak::Length,
-    arm: Option<String>,
-    history_path: Option<PathBuf>,
-    params: &[(String, String)],
-    common: &CommonArgs,
-) -> Result<u8, Failure> {
-    let mut loaded = load_protocol(Some(path), ("", ""), params)?;
-    let mut decl = loaded.soak.clone().unwrap_or_default();
-    if arm.is_some() {
-        decl.arm = arm;
-    }
-    let cycle =
-        soak::prepare(&mut loaded, &decl, length, host::physical_memory_bytes()).map_err(usage)?;
-    ensure_models(&loaded)?;
-    // The soaked arm writes its settings as soak.json, sealed with its data.
-    if let Some(arm) = loaded.arms.first_mut() {
-        arm.soak = Some(decl.settings(cycle));
-    }
-    let total = match length {
-        soak::Length::Requests(n) => Some(n),
-        _ => None,
-    };
-    let (executables, dir) = prepare_run(&loaded, common)?;
-    let mut result = soak::run_soak(
-        &loaded,
-        &decl,
-        total,
-        dir,
-        &executables,
-        &INTERRUPTED,
-        &common.run_options(false),
-    )
-    .map_err(harness)?;
-    if let Some(reasons) = &result.run.refused {
-        return Err(harness(anyhow::anyhow!(
-            "the host is not quiet: {}. The soak did not run; pass --force to run anyway",
-            reasons.join("; ")
-        )));
-    }
-    let mut night = result
-        .run
-        .receipt
-        .arms
-        .first()
-        .and_then(|a| history::night(&result.run.receipt, a, &result.run.dir));
-    // An interrupted soak is analysed but kept out of the nightly trend.
-    if let (Some(path), Some(n), false) = (&history_path, night.as_mut(), result.run.interrupted) {
-        let past = history::load(path, Some(&n.arm), Some(&n.protocol)).map_err(harness)?;
-        let rule = history::RegressionRule {
-            window: decl.regression_window,
-            slope_bytes_per_request: decl.regression_slope_kib_per_request * 1024.0,
-            peak_pct: decl.regression_peak_pct,
-        };
-        n.regressions = history::regressions(&past, n, rule);
-        history::append(path, n).map_err(harness)?;
-        // The report charts this soak among the past ones.
-        result.run.receipt =
-            soak::attach_history(&result.run.run, &history::chart(&past, n)).map_err(harness)?;
-    }
-    let arm = result.run.receipt.arms.first();
-    if common.json {
-        print_json(&serde_json::json!({
-            "run_dir": result.run.dir,
-            "interrupted": result.run.interrupted,
-            "arm": result.arm_id,
-            "stability": arm.and_then(|a| a.stability.as_ref()),
-            "history": night,
-            "snapshots": result.watch.snapshots,
-            "snapshot_errors": result.watch.snapshot_errors,
-        }))?;
-    } else {
-        out!("{}", soak::human(&result));
-        if let Some(n) = night.as_ref().filter(|n| !n.regressions.is_empty()) {
-            outln!(
-                "  REGRESSION against recent nights: {}",
-                n.regressions.join("; ")
-            );
-        }
-    }
-    let stable = arm
-        .and_then(|a| a.stability.as_ref())
-        .and_then(|s| s.stable)
-        .unwrap_or(false);
-    let regressions = night.as_ref().map_or(&[][..], |n| &n.regressions[..]);
-    ci_formats::emit(&common.ci_outputs(), &result.run.receipt, &[], regressions)?;
-    ci_formats::step_summary_of(&result.run.run);
-    let regressed = night.is_some_and(|n| !n.regressions.is_empty());
-    // Declared gates (e.g. `stability`) must pass too.
-    let gates_pass = result
-        .run
-        .receipt
-        .gates
-        .as_ref()
-        .is_none_or(|g| g.verdict == reports::gates::Outcome::Pass);
-    Ok(run_exit(
-        &result.run,
-        result.run.all_completed() && stable && !regressed && gates_pass,
-    ))
 }
 
 fn main() -> ExitCode {

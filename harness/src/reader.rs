@@ -1,7 +1,6 @@
 //! Reads a worker's fd-3 messages, checks them against the contract, and
 //! appends them to the arm's files as they arrive.
 
-use crate::arm::Event;
 use crate::probes::MarkerHook;
 use reports::record::files;
 use run_dir::{Appender, Rel, RunDir, RunDirError};
@@ -10,6 +9,12 @@ use std::io::{BufRead, BufReader};
 use std::sync::mpsc::Sender;
 use std::thread::JoinHandle;
 use worker_contract::{CONTRACT_VERSION, WorkerMessage, decode_line};
+
+/// What the watcher hears while the worker runs.
+pub enum Event {
+    Exited(std::io::Result<std::process::ExitStatus>),
+    Violation,
+}
 
 /// What the reader saw, once the channel closed.
 #[derive(Debug, Default)]

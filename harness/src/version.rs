@@ -197,7 +197,7 @@ pub fn command(verbose: bool, json: bool, worker_dir: Option<PathBuf>) -> Result
         outln!("{}", short());
         return Ok(exit::PASS);
     }
-    let dir = crate::run::WorkerDir::resolve(worker_dir).map_err(harness)?;
+    let dir = crate::worker_dir::WorkerDir::resolve(worker_dir).map_err(harness)?;
     let v = info(&dir.0);
     if json {
         crate::console::print_json(&v)?;

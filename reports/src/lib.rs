@@ -78,6 +78,7 @@ pub mod receipt;
 pub mod record;
 pub mod render;
 pub mod seal;
+pub mod series;
 pub mod sign;
 pub mod snapshots;
 pub mod soak_history;

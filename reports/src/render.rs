@@ -7,9 +7,9 @@
 
 use crate::ReportError;
 use crate::receipt::{ArmReceipt, Receipt};
-use crate::record::files;
+use crate::series::series_rows;
 use run_dir::{Rel, RunDir};
-use sampler::{Phase, SeriesRow};
+use sampler::Phase;
 use std::fmt::Write;
 
 /// File names of the derived reports (they live in [`run_dir::names`]).
@@ -217,25 +217,6 @@ pub fn phases_csv(r: &Receipt) -> Result<String, ReportError> {
         reason: e.to_string(),
     })?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
-}
-
-/// Every row of an arm's `series.csv` (none when the file is absent).
-pub fn series_rows(run: &RunDir, arm: &str) -> Result<Vec<SeriesRow>, ReportError> {
-    let rel = run.arm(arm)?.join(files::SERIES);
-    let Some(mut reader) = run.csv_reader(&rel)? else {
-        return Ok(Vec::new());
-    };
-    reader
-        .deserialize::<SeriesRow>()
-        .enumerate()
-        .map(|(line, row)| {
-            row.map_err(|e| ReportError::Record {
-                path: run.display(&rel),
-                line: line as u64 + 2,
-                reason: e.to_string(),
-            })
-        })
-        .collect()
 }
 
 /// `trace.json` in the Chrome trace-event format: one process per arm,

@@ -488,6 +488,10 @@ pub const ABI_FACTS: Facts = &[
     crate::darwin_abi_layout!("timeval.tv_sec", crate::host::TIMEVAL_TV_SEC),
 ];
 
+// These decoding constants agree with Apple's headers on every platform
+// (a build error otherwise); macos.rs adds the libc/mach2 layouts.
+const _: () = crate::darwin_abi::assert_agrees(&[ABI_FACTS], false);
+
 #[cfg(test)]
 mod tests {
     use super::*;

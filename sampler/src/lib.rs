@@ -51,8 +51,10 @@ mod platform;
 pub use error::SamplerError;
 pub use external::{ExternalSampler, SamplerConfig, SamplerStats};
 pub use marker::{Marker, MarkerRecorder};
-pub use memory::{TaskMemory, snapshot_self};
+pub use memory::TaskMemory;
 pub use phase::{Phase, PhaseError, PhaseTracker};
+/// Read the calling process's memory ([`TaskMemory`]). Does not reset any peak.
+pub use platform::snapshot_self;
 #[cfg(target_os = "macos")]
 pub use platform::thermal_pressure_state;
 pub use platform::{ProcessProbe, SystemProbe, host_identity};

@@ -1,6 +1,6 @@
 //! Phase markers: a phase-tagged, sequenced, timestamped snapshot.
 
-use crate::{Phase, SamplerError, TaskMemory, clock, memory};
+use crate::{Phase, SamplerError, TaskMemory, clock, platform};
 use serde::{Deserialize, Serialize};
 
 /// One phase marker as a worker emits it and the harness stores it.
@@ -32,8 +32,8 @@ impl MarkerRecorder {
     /// Take a marker for `phase`.
     pub fn mark(&mut self, phase: Phase, request_id: Option<u64>) -> Result<Marker, SamplerError> {
         let t_ns = clock::monotonic_ns();
-        let mut snapshot = memory::snapshot_self()?;
-        snapshot.peak_reset = memory::reset_peak_self();
+        let mut snapshot = platform::snapshot_self()?;
+        snapshot.peak_reset = platform::reset_peak_self();
         let marker = Marker {
             phase,
             seq: self.next_seq,

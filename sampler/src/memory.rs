@@ -1,6 +1,5 @@
 //! In-process memory snapshot of the calling process.
 
-use crate::{SamplerError, platform};
 use serde::{Deserialize, Serialize};
 
 /// The calling process's memory at one instant.
@@ -35,21 +34,9 @@ pub struct TaskMemory {
     pub peak_reset: Option<bool>,
 }
 
-/// Read the calling process's memory. Does not reset any peak.
-pub fn snapshot_self() -> Result<TaskMemory, SamplerError> {
-    platform::snapshot_self()
-}
-
-/// Reset the kernel's resident peak for the calling process, if the platform
-/// allows it. Returns `None` where no reset exists, `Some(false)` when the
-/// reset was attempted and failed.
-pub(crate) fn reset_peak_self() -> Option<bool> {
-    platform::reset_peak_self()
-}
-
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
-    use super::*;
+    use crate::snapshot_self;
 
     #[test]
     fn linux_snapshot_has_consistent_fields() {

@@ -4,63 +4,16 @@
 //! `meminfo` on Linux, `vmmap -summary` on macOS) at a fixed interval and
 //! once at `idle_end`. Its memory stays bounded however long the soak runs.
 
+use crate::progress::{MarkerTail, humanize, mib};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use reports::growth;
 use reports::record::files;
 use run_dir::{Rel, RunDir};
 use sampler::{Marker, Phase};
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-
-/// A `markers.jsonl` read as it grows: complete lines only, each bounded.
-#[derive(Default)]
-pub struct MarkerTail {
-    reader: Option<BufReader<std::fs::File>>,
-    partial: Vec<u8>,
-}
-
-impl MarkerTail {
-    /// New complete markers since the last call (none while the file is missing).
-    pub fn poll(&mut self, run: &RunDir, rel: &Rel) -> Vec<Marker> {
-        if self.reader.is_none() {
-            match run.open_growing(rel) {
-                Ok(Some(f)) => self.reader = Some(BufReader::new(f)),
-                _ => return Vec::new(),
-            }
-        }
-        let mut out = Vec::new();
-        let Some(reader) = self.reader.as_mut() else {
-            return out;
-        };
-        loop {
-            let mut line = Vec::new();
-            let limit = run_dir::limits::LINE.saturating_sub(self.partial.len() as u64);
-            match reader.by_ref().take(limit + 1).read_until(b'\n', &mut line) {
-                Ok(0) | Err(_) => break,
-                Ok(_) if !line.ends_with(b"\n") => {
-                    // Half a line: keep it until the rest arrives (a line
-                    // beyond the limit is dropped, not kept growing).
-                    self.partial.extend_from_slice(&line);
-                    if self.partial.len() as u64 > run_dir::limits::LINE {
-                        self.partial.clear();
-                    }
-                    break;
-                }
-                Ok(_) => {
-                    let mut full = std::mem::take(&mut self.partial);
-                    full.extend_from_slice(&line);
-                    if let Ok(m) = serde_json::from_slice::<Marker>(&full) {
-                        out.push(m);
-                    }
-                }
-            }
-        }
-        out
-    }
-}
 
 /// Requests kept for the running slope.
 const RUNNING_WINDOW: usize = 128;
@@ -102,10 +55,6 @@ impl Progress {
     pub fn retained(&self) -> usize {
         self.recent.len()
     }
-}
-
-pub fn mib(bytes: f64) -> String {
-    format!("{:.1} MiB", bytes / 1_048_576.0)
 }
 
 /// Copy the worker's slow-snapshot sources into `dir` as raw text.
@@ -213,11 +162,6 @@ pub fn watch(
         bar.finish_and_clear();
     }
     report
-}
-
-pub fn humanize(d: Duration) -> String {
-    let s = d.as_secs();
-    format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
 }
 
 pub fn progress_bar(total: Option<u64>) -> ProgressBar {

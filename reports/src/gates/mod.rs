@@ -18,13 +18,22 @@
 //!   when none is marked, over every arm with gates. It is PASS only if
 //!   every one of those arms is PASS.
 
+mod context;
 mod evaluate;
+mod fail_closed;
+mod latency;
+mod memory;
+mod overhead;
+mod parity;
+mod quality;
 mod spec;
+mod stability;
+mod validity;
 
 pub use evaluate::evaluate;
 /// What a memory gate reads, for pages that draw it: the field's name, its
 /// value in a snapshot, and `peak` resolved for an arm's phase.
-pub use evaluate::{
+pub use memory::{
     field_name as memory_field_name, read_field as memory_field_value,
     resolve_field as resolve_memory_field,
 };

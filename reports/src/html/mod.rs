@@ -74,7 +74,7 @@ impl PageData {
 
 /// Read an arm's series for drawing, with the time of its first row.
 pub fn read_series(run: &RunDir, arm: &str) -> Result<(Option<u64>, Vec<Point>), ReportError> {
-    let rows = crate::render::series_rows(run, arm)?;
+    let rows = crate::series::series_rows(run, arm)?;
     let t0 = rows.first().map(|r| r.t_ns);
     let points = rows
         .iter()

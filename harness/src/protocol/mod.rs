@@ -1,6 +1,10 @@
 //! Protocol files: TOML, strict (unknown keys are errors), validated before
 //! any worker starts. Errors name `file:line:col` and the key.
 
+mod soak;
+
+pub use soak::SoakDecl;
+
 use crate::census::CensusPlan;
 use crate::limits::{PERIOD_MS, TIMEOUT_S};
 use crate::snapshots::SnapshotPlan;
@@ -46,7 +50,7 @@ pub struct Protocol {
     #[serde(default)]
     pub census: CensusPlan,
     /// How `memqual soak` judges growth (thresholds, warm-up, history).
-    pub soak: Option<crate::soak::SoakDecl>,
+    pub soak: Option<SoakDecl>,
 }
 
 /// External sampler settings.
@@ -154,7 +158,7 @@ pub struct LoadedProtocol {
     pub admission: AdmissionThresholds,
     pub arms: Vec<Arm>,
     /// The `[soak]` table, if any (`memqual soak` uses defaults without it).
-    pub soak: Option<crate::soak::SoakDecl>,
+    pub soak: Option<SoakDecl>,
     /// Set by `--shard I/N`: `arms` then holds that share (see [`crate::fleet`]).
     pub shard: Option<reports::record::ShardInfo>,
 }
@@ -571,7 +575,7 @@ plateau = { mib = 8 }
         assert_eq!((err.line, err.col), (1, 18));
     }
 
-    const COMMITTED_SCHEMA: &str = include_str!("../../protocols/protocol.schema.json");
+    const COMMITTED_SCHEMA: &str = include_str!("../../../protocols/protocol.schema.json");
 
     #[test]
     fn committed_schema_is_generated_from_the_types() {

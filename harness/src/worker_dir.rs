@@ -1,0 +1,36 @@
+//! Where the worker executables are: `--worker-dir`, `MEMQUAL_WORKER_DIR`,
+//! or next to `memqual` itself. Below both the dispatcher and `version`.
+
+use anyhow::{Context, bail};
+use std::path::{Path, PathBuf};
+
+/// Where worker executables are found.
+#[derive(Debug, Clone)]
+pub struct WorkerDir(pub PathBuf);
+
+impl WorkerDir {
+    /// `--worker-dir`, else `MEMQUAL_WORKER_DIR`, else the directory of `memqual` itself.
+    pub fn resolve(flag: Option<PathBuf>) -> anyhow::Result<Self> {
+        if let Some(dir) =
+            flag.or_else(|| std::env::var_os("MEMQUAL_WORKER_DIR").map(PathBuf::from))
+        {
+            return Ok(WorkerDir(dir));
+        }
+        let exe = std::env::current_exe().context("cannot find memqual's own executable")?;
+        Ok(WorkerDir(
+            exe.parent().map(Path::to_path_buf).unwrap_or_default(),
+        ))
+    }
+
+    pub fn executable(&self, name: &str) -> anyhow::Result<PathBuf> {
+        let path = self.0.join(name);
+        if !path.is_file() {
+            bail!(
+                "worker executable {name} not found in {}: build the workspace (`cargo build --release --workspace`) \
+                 or point --worker-dir / MEMQUAL_WORKER_DIR at the folder that holds it",
+                self.0.display()
+            );
+        }
+        Ok(path)
+    }
+}

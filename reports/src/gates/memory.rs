@@ -1,0 +1,127 @@
+//! `memory`: a phase's peak (or another snapshot field) against a bound or the control.
+
+use super::Check;
+use super::context::{Context, MIB, at_most, check};
+use super::evaluate::Judge;
+use super::spec::{MemoryField, MemoryGate};
+use crate::receipt::ArmReceipt;
+use sampler::{Phase, TaskMemory};
+
+impl Judge for MemoryGate {
+    fn checks(&self, ctx: &Context) -> Vec<Check> {
+        vec![memory(ctx, self)]
+    }
+}
+
+/// The field's name as checks and evidence pointers write it.
+pub fn field_name(field: MemoryField) -> &'static str {
+    match field {
+        MemoryField::Peak => "peak",
+        MemoryField::ResidentBytes => "resident_bytes",
+        MemoryField::ResidentPeakBytes => "resident_peak_bytes",
+        MemoryField::FootprintBytes => "footprint_bytes",
+        MemoryField::FootprintPeakBytes => "footprint_peak_bytes",
+        MemoryField::CompressedBytes => "compressed_bytes",
+        MemoryField::SwapBytes => "swap_bytes",
+        MemoryField::VirtualBytes => "virtual_bytes",
+        MemoryField::RssAnonBytes => "rss_anon_bytes",
+        MemoryField::RssFileBytes => "rss_file_bytes",
+        MemoryField::RssShmemBytes => "rss_shmem_bytes",
+    }
+}
+
+/// The value of `field` in one snapshot.
+pub fn read_field(m: &TaskMemory, field: MemoryField) -> Option<u64> {
+    match field {
+        MemoryField::Peak => m.footprint_peak_bytes.or(m.resident_peak_bytes),
+        MemoryField::ResidentBytes => Some(m.resident_bytes),
+        MemoryField::ResidentPeakBytes => m.resident_peak_bytes,
+        MemoryField::FootprintBytes => m.footprint_bytes,
+        MemoryField::FootprintPeakBytes => m.footprint_peak_bytes,
+        MemoryField::CompressedBytes => m.compressed_bytes,
+        MemoryField::SwapBytes => m.swap_bytes,
+        MemoryField::VirtualBytes => Some(m.virtual_bytes),
+        MemoryField::RssAnonBytes => m.rss_anon_bytes,
+        MemoryField::RssFileBytes => m.rss_file_bytes,
+        MemoryField::RssShmemBytes => m.rss_shmem_bytes,
+    }
+}
+
+/// `peak` resolves to the footprint peak where the arm's markers carry one.
+pub fn resolve_field(arm: &ArmReceipt, phase: Phase, field: MemoryField) -> MemoryField {
+    if field != MemoryField::Peak {
+        return field;
+    }
+    let footprint = arm
+        .phases
+        .iter()
+        .any(|p| p.phase == phase && p.memory.footprint_peak_bytes.is_some());
+    if footprint {
+        MemoryField::FootprintPeakBytes
+    } else {
+        MemoryField::ResidentPeakBytes
+    }
+}
+
+/// The largest value of `field` over the markers of `phase`, with its row index.
+fn phase_value(arm: &ArmReceipt, phase: Phase, field: MemoryField) -> Option<(usize, u64)> {
+    arm.phases
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.phase == phase)
+        .filter_map(|(i, p)| Some((i, read_field(&p.memory, field)?)))
+        .max_by_key(|(i, v)| (*v, std::cmp::Reverse(*i)))
+}
+
+fn memory(ctx: &Context, g: &MemoryGate) -> Check {
+    let field = resolve_field(ctx.arm.arm, g.phase, g.field);
+    let name = format!("{} {}", g.phase, field_name(field));
+    let mut c = check(name, "bytes");
+    let Some((row, measured)) = phase_value(ctx.arm.arm, g.phase, field) else {
+        c.note = format!(
+            "the arm has no `{}` marker with {} (phase not reached, or the platform does not report the field)",
+            g.phase,
+            field_name(field)
+        );
+        return c;
+    };
+    c.evidence.push(
+        ctx.arm
+            .at(&format!("/phases/{row}/memory/{}", field_name(field))),
+    );
+    c.measured = Some(measured as f64);
+    let (threshold, how) = if let Some(mib) = g.ceiling_mib {
+        (mib * MIB, format!("absolute ceiling {mib} MiB"))
+    } else {
+        let Ok(control) = &ctx.control else {
+            return c; // needs_control() already reported why
+        };
+        let Some((crow, cval)) = phase_value(control.arm, g.phase, field) else {
+            c.note = format!(
+                "control arm `{}` has no `{}` marker with {}",
+                control.arm.id,
+                g.phase,
+                field_name(field)
+            );
+            return c;
+        };
+        c.control = Some(cval as f64);
+        c.evidence
+            .push(control.at(&format!("/phases/{crow}/memory/{}", field_name(field))));
+        match (g.min_reduction, g.control_factor) {
+            (Some(r), _) => (
+                cval as f64 * (1.0 - r),
+                format!("control × (1 − {r}): at least {:.1} % smaller", r * 100.0),
+            ),
+            (None, Some(f)) => (cval as f64 * f, format!("control × {f}")),
+            (None, None) => return c,
+        }
+    };
+    let mut c = at_most(c, measured as f64, threshold);
+    c.note = format!(
+        "{how}; measured {:.2} MiB, limit {:.2} MiB",
+        measured as f64 / MIB,
+        threshold / MIB
+    );
+    c
+}

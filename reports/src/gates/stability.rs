@@ -1,0 +1,125 @@
+//! `stability`: the soak found no growth in the worker or the system.
+
+use super::context::{Context, check, not_evaluated};
+use super::evaluate::Judge;
+use super::spec::StabilityGate;
+use super::{Check, Outcome};
+
+impl Judge for StabilityGate {
+    fn checks(&self, ctx: &Context) -> Vec<Check> {
+        stability(ctx)
+    }
+}
+
+/// `0.00 KiB/request [low, high]` of a slope, or why there is none.
+fn slope_text(s: &crate::growth::SeriesGrowth) -> String {
+    match s.tail_bytes_per_request {
+        Some(t) => format!(
+            "tail slope {:.2} KiB/request [{:.2}, {:.2}]",
+            t.estimate / 1024.0,
+            t.low / 1024.0,
+            t.high / 1024.0
+        ),
+        None => "no slope".into(),
+    }
+}
+
+/// One series' classification as a check: bounded passes, growth fails,
+/// inconclusive cannot be evaluated.
+fn series_check(
+    ctx: &Context,
+    pointer: &str,
+    s: &crate::growth::SeriesGrowth,
+    threshold: f64,
+) -> Check {
+    use crate::growth::Classification;
+    let mut c = check(format!("{} growth", s.series), "bytes");
+    c.threshold = Some(threshold);
+    c.measured = s.tail_bytes_per_request.map(|t| t.estimate);
+    c.evidence.push(ctx.arm.at(pointer));
+    c.outcome = match s.classification {
+        Classification::Plateau | Classification::Step => Outcome::Pass,
+        Classification::LinearGrowth => Outcome::Fail,
+        Classification::Inconclusive => Outcome::NotEvaluated,
+    };
+    c.note = format!(
+        "{} ({}; threshold in bytes per request): {}",
+        s.classification.name(),
+        slope_text(s),
+        s.reason
+    );
+    c
+}
+
+/// The soak verdict: every judged series bounded, and `stable` true.
+fn stability(ctx: &Context) -> Vec<Check> {
+    let Some(s) = &ctx.arm.arm.stability else {
+        return vec![not_evaluated(
+            "soak verdict",
+            "bool",
+            "the arm has no stability section: it was not soaked (run it with `memqual soak`)",
+        )];
+    };
+    let worker_threshold = s.settings.growth.linear_slope_bytes_per_request;
+    let system_threshold = s.settings.system_slope_bytes_per_request;
+    // The settled series count toward the worker verdict, so each gets a
+    // check of its own beside the request_end series.
+    let worker_checks = |field: &str, series: &[crate::growth::SeriesGrowth]| -> Vec<Check> {
+        series
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                series_check(ctx, &format!("/stability/{field}/{i}"), g, worker_threshold)
+            })
+            .collect()
+    };
+    let mut checks = worker_checks("worker_series", &s.worker_series);
+    checks.extend(worker_checks("settled_series", &s.settled_series));
+    checks.extend(s.system_series.iter().enumerate().map(|(i, g)| {
+        let p = format!("/stability/system_series/{i}");
+        let mut c = series_check(ctx, &p, g, system_threshold);
+        if s.system_growth_while_worker_flat.contains(&g.series) {
+            c.note = format!(
+                "system memory grows while the worker's own memory is bounded (what a \
+                 resident-only soak calls healthy): {}",
+                c.note
+            );
+        }
+        c
+    }));
+    let mut c = check("soak verdict", "bool");
+    c.threshold = Some(1.0);
+    c.evidence.push(ctx.arm.at("/stability/stable"));
+    let worker = s.worker.name();
+    match s.stable {
+        Some(true) => {
+            c.outcome = Outcome::Pass;
+            c.measured = Some(1.0);
+            c.note = format!("stable: worker {worker}, no system series grows");
+        }
+        Some(false) => {
+            c.outcome = Outcome::Fail;
+            c.measured = Some(0.0);
+            let growing: Vec<String> = s
+                .worker_series
+                .iter()
+                .chain(&s.settled_series)
+                .chain(&s.system_series)
+                .filter(|g| g.classification == crate::growth::Classification::LinearGrowth)
+                .map(|g| format!("{} {}", g.series, slope_text(g)))
+                .collect();
+            c.note = format!(
+                "not stable: worker {worker}; growing: {}",
+                growing.join("; ")
+            );
+        }
+        None => {
+            c.note = format!(
+                "inconclusive (worker {worker}): too few requests or too noisy to tell; \
+                 run the soak longer — an inconclusive soak never passes"
+            );
+        }
+    }
+    checks.push(c);
+    checks
+}
