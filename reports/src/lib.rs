@@ -6,10 +6,11 @@
 //! [`record`]) as data arrives; this crate only reads them.
 //!
 //! - [`record`]: the run- and arm-level records the harness writes.
-//! - [`receipt`]: [`Receipt`] and [`assemble`] — per arm the phase table
-//!   (current and peak of every field, `None` where unavailable), the series
-//!   summary (cadence, lateness, skipped ticks, maxima, system deltas) and the
-//!   `peak_between_samples` flag.
+//! - [`receipt`]: the [`Receipt`] types — per arm the phase table (current
+//!   and peak of every field, `None` where unavailable), the series summary
+//!   (cadence, lateness, skipped ticks, maxima, system deltas) and the
+//!   `peak_between_samples` flag; [`assemble`](mod@assemble) fills them from
+//!   the run directory.
 //! - [`calibration`]: expected vs measured for the calibration worker's
 //!   known patterns.
 //! - [`speech`]: whisper arms — runtime identity and topology, cold load
@@ -33,6 +34,8 @@
 //!   receipt's `stability` section, which a `stability` gate reads).
 //! - [`soak_history`]: past soaks of the same protocol and arm, as the
 //!   soak hands them to the report (`soak-history.json`), and their chart.
+//! - [`gate_spec`]: gates as a protocol declares them; [`verdict`]: what
+//!   judging them produces (checks, outcomes, verdicts).
 //! - [`gates`]: the declared gates judged against the receipt, each with
 //!   threshold, measured and control values and evidence pointers; the
 //!   arm and run verdicts.
@@ -58,6 +61,7 @@
 //! directory's names, refuses links and special files, and bounds reads.
 
 pub mod admission;
+pub mod assemble;
 pub mod bmf;
 pub mod calibration;
 pub mod census;
@@ -66,6 +70,7 @@ mod error;
 pub mod fleet;
 pub mod fleet_html;
 pub mod freshness;
+pub mod gate_spec;
 pub mod gates;
 pub mod growth;
 pub mod host;
@@ -85,10 +90,12 @@ pub mod soak_history;
 pub mod speech;
 pub mod stability;
 pub mod stats;
+pub mod verdict;
 
+pub use assemble::assemble;
 pub use error::ReportError;
 pub use quality::{QualityError, Reference, Transcription};
-pub use receipt::{Receipt, assemble};
+pub use receipt::Receipt;
 
 /// Version of the receipt format, `major.minor`: the major changes when a
 /// field changes meaning or disappears, the minor when fields are added.

@@ -34,7 +34,7 @@ pub struct RunInfo {
     pub host: Option<sampler::host::HostIdentity>,
     /// Arm id → its declared gates (arms without gates are absent).
     #[serde(default)]
-    pub gates: std::collections::BTreeMap<String, crate::gates::ArmGates>,
+    pub gates: std::collections::BTreeMap<String, crate::gate_spec::ArmGates>,
     /// `memqual run --shard I/N`: the share of the protocol's arms this run holds.
     #[serde(default)]
     pub shard: Option<ShardInfo>,

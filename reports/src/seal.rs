@@ -20,6 +20,7 @@
 //! can write the directory can recompute every digest.
 
 use crate::receipt::Receipt;
+pub use crate::receipt::Seal;
 use crate::record::files;
 use run_dir::digest::{canonical_json, sha256_hex};
 use run_dir::{Rel, RunDir, RunDirError, limits};
@@ -29,19 +30,6 @@ use std::collections::BTreeMap;
 
 /// Version of the manifest format (2: RFC 8785 canonical JSON).
 pub const MANIFEST_FORMAT_VERSION: &str = "2.0";
-
-/// The receipt's seal.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct Seal {
-    /// `sha256`.
-    pub algorithm: String,
-    /// `RFC 8785`: how `manifest.json` and the receipt are canonicalized.
-    pub canonicalization: String,
-    /// SHA-256 of the bytes of `manifest.json`.
-    pub manifest_sha256: String,
-    /// SHA-256 of the canonical receipt with this field empty.
-    pub receipt_sha256: String,
-}
 
 /// One file of the run directory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

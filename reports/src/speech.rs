@@ -4,7 +4,6 @@
 //! arm's control (exact parity, memory by phase against logged buffers).
 
 use crate::quality::{self, Reference, Transcription};
-use crate::receipt::{ArmReceipt, PhaseRow};
 use crate::stats;
 use sampler::Phase;
 use serde::{Deserialize, Serialize};
@@ -121,16 +120,13 @@ pub fn transcriptions(results: &[RequestResult]) -> Vec<(&RequestResult, &Transc
         .collect()
 }
 
-fn phase_t(phases: &[PhaseRow], phase: Phase) -> Option<u64> {
-    phases.iter().find(|p| p.phase == phase).map(|p| p.t_ns)
-}
-
-/// Assemble the speech part of an arm; `None` for arms that are not whisper arms.
+/// Assemble the speech part of an arm; `None` for arms that are not whisper
+/// arms. `warmup_ns` is the time from `state_ready` to `warmup_done`.
 pub fn assemble(
     results: &[RequestResult],
     runtime: Option<RuntimeReport>,
     fixtures: &[FixtureInput],
-    phases: &[PhaseRow],
+    warmup_ns: Option<u64>,
 ) -> Option<SpeechReceipt> {
     let done = transcriptions(results);
     if done.is_empty() && runtime.is_none() {
@@ -149,13 +145,7 @@ pub fn assemble(
     let latency = SpeechLatency {
         cold_load_ns: runtime.as_ref().map(|r| r.load_ns),
         state_init_ns: runtime.as_ref().map(|r| r.state_ns),
-        warmup_ns: match (
-            phase_t(phases, Phase::StateReady),
-            phase_t(phases, Phase::WarmupDone),
-        ) {
-            (Some(a), Some(b)) => Some(b.saturating_sub(a)),
-            _ => None,
-        },
+        warmup_ns,
         first_request_ns: done.first().map(|(r, _)| r.latency_ns),
         steady_count: steady.len() as u64,
         steady_p50_ns: stats::percentile(&steady_ns, 50.0),
@@ -209,74 +199,6 @@ fn references(fixtures: &[FixtureInput]) -> Vec<Reference> {
             text: f.reference.clone(),
         })
         .collect()
-}
-
-fn first_of(arm: &ArmReceipt, phase: Phase) -> Option<&PhaseRow> {
-    arm.phases.iter().find(|p| p.phase == phase)
-}
-
-fn diff_opt(a: Option<u64>, b: Option<u64>) -> Option<i64> {
-    Some(a? as i64 - b? as i64)
-}
-
-fn logged_state_bytes(arm: &ArmReceipt) -> Option<u64> {
-    let rt = arm.speech.as_ref()?.runtime.as_ref()?;
-    Some(
-        rt.topology
-            .states
-            .iter()
-            .fold(0u64, |sum, s| sum.saturating_add(s.total_bytes())),
-    )
-}
-
-fn logged_model_bytes(arm: &ArmReceipt) -> Option<u64> {
-    let rt = arm.speech.as_ref()?.runtime.as_ref()?;
-    Some(
-        rt.topology
-            .model_buffers
-            .iter()
-            .fold(0u64, |sum, (_, s)| sum.saturating_add(s.bytes)),
-    )
-}
-
-/// Compare `arm` with `control`: exact parity of outputs and memory by phase.
-pub fn compare(
-    arm: &ArmReceipt,
-    control: &ArmReceipt,
-    results: &ControlResults,
-) -> ControlComparison {
-    let phases = [
-        Phase::ProcessStart,
-        Phase::ModelLoaded,
-        Phase::StateReady,
-        Phase::WarmupDone,
-        Phase::IdleEnd,
-        Phase::TeardownDone,
-    ];
-    let phase_deltas = phases
-        .iter()
-        .filter_map(|&phase| {
-            let (a, c) = (first_of(arm, phase)?, first_of(control, phase)?);
-            Some(PhaseDelta {
-                phase,
-                resident_delta_bytes: a.memory.resident_bytes as i64
-                    - c.memory.resident_bytes as i64,
-                resident_peak_delta_bytes: diff_opt(
-                    a.memory.resident_peak_bytes,
-                    c.memory.resident_peak_bytes,
-                ),
-                footprint_delta_bytes: diff_opt(a.memory.footprint_bytes, c.memory.footprint_bytes),
-            })
-        })
-        .collect();
-    ControlComparison {
-        arm: arm.id.clone(),
-        control: control.id.clone(),
-        parity: quality::parity(&results.control, &results.arm).map_err(|e| e.to_string()),
-        phase_deltas,
-        logged_state_bytes_delta: diff_opt(logged_state_bytes(arm), logged_state_bytes(control)),
-        logged_model_bytes_delta: diff_opt(logged_model_bytes(arm), logged_model_bytes(control)),
-    }
 }
 
 /// Both arms' outputs in the quality module's form.

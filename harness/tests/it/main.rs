@@ -24,6 +24,7 @@ mod import;
 mod integrity;
 mod loaded_bytes;
 mod long_form;
+mod module_graph;
 mod overhead;
 mod snapshots;
 mod whisper;

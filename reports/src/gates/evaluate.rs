@@ -3,8 +3,8 @@
 //! file per kind); this module only dispatches and combines.
 
 use super::context::{Context, find_arm, not_evaluated, resolve_control};
-use super::spec::{ArmGates, Expect, GateSpec, ValidityGate};
 use super::{ArmVerdict, Check, GateReport, GateResult, JudgedArms, Outcome};
+use crate::gate_spec::{ArmGates, Expect, GateSpec, ValidityGate};
 use crate::receipt::Receipt;
 
 /// One gate kind's evaluation: its checks of the arm in `ctx`.

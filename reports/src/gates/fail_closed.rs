@@ -2,8 +2,8 @@
 
 use super::context::{Context, check};
 use super::evaluate::Judge;
-use super::spec::FailClosedGate;
 use super::{Check, Outcome};
+use crate::gate_spec::FailClosedGate;
 use crate::record::ArmStatus;
 
 impl Judge for FailClosedGate {

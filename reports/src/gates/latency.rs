@@ -2,8 +2,8 @@
 
 use super::context::{Context, Located, at_most, check, not_evaluated};
 use super::evaluate::Judge;
-use super::spec::LatencyGate;
 use super::{Check, Evidence};
+use crate::gate_spec::LatencyGate;
 
 impl Judge for LatencyGate {
     fn checks(&self, ctx: &Context) -> Vec<Check> {

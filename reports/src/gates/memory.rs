@@ -3,7 +3,7 @@
 use super::Check;
 use super::context::{Context, MIB, at_most, check};
 use super::evaluate::Judge;
-use super::spec::{MemoryField, MemoryGate};
+use crate::gate_spec::{MemoryField, MemoryGate};
 use crate::receipt::ArmReceipt;
 use sampler::{Phase, TaskMemory};
 

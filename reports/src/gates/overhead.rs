@@ -2,8 +2,8 @@
 
 use super::context::{Context, at_most, check};
 use super::evaluate::Judge;
-use super::spec::OverheadGate;
 use super::{Check, Evidence};
+use crate::gate_spec::OverheadGate;
 use crate::record::files;
 
 impl Judge for OverheadGate {

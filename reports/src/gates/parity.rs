@@ -2,8 +2,8 @@
 
 use super::context::{Context, Located, at_most, check, not_evaluated};
 use super::evaluate::Judge;
-use super::spec::ParityGate;
 use super::{Check, Evidence};
+use crate::gate_spec::ParityGate;
 use crate::record::files;
 
 impl Judge for ParityGate {

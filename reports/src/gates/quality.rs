@@ -3,7 +3,7 @@
 use super::Check;
 use super::context::{Context, Located, at_most, check, not_evaluated};
 use super::evaluate::Judge;
-use super::spec::QualityGate;
+use crate::gate_spec::QualityGate;
 
 impl Judge for QualityGate {
     fn checks(&self, ctx: &Context) -> Vec<Check> {

@@ -2,8 +2,8 @@
 
 use super::context::{Context, check, not_evaluated};
 use super::evaluate::Judge;
-use super::spec::StabilityGate;
 use super::{Check, Outcome};
+use crate::gate_spec::StabilityGate;
 
 impl Judge for StabilityGate {
     fn checks(&self, ctx: &Context) -> Vec<Check> {

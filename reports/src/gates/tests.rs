@@ -4,7 +4,7 @@ use crate::overhead::{OverheadRecord, Twin, TwinRun};
 use crate::quality::{Reference, Transcription};
 use crate::receipt::{ArmReceipt, PhaseRow, Receipt, SeriesSummary};
 use crate::record::{ArmStatus, RunInfo};
-use crate::speech::{self, ControlResults, QualityReport, SpeechLatency, SpeechReceipt};
+use crate::speech::{ControlResults, QualityReport, SpeechLatency, SpeechReceipt};
 use sampler::{Phase, TaskMemory};
 
 const MIB: u64 = 1 << 20;
@@ -173,7 +173,9 @@ fn with_parity(
         arm: arm_out.to_vec(),
         control: control_out.to_vec(),
     };
-    r.comparisons = vec![speech::compare(&r.arms[1], &r.arms[0], &results)];
+    r.comparisons = vec![crate::assemble::speech::compare(
+        &r.arms[1], &r.arms[0], &results,
+    )];
     r
 }
 

@@ -2,8 +2,8 @@
 
 use super::context::{Context, at_most, check};
 use super::evaluate::Judge;
-use super::spec::ValidityGate;
 use super::{Check, Evidence, Outcome};
+use crate::gate_spec::ValidityGate;
 use crate::record::{ArmStatus, files};
 use sampler::Phase;
 

@@ -1,0 +1,719 @@
+//! Receipt assembly: reads a run directory through [`RunDir`] and builds the
+//! [`Receipt`] — per arm the phase table from markers and series, latency,
+//! speech results and comparisons, snapshots, census, stability, overhead —
+//! then judges the declared gates. The receipt's types live in
+//! [`crate::receipt`]; everything that reads raw data to fill them lives here.
+
+pub mod speech;
+
+use crate::receipt::*;
+use crate::record::{ArmOutcome, ArmStatus, RunInfo, files};
+use crate::speech::ControlResults;
+use crate::{RECEIPT_FORMAT_VERSION, ReportError, stats};
+use run_dir::{Rel, RunDir};
+use sampler::{Marker, Phase, SeriesRow};
+use worker_contract::{ArmSpec, RequestResult, RuntimeReport, WorkerSpec};
+
+/// Per-interval maxima of the series between consecutive markers.
+#[derive(Debug, Clone, Default)]
+struct Interval {
+    samples: u64,
+    max_resident: Option<u64>,
+    max_footprint: Option<u64>,
+}
+
+fn max_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+fn delta(first: Option<u64>, last: Option<u64>) -> Option<i64> {
+    Some(last? as i64 - first? as i64)
+}
+
+/// Stream `series.csv` once: the summary, and maxima per marker interval
+/// (interval i is `(t[i-1], t[i]]`; interval 0 is everything up to marker 0).
+fn scan_series(
+    run: &RunDir,
+    rel: &Rel,
+    markers: &[Marker],
+    period_ns: Option<u64>,
+) -> Result<(SeriesSummary, Vec<Interval>), ReportError> {
+    let mut intervals = vec![Interval::default(); markers.len()];
+    let mut summary = SeriesSummary {
+        period_ns,
+        ..SeriesSummary::default()
+    };
+    let Some(mut reader) = run.csv_reader(rel)? else {
+        return Ok((summary, intervals));
+    };
+    let mut intervals_ns = Vec::new();
+    let mut lateness = Vec::new();
+    let mut cost_sum = 0f64;
+    let mut cpu_sum = 0f64;
+    let (mut first, mut prev): (Option<SeriesRow>, Option<SeriesRow>) = (None, None);
+    let mut next_marker = 0usize;
+    let mut freshness = crate::freshness::FreshnessScan::default();
+    for (i, row) in reader.deserialize::<SeriesRow>().enumerate() {
+        let row = row.map_err(|e| ReportError::Record {
+            path: run.display(rel),
+            line: i as u64 + 2,
+            reason: e.to_string(),
+        })?;
+        while next_marker < markers.len() && markers[next_marker].t_ns < row.t_ns {
+            next_marker += 1;
+        }
+        if let Some(iv) = intervals.get_mut(next_marker)
+            && row.resident_bytes.is_some()
+        {
+            iv.samples += 1;
+            iv.max_resident = max_opt(iv.max_resident, row.resident_bytes);
+            iv.max_footprint = max_opt(iv.max_footprint, row.footprint_bytes);
+        }
+        summary.samples += 1;
+        freshness.push(&row);
+        if row.resident_bytes.is_none() {
+            summary.rows_without_process += 1;
+        }
+        summary.skipped_ticks += row.skipped_before;
+        summary.max_resident_bytes = max_opt(summary.max_resident_bytes, row.resident_bytes);
+        summary.max_footprint_bytes = max_opt(summary.max_footprint_bytes, row.footprint_bytes);
+        summary.max_virtual_bytes = max_opt(summary.max_virtual_bytes, row.virtual_bytes);
+        summary.max_lateness_ns = max_opt(summary.max_lateness_ns, Some(row.lateness_ns));
+        summary.max_cost_ns = max_opt(summary.max_cost_ns, Some(row.cost_ns));
+        cost_sum += row.cost_ns as f64;
+        cpu_sum += row.cost_cpu_ns as f64;
+        lateness.push(row.lateness_ns as f64);
+        let sys = &mut summary.system;
+        sys.min_available_bytes = match (sys.min_available_bytes, row.sys_available_bytes) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(v) = row.sys_psi_some_avg10 {
+            sys.max_psi_some_avg10 = Some(sys.max_psi_some_avg10.map_or(v, |m: f64| m.max(v)));
+        }
+        sys.max_pressure_level = sys.max_pressure_level.max(row.sys_pressure_level);
+        if let Some(p) = &prev {
+            intervals_ns.push(row.t_ns.saturating_sub(p.t_ns) as f64);
+        }
+        if first.is_none() {
+            first = Some(row.clone());
+        }
+        prev = Some(row);
+    }
+    if let (Some(f), Some(l)) = (&first, &prev) {
+        let sys = &mut summary.system;
+        sys.swap_used_delta_bytes = delta(f.sys_swap_used_bytes, l.sys_swap_used_bytes);
+        sys.pgpgin_delta = delta(f.sys_pgpgin, l.sys_pgpgin);
+        sys.pgpgout_delta = delta(f.sys_pgpgout, l.sys_pgpgout);
+        sys.pswpin_delta = delta(f.sys_pswpin, l.sys_pswpin);
+        sys.pswpout_delta = delta(f.sys_pswpout, l.sys_pswpout);
+        sys.pageins_delta = delta(f.sys_pageins, l.sys_pageins);
+        sys.pageouts_delta = delta(f.sys_pageouts, l.sys_pageouts);
+        sys.psi_some_total_delta_us = delta(f.sys_psi_some_total_us, l.sys_psi_some_total_us);
+        sys.psi_full_total_delta_us = delta(f.sys_psi_full_total_us, l.sys_psi_full_total_us);
+    }
+    summary.median_interval_ns = stats::median(&intervals_ns);
+    summary.system_freshness = freshness.finish();
+    summary.p99_lateness_ns = stats::percentile(&lateness, 99.0);
+    if summary.samples > 0 {
+        summary.mean_cost_ns = Some(cost_sum / summary.samples as f64);
+        summary.mean_cost_cpu_ns = Some(cpu_sum / summary.samples as f64);
+    }
+    Ok((summary, intervals))
+}
+
+/// Build the phase table: each marker with the series maxima of its window.
+fn phase_rows(markers: &[Marker], intervals: &[Interval], page_bytes: u64) -> Vec<PhaseRow> {
+    let mut rows = Vec::with_capacity(markers.len());
+    // Index of the marker whose reset opened the current window, if any.
+    let mut window_opened_by: Option<usize> = None;
+    let mut acc = Interval::default();
+    for (i, m) in markers.iter().enumerate() {
+        let iv = &intervals[i];
+        acc.samples += iv.samples;
+        acc.max_resident = max_opt(acc.max_resident, iv.max_resident);
+        acc.max_footprint = max_opt(acc.max_footprint, iv.max_footprint);
+
+        let opener = window_opened_by.map(|j| &markers[j]);
+        let observed_resident = [
+            acc.max_resident,
+            opener.map(|o| o.memory.resident_bytes),
+            Some(m.memory.resident_bytes),
+        ]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(m.memory.resident_bytes);
+        let observed_footprint = [
+            acc.max_footprint,
+            opener.and_then(|o| o.memory.footprint_bytes),
+            m.memory.footprint_bytes,
+        ]
+        .into_iter()
+        .flatten()
+        .max();
+        let resident_missed = m
+            .memory
+            .resident_peak_bytes
+            .map(|peak| peak > observed_resident + page_bytes);
+        let footprint_missed = match (m.memory.footprint_peak_bytes, observed_footprint) {
+            (Some(peak), Some(seen)) => Some(peak > seen + page_bytes),
+            _ => None,
+        };
+        let flag = match (resident_missed, footprint_missed) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(false) || b.unwrap_or(false)),
+        };
+        rows.push(PhaseRow {
+            phase: m.phase,
+            seq: m.seq,
+            request_id: m.request_id,
+            t_ns: m.t_ns,
+            memory: m.memory.clone(),
+            window_start_ns: opener.map(|o| o.t_ns),
+            samples: acc.samples,
+            series_max_resident_bytes: acc.max_resident,
+            series_max_footprint_bytes: acc.max_footprint,
+            observed_max_resident_bytes: observed_resident,
+            observed_max_footprint_bytes: observed_footprint,
+            peak_between_samples: flag,
+        });
+        if m.memory.peak_reset == Some(true) {
+            window_opened_by = Some(i);
+            acc = Interval::default();
+        }
+    }
+    rows
+}
+
+fn latency(results: &[RequestResult]) -> Option<LatencySummary> {
+    let first = results.first()?;
+    let values: Vec<f64> = results.iter().map(|r| r.latency_ns as f64).collect();
+    Some(LatencySummary {
+        count: results.len() as u64,
+        first_ns: first.latency_ns,
+        p50_ns: stats::percentile(&values, 50.0)?,
+        p95_ns: stats::percentile(&values, 95.0)?,
+        max_ns: results.iter().map(|r| r.latency_ns).max()?,
+    })
+}
+
+/// Assemble one arm from its folder `arm` (`arms/<id>/`).
+pub fn assemble_arm(
+    run: &RunDir,
+    arm: &Rel,
+    id: &str,
+    page_bytes: u64,
+) -> Result<ArmReceipt, ReportError> {
+    let outcome: Option<ArmOutcome> = run.read_json(&arm.join(files::ARM))?;
+    let spec: Option<ArmSpec> = run.read_json(&arm.join(files::SPEC))?;
+    let markers: Vec<Marker> = run.read_jsonl(&arm.join(files::MARKERS))?;
+    let results: Vec<RequestResult> = run.read_jsonl(&arm.join(files::RESULTS))?;
+    let period_ns = outcome
+        .as_ref()
+        .and_then(|o| o.sampler.as_ref())
+        .map(|s| s.period_ns);
+    let (series, intervals) = scan_series(run, &arm.join(files::SERIES), &markers, period_ns)?;
+    let phases = phase_rows(&markers, &intervals, page_bytes);
+    let runtime: Option<RuntimeReport> = run.read_json(&arm.join(files::RUNTIME))?;
+    let fixtures = match spec.as_ref().map(|s| &s.worker) {
+        Some(WorkerSpec::Whisper(w)) => w
+            .fixtures
+            .iter()
+            .cloned()
+            .chain(w.long_form.as_ref().map(|l| l.as_fixture()))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let phase_t = |phase: Phase| phases.iter().find(|p| p.phase == phase).map(|p| p.t_ns);
+    let warmup_ns = match (phase_t(Phase::StateReady), phase_t(Phase::WarmupDone)) {
+        (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+        _ => None,
+    };
+    let speech = crate::speech::assemble(&results, runtime, &fixtures, warmup_ns);
+    let stability = match run.read_json(&arm.join(files::SOAK))? {
+        Some(settings) => Some(crate::stability::analyse_arm(
+            run, arm, &markers, &results, &settings,
+        )?),
+        None => None,
+    };
+    let peak_between_samples = phases.iter().any(|p| p.peak_between_samples == Some(true));
+    let snapshots = crate::snapshots::assemble(run, arm, &markers, &results)?;
+    let census = crate::census::assemble(run, arm)?.map(|(receipt, _)| receipt);
+    let overhead = crate::overhead::assemble(run, arm)?;
+    let (status, failure, exit, timed_out, worker) = match outcome {
+        Some(o) => (o.status, o.failure, o.exit, o.timed_out, o.hello),
+        None => (
+            ArmStatus::Failed,
+            vec![format!(
+                "no {} for this arm: the harness stopped before the arm ended",
+                files::ARM
+            )],
+            None,
+            false,
+            None,
+        ),
+    };
+    Ok(ArmReceipt {
+        id: id.to_string(),
+        status,
+        failure,
+        exit,
+        timed_out,
+        worker,
+        spec,
+        requests: results.len() as u64,
+        latency: latency(&results),
+        phases,
+        series,
+        peak_between_samples,
+        speech,
+        snapshots,
+        census,
+        stability,
+        overhead,
+    })
+}
+
+/// Assemble the receipt of the run in `dir`.
+pub fn assemble(dir: &RunDir) -> Result<Receipt, ReportError> {
+    let run: RunInfo =
+        dir.read_json(&Rel::file(files::RUN))?
+            .ok_or_else(|| {
+                ReportError::Invalid {
+            path: dir.display(&Rel::file(files::RUN)),
+            reason:
+                "missing: this is not a memqual run directory, or the run stopped before it began"
+                    .into(),
+        }
+            })?;
+    let mut arms = Vec::new();
+    for id in &run.arms {
+        let arm = dir.arm(id)?;
+        if !dir.has_dir(&arm)? {
+            continue; // never started (the run stopped before it)
+        }
+        arms.push(assemble_arm(dir, &arm, id, run.page_size_bytes)?);
+    }
+    let mut comparisons = Vec::new();
+    for (id, control) in &run.controls {
+        let (Some(a), Some(c)) = (
+            arms.iter().find(|a| &a.id == id),
+            arms.iter().find(|a| &a.id == control),
+        ) else {
+            continue; // one of them never ran
+        };
+        let outputs = |arm: &str| -> Result<Vec<_>, ReportError> {
+            let results: Vec<RequestResult> =
+                dir.read_jsonl(&dir.arm(arm)?.join(files::RESULTS))?;
+            Ok(crate::speech::transcriptions(&results)
+                .into_iter()
+                .map(|(_, t)| crate::speech::to_quality(t))
+                .collect())
+        };
+        let results = ControlResults {
+            arm: outputs(id)?,
+            control: outputs(control)?,
+        };
+        comparisons.push(speech::compare(a, c, &results));
+        let control_census = crate::census::assemble(dir, &dir.arm(control)?)?;
+        if let (Some(arm), Some((_, raw))) = (arms.iter_mut().find(|a| &a.id == id), control_census)
+            && let Some(census) = &mut arm.census
+        {
+            crate::census::pair(census, control, &raw);
+        }
+    }
+    let admission = dir.read_json(&Rel::file(files::ADMISSION))?;
+    let identity = dir.read_json(&Rel::file(files::HOST))?;
+    let integrity = Integrity::assess(dir, &run, &arms)?;
+    let mut receipt = Receipt {
+        format_version: RECEIPT_FORMAT_VERSION.to_string(),
+        identity,
+        integrity,
+        run,
+        arms,
+        comparisons,
+        admission,
+        gates: None,
+        seal: None,
+    };
+    receipt.gates = crate::gates::evaluate(&receipt);
+    Ok(receipt)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::ExitInfo;
+    use sampler::TaskMemory;
+
+    fn marker(seq: u64, phase: Phase, t_ns: u64, resident: u64, peak: u64) -> Marker {
+        Marker {
+            phase,
+            seq,
+            request_id: phase.is_request().then_some(0),
+            t_ns,
+            memory: TaskMemory {
+                resident_bytes: resident,
+                resident_peak_bytes: Some(peak),
+                peak_reset: Some(true),
+                ..TaskMemory::default()
+            },
+        }
+    }
+
+    fn interval(samples: u64, max: Option<u64>) -> Interval {
+        Interval {
+            samples,
+            max_resident: max,
+            max_footprint: None,
+        }
+    }
+
+    #[test]
+    fn flag_is_set_exactly_when_the_peak_exceeds_observations_by_more_than_a_page() {
+        let page = 4096;
+        let mib = 1 << 20;
+        let markers = vec![
+            marker(0, Phase::RequestBegin, 100, 10 * mib, 10 * mib),
+            // Spike of 200 MiB between samples; samples saw only 12 MiB.
+            marker(1, Phase::RequestEnd, 200, 10 * mib, 210 * mib),
+            // Peak exactly one page above what was seen: not flagged.
+            marker(2, Phase::IdleEnd, 300, 10 * mib, 12 * mib + page),
+            // One byte more than a page: flagged.
+            marker(3, Phase::TeardownDone, 400, 10 * mib, 12 * mib + page + 1),
+        ];
+        let intervals = vec![
+            interval(0, None),
+            interval(3, Some(12 * mib)),
+            interval(2, Some(12 * mib)),
+            interval(1, Some(12 * mib)),
+        ];
+        let rows = phase_rows(&markers, &intervals, page);
+        assert_eq!(rows[0].peak_between_samples, Some(false));
+        assert_eq!(rows[1].peak_between_samples, Some(true));
+        assert_eq!(rows[1].observed_max_resident_bytes, 12 * mib);
+        assert_eq!(rows[1].window_start_ns, Some(100));
+        assert_eq!(rows[2].peak_between_samples, Some(false));
+        assert_eq!(rows[3].peak_between_samples, Some(true));
+    }
+
+    #[test]
+    fn boundary_markers_count_as_observations() {
+        // A phase that frees memory right after it starts: the peak is the
+        // opening marker's own value, which was observed, so no flag.
+        let mib = 1 << 20;
+        let markers = vec![
+            marker(0, Phase::IdleEnd, 100, 300 * mib, 300 * mib),
+            marker(1, Phase::TeardownDone, 200, 5 * mib, 300 * mib),
+        ];
+        let intervals = vec![interval(0, None), interval(1, Some(5 * mib))];
+        let rows = phase_rows(&markers, &intervals, 4096);
+        assert_eq!(rows[1].peak_between_samples, Some(false));
+    }
+
+    #[test]
+    fn without_resets_the_window_is_the_whole_arm() {
+        let mib = 1 << 20;
+        let mut m0 = marker(0, Phase::ProcessStart, 100, 10 * mib, 10 * mib);
+        let mut m1 = marker(1, Phase::ModelLoaded, 200, 50 * mib, 80 * mib);
+        m0.memory.peak_reset = None;
+        m1.memory.peak_reset = None;
+        let intervals = vec![interval(1, Some(80 * mib)), interval(1, Some(50 * mib))];
+        let rows = phase_rows(&[m0, m1], &intervals, 4096);
+        // The lifetime peak of 80 MiB was seen in the first interval.
+        assert_eq!(rows[1].window_start_ns, None);
+        assert_eq!(rows[1].samples, 2);
+        assert_eq!(rows[1].peak_between_samples, Some(false));
+    }
+
+    #[test]
+    fn no_kernel_peak_means_no_verdict() {
+        let mut m = marker(0, Phase::ProcessStart, 1, 1, 1);
+        m.memory.resident_peak_bytes = None;
+        let rows = phase_rows(&[m], &[interval(0, None)], 4096);
+        assert_eq!(rows[0].peak_between_samples, None);
+    }
+
+    /// A new run directory in a temporary folder (kept alive by the first).
+    pub(crate) fn test_run() -> (tempfile::TempDir, RunDir) {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = RunDir::create(&tmp.path().join("run")).unwrap();
+        (tmp, run)
+    }
+
+    fn write_run(run: &RunDir, rows: &[SeriesRow], markers: &[Marker], with_outcome: bool) {
+        let info = RunInfo {
+            protocol_name: "p".into(),
+            protocol_path: "p.toml".into(),
+            page_size_bytes: 4096,
+            arms: vec!["a".into(), "never-ran".into()],
+            ..RunInfo::default()
+        };
+        run.write_json(&Rel::file(files::RUN), &info).unwrap();
+        let arm = run.arm("a").unwrap();
+        run.create_dir(&arm).unwrap();
+        let mut series = run_dir::CsvAppender::new(run.appender(&arm.join(files::SERIES)).unwrap());
+        for r in rows {
+            series.append(r).unwrap();
+        }
+        let mut out = run.appender(&arm.join(files::MARKERS)).unwrap();
+        for m in markers {
+            out.append_json(m).unwrap();
+        }
+        let mut out = run.appender(&arm.join(files::RESULTS)).unwrap();
+        for l in [10u64, 30, 20] {
+            out.append_json(&serde_json::json!({"request_id": 0, "latency_ns": l * 1_000_000,
+                "body": {"kind": "calibration", "held_bytes": 0, "leaked_bytes": 0, "spike_bytes": 0,
+                         "spike_resident_ns": null, "spike_freed_ns": null}}))
+                .unwrap();
+        }
+        if with_outcome {
+            let outcome = ArmOutcome {
+                id: "a".into(),
+                status: ArmStatus::Completed,
+                failure: vec![],
+                worker_executable: "w".into(),
+                worker_pid: Some(1),
+                hello: None,
+                exit: Some(ExitInfo {
+                    code: Some(0),
+                    signal: None,
+                    signal_name: None,
+                }),
+                timed_out: false,
+                timeout_s: 1,
+                bye: true,
+                markers: markers.len() as u64,
+                results: 3,
+                worker_errors: vec![],
+                started_ns: 0,
+                ended_ns: 1,
+                sampler: Some(sampler::SamplerStats {
+                    period_ns: 50,
+                    ..Default::default()
+                }),
+            };
+            run.write_json(&arm.join(files::ARM), &outcome).unwrap();
+        }
+        run.seal_raw(&[Rel::file(files::RUN), arm]).unwrap();
+    }
+
+    fn row(
+        tick: u64,
+        t_ns: u64,
+        lateness_ns: u64,
+        resident: u64,
+        swap_used: u64,
+        pgpgout: u64,
+    ) -> SeriesRow {
+        SeriesRow {
+            tick,
+            t_ns,
+            deadline_ns: t_ns - lateness_ns,
+            lateness_ns,
+            cost_ns: 10,
+            cost_cpu_ns: 4,
+            resident_bytes: Some(resident),
+            sys_swap_used_bytes: Some(swap_used),
+            sys_pgpgout: Some(pgpgout),
+            sys_available_bytes: Some(1000 - resident),
+            ..SeriesRow::default()
+        }
+    }
+
+    #[test]
+    fn a_run_directory_assembles_into_summary_and_phase_windows() {
+        let (_tmp, run) = test_run();
+        // Ticks every 50 ns; tick 3 skipped one period.
+        let mut rows = vec![
+            row(0, 100, 0, 10, 0, 7),
+            row(1, 150, 2, 40, 0, 7),
+            row(3, 250, 4, 90, 8, 9),
+            row(4, 300, 6, 20, 16, 12),
+        ];
+        rows[2].skipped_before = 1;
+        let markers = vec![
+            marker(0, Phase::ProcessStart, 120, 10, 10),
+            marker(1, Phase::ModelLoaded, 260, 20, 95),
+        ];
+        write_run(&run, &rows, &markers, true);
+        let r = assemble(&run).unwrap();
+        assert_eq!(
+            r.arms.len(),
+            1,
+            "an arm that never started has no directory and no entry"
+        );
+        let a = &r.arms[0];
+        let s = &a.series;
+        assert_eq!(s.samples, 4);
+        assert_eq!(s.skipped_ticks, 1);
+        assert_eq!(s.median_interval_ns, Some(50.0));
+        assert_eq!(s.max_lateness_ns, Some(6));
+        assert_eq!(s.max_resident_bytes, Some(90));
+        assert_eq!(s.mean_cost_cpu_ns, Some(4.0));
+        assert_eq!(s.period_ns, Some(50));
+        assert_eq!(s.system.swap_used_delta_bytes, Some(16));
+        assert_eq!(s.system.pgpgout_delta, Some(5));
+        assert_eq!(s.system.min_available_bytes, Some(910));
+        // Window of model_loaded: rows with 120 < t <= 260 (40 and 90).
+        let loaded = a.phase(Phase::ModelLoaded, None).unwrap();
+        assert_eq!(loaded.samples, 2);
+        assert_eq!(loaded.series_max_resident_bytes, Some(90));
+        assert_eq!(
+            loaded.peak_between_samples,
+            Some(false),
+            "95 is within a page of 90"
+        );
+        // process_start's window: the one row before it.
+        assert_eq!(a.phases[0].samples, 1);
+        let lat = a.latency.as_ref().unwrap();
+        assert_eq!(
+            (lat.count, lat.first_ns, lat.max_ns),
+            (3, 10_000_000, 30_000_000)
+        );
+        assert_eq!(lat.p50_ns, 20_000_000.0);
+    }
+
+    #[test]
+    fn an_arm_without_its_record_is_failed_with_the_reason() {
+        let (_tmp, run) = test_run();
+        write_run(
+            &run,
+            &[row(0, 100, 0, 1, 0, 0)],
+            &[marker(0, Phase::ProcessStart, 120, 1, 1)],
+            false,
+        );
+        let r = assemble(&run).unwrap();
+        assert!(!r.integrity.complete);
+        assert_eq!(
+            r.integrity.notes,
+            [
+                "arm a has no arm.json: the run stopped during it",
+                "arm never-ran never started"
+            ]
+        );
+        assert_eq!(r.arms[0].status, ArmStatus::Failed);
+        assert!(r.arms[0].failure[0].contains("harness stopped before the arm ended"));
+        assert_eq!(
+            r.arms[0].phases.len(),
+            1,
+            "the markers that arrived are kept"
+        );
+    }
+
+    const COMMITTED_SCHEMA: &str = include_str!("../../receipt.schema.json");
+
+    #[test]
+    fn committed_receipt_schema_is_generated_from_the_types() {
+        // Regenerate with: MEMQUAL_BLESS=1 cargo test -p reports committed_receipt_schema
+        let generated = crate::receipt_schema();
+        if std::env::var_os("MEMQUAL_BLESS").is_some() {
+            let path = concat!(env!("CARGO_MANIFEST_DIR"), "/receipt.schema.json");
+            std::fs::write(path, &generated).unwrap();
+            return;
+        }
+        assert_eq!(
+            COMMITTED_SCHEMA, generated,
+            "reports/receipt.schema.json is stale: run MEMQUAL_BLESS=1 cargo test -p reports committed_receipt_schema"
+        );
+    }
+
+    #[test]
+    fn a_sealed_run_verifies_and_any_flipped_byte_names_its_file() {
+        let (_tmp, run) = test_run();
+        let rows = [row(0, 100, 0, 10, 0, 7), row(1, 150, 2, 40, 0, 7)];
+        write_run(
+            &run,
+            &rows,
+            &[marker(0, Phase::ProcessStart, 120, 1, 1)],
+            true,
+        );
+        let mut r = assemble(&run).unwrap();
+        assert!(!r.integrity.complete, "never-ran never started");
+        crate::seal::seal(&run, &mut r).unwrap();
+        let verify = || crate::seal::verify(&run, None).problems;
+        assert_eq!(verify(), []);
+        // The sealed receipt matches the committed schema.
+        let schema: serde_json::Value = serde_json::from_str(COMMITTED_SCHEMA).unwrap();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        let text = std::fs::read_to_string(run.path().join(files::RECEIPT)).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let errors: Vec<String> = validator
+            .iter_errors(&value)
+            .map(|e| e.to_string())
+            .collect();
+        assert!(errors.is_empty(), "{errors:?}");
+
+        let manifest: crate::seal::Manifest =
+            serde_json::from_slice(&std::fs::read(run.path().join(files::MANIFEST)).unwrap())
+                .unwrap();
+        let listed: Vec<&str> = manifest.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(
+            listed,
+            [
+                "arms/a/arm.json",
+                "arms/a/markers.jsonl",
+                "arms/a/results.jsonl",
+                "arms/a/series.csv",
+                "raw-seal.json",
+                "run.json"
+            ]
+        );
+        let mut every = listed.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        every.extend([files::RECEIPT.to_string(), files::MANIFEST.to_string()]);
+        for rel in &every {
+            let path = run.path().join(rel);
+            let original = std::fs::read(&path).unwrap();
+            for offset in [0, original.len() / 2, original.len() - 1] {
+                let mut flipped = original.clone();
+                flipped[offset] ^= 0x01;
+                std::fs::write(&path, &flipped).unwrap();
+                let problems = verify();
+                assert!(
+                    problems.iter().any(|p| &p.path == rel),
+                    "{rel} byte {offset}: {problems:?}"
+                );
+            }
+            std::fs::write(&path, &original).unwrap();
+        }
+        assert_eq!(verify(), []);
+        // Missing and added files are named too.
+        let series = run.path().join("arms/a/series.csv");
+        std::fs::rename(&series, run.path().join("arms/a/extra.csv")).unwrap();
+        let named: Vec<(String, String)> = verify().into_iter().map(|p| (p.path, p.kind)).collect();
+        assert_eq!(
+            named,
+            [
+                ("arms/a/extra.csv".to_string(), "added".to_string()),
+                ("arms/a/series.csv".to_string(), "missing".to_string()),
+            ]
+        );
+        // A link or a FIFO where a file was is named as irregular.
+        std::fs::rename(run.path().join("arms/a/extra.csv"), &series).unwrap();
+        std::fs::remove_file(run.path().join("arms/a/results.jsonl")).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", run.path().join("arms/a/results.jsonl"))
+            .unwrap();
+        let named: Vec<(String, String)> = verify().into_iter().map(|p| (p.path, p.kind)).collect();
+        assert!(
+            named.contains(&("arms/a/results.jsonl".to_string(), "irregular".to_string())),
+            "{named:?}"
+        );
+    }
+
+    #[test]
+    fn a_corrupt_marker_line_is_named_by_file_and_line() {
+        let (_tmp, run) = test_run();
+        write_run(&run, &[], &[marker(0, Phase::ProcessStart, 1, 1, 1)], true);
+        let path = run.path().join("arms/a").join(files::MARKERS);
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str("{oops\n");
+        std::fs::write(&path, text).unwrap();
+        let err = assemble(&run).unwrap_err().to_string();
+        assert!(err.contains("markers.jsonl:2:"), "{err}");
+    }
+}
