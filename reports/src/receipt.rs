@@ -14,7 +14,7 @@ use worker_contract::ArmSpec;
 /// verdicts, and the seal (see [`crate::seal`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Receipt {
-    /// `major.minor` ([`RECEIPT_FORMAT_VERSION`](crate::RECEIPT_FORMAT_VERSION)).
+    /// `major.minor`: the `RECEIPT_FORMAT_VERSION` it was written with.
     pub format_version: String,
     pub run: RunInfo,
     pub arms: Vec<ArmReceipt>,

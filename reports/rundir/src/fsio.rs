@@ -15,17 +15,26 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// What a directory entry is, without following links.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// A regular file.
     File,
+    /// A folder.
     Dir,
+    /// A symbolic link (never followed).
     Symlink,
+    /// A named pipe: opening it to read could block forever.
     Fifo,
+    /// A character device such as `/dev/zero`: endless or side-effecting.
     CharDevice,
+    /// A block device.
     BlockDevice,
+    /// A Unix socket.
     Socket,
+    /// Any type the kernel reports that is none of the above.
     Other,
 }
 
 impl Kind {
+    /// The kind `fstat`/`lstat` reported in `st_mode`.
     pub fn from_stat(st: &FileStat) -> Kind {
         let fmt = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
         match fmt {
@@ -40,6 +49,7 @@ impl Kind {
         }
     }
 
+    /// The kind in words, as error messages name it.
     pub fn describe(self) -> &'static str {
         match self {
             Kind::File => "regular file",

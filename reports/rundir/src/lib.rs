@@ -22,6 +22,10 @@
 //! the source seal of raw files ([`raw_seal`]), and bounded reads of input
 //! files named on the command line ([`input`]).
 
+// Every public item says what it is: this crate is the one way into a run
+// directory, for the harness, the reports and other tools.
+#![warn(missing_docs)]
+
 pub mod digest;
 mod error;
 mod fsio;

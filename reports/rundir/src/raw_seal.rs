@@ -28,15 +28,20 @@ pub enum SealedBy {
 /// One sealed raw file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SealedFile {
+    /// The path relative to the run directory (`arms/<id>/markers.jsonl`).
     pub path: String,
+    /// Its size when sealed.
     pub bytes: u64,
+    /// Its SHA-256 when sealed, lowercase hex.
     pub sha256: String,
+    /// Who recorded the digest.
     pub sealed_by: SealedBy,
 }
 
 /// A file's state at a reseal: `None` when it was absent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Change {
+    /// The path relative to the run directory.
     pub path: String,
     /// What the seal held before (`None`: the file was not sealed).
     pub before: Option<FileDigest>,
@@ -47,21 +52,27 @@ pub struct Change {
 /// Size and SHA-256 of a file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct FileDigest {
+    /// Size in bytes.
     pub bytes: u64,
+    /// SHA-256, lowercase hex.
     pub sha256: String,
 }
 
 /// One `memqual report --reseal`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Reseal {
+    /// When the reseal was made (RFC 3339, UTC).
     pub at_utc: String,
+    /// The memqual version that made it.
     pub memqual_version: String,
+    /// Every file it accepted as changed, added or removed.
     pub changes: Vec<Change>,
 }
 
 /// `raw-seal.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct RawSeal {
+    /// `major.minor` of this file's format.
     pub format_version: String,
     /// Sorted by path.
     pub files: Vec<SealedFile>,

@@ -8,7 +8,9 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("`{text}` is not a plain path inside a run directory: {reason}")]
 pub struct BadPath {
+    /// The path as given.
     pub text: String,
+    /// Why it is refused (absolute, `..`, empty component, …).
     pub reason: &'static str,
 }
 
@@ -98,10 +100,12 @@ impl Rel {
         Ok(rel)
     }
 
+    /// The path's plain names, outermost first.
     pub fn components(&self) -> &[String] {
         &self.parts
     }
 
+    /// True for the run directory itself (no component).
     pub fn is_root(&self) -> bool {
         self.parts.is_empty()
     }
@@ -143,7 +147,9 @@ impl fmt::Debug for Rel {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("arm id `{id}` {reason}")]
 pub struct BadArmId {
+    /// The id as given.
     pub id: String,
+    /// Why it is refused.
     pub reason: &'static str,
 }
 

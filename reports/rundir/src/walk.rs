@@ -8,7 +8,9 @@ use crate::{Kind, Rel, RunDir, RunDirError};
 /// A regular file found by [`RunDir::walk`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WalkedFile {
+    /// Its path relative to the run directory.
     pub rel: Rel,
+    /// Its size in bytes, from `fstat` at the walk.
     pub size: u64,
 }
 
@@ -27,6 +29,8 @@ pub struct Irregular {
 pub struct Walk {
     /// Regular files, sorted by path bytes.
     pub files: Vec<WalkedFile>,
+    /// Links, FIFOs, devices, sockets and names that are not UTF-8: listed,
+    /// never entered or read.
     pub irregular: Vec<Irregular>,
 }
 

@@ -73,6 +73,7 @@ pub struct CsvAppender {
 }
 
 impl CsvAppender {
+    /// Rows go to `out`; the header is written with the first row.
     pub fn new(out: Appender) -> Self {
         CsvAppender {
             out,

@@ -221,7 +221,7 @@ impl Engine {
             segments: Vec::new(),
             text: Vec::new(),
         };
-        // SAFETY (whole block): ctx/state are live and hold the result of the
+        // SAFETY: for the whole block, ctx/state are live and hold the result of the
         // last `whisper_full`; indices stay within the counts whisper.cpp reports;
         // segment text pointers are NUL-terminated and valid until the next call,
         // and are copied out immediately.
