@@ -116,7 +116,11 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(receipt) = harness::review::read_receipt(&root) {
         let c = reports::compare::compare(("a", &receipt), ("b", &receipt), Some(0.0));
         let _ = harness::compare::human(&c);
-        assert!(c.regressions.is_empty(), "a receipt regressed against itself: {:?}", c.regressions);
+        assert!(
+            c.regressions.is_empty(),
+            "a receipt regressed against itself: {:?}",
+            c.regressions
+        );
     }
 
     // `memqual report`, then `report --reseal` when it refused.
