@@ -9,10 +9,15 @@ use std::collections::HashMap;
 /// One tensor the loader expects.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExpectedTensor {
+    /// Tensor name as whisper.cpp looks it up (`decoder.blocks.0.attn.query.weight`).
     pub name: String,
     /// Dims in ggml order (the numpy shape reversed).
     pub ne: Vec<u64>,
+    /// The type the loader reads it as: F32 for vectors and positional
+    /// embeddings, the ftype's conv type for convolutions, its weight type for
+    /// matrices.
     pub ggml_type: GgmlType,
+    /// Encoder or decoder, by the name's prefix.
     pub class: TensorClass,
 }
 
@@ -26,6 +31,8 @@ impl ExpectedTensor {
 /// The expected tensors for one header, with a name index.
 #[derive(Debug, Clone)]
 pub struct ExpectedInventory {
+    /// In the loader's declaration order: encoder first (for `Expect::Full`),
+    /// then decoder.
     pub tensors: Vec<ExpectedTensor>,
     by_name: HashMap<String, usize>,
 }
@@ -66,14 +73,17 @@ impl ExpectedInventory {
         self.by_name.get(name).copied()
     }
 
+    /// The expected tensor of that name, if the loader declares one.
     pub fn get(&self, name: &str) -> Option<&ExpectedTensor> {
         self.position(name).map(|i| &self.tensors[i])
     }
 
+    /// Number of expected tensors.
     pub fn len(&self) -> usize {
         self.tensors.len()
     }
 
+    /// Whether no tensor is expected (never true for an inventory `new` built).
     pub fn is_empty(&self) -> bool {
         self.tensors.is_empty()
     }

@@ -9,15 +9,21 @@ use std::collections::BTreeMap;
 pub struct TensorRecord {
     /// 0-based position among the file's tensor records.
     pub index: usize,
+    /// Tensor name as stored (valid UTF-8; it matched an expected name).
     pub name: String,
+    /// Stored ggml type (equal to the expected one).
     pub ggml_type: GgmlType,
     /// Dims in ggml order.
     pub ne: Vec<u64>,
     /// Offset of the record's `n_dims` field.
     pub record_offset: u64,
+    /// Byte offset of the first payload byte, right after the name.
     pub payload_offset: u64,
+    /// Payload length in bytes (type x dims).
     pub payload_len: u64,
+    /// SHA-256 of the payload, lower-case hex.
     pub payload_sha256: String,
+    /// Encoder or decoder, by the name's prefix.
     pub class: TensorClass,
 }
 
@@ -36,7 +42,9 @@ impl TensorRecord {
 /// The mel filter block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MelInfo {
+    /// Filter rows (equal to the header's `n_mels`).
     pub n_mel: i32,
+    /// Filter columns (always `MEL_N_FFT`, 201).
     pub n_fft: i32,
     /// Offset of the block's `n_mel` field.
     pub offset: u64,
@@ -53,13 +61,16 @@ pub struct VocabInfo {
     pub offset: u64,
     /// One past the block's last byte (= the prefix length).
     pub end: u64,
+    /// Longest stored token, in bytes.
     pub max_token_len: u64,
 }
 
 /// Records and bytes of one tensor class.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClassTotal {
+    /// Tensor records of the class.
     pub records: usize,
+    /// Their payload bytes.
     pub payload_bytes: u64,
     /// Payload plus record headers and names.
     pub record_bytes: u64,
@@ -68,11 +79,14 @@ pub struct ClassTotal {
 /// Totals per class.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClassTotals {
+    /// Records under `encoder.`.
     pub native_encoder: ClassTotal,
+    /// Records under `decoder.`.
     pub decoder: ClassTotal,
 }
 
 impl ClassTotals {
+    /// Sum `records` per class.
     pub fn of(records: &[TensorRecord]) -> Self {
         let mut totals = Self::default();
         for r in records {
@@ -91,28 +105,40 @@ impl ClassTotals {
 /// A strictly parsed GGML Whisper model.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Inventory {
+    /// The magic as read (always `GGML_MAGIC`).
     pub magic: u32,
+    /// The eleven header hyperparameters.
     pub hparams: Hparams,
+    /// The decoded `hparams.ftype`.
     pub ftype: Ftype,
+    /// Family from `n_audio_layer`.
     pub family: ModelFamily,
+    /// Whether `n_vocab >= 51865`, as whisper.cpp decides it.
     pub multilingual: bool,
     /// The inventory the file was checked against.
     pub expect: Expect,
+    /// Where the mel filter block lies.
     pub mel: MelInfo,
+    /// Where the vocabulary block lies and what it holds.
     pub vocab: VocabInfo,
     /// Header + mel filters + vocabulary, in bytes.
     pub prefix_len: u64,
+    /// SHA-256 of the first `prefix_len` bytes, lower-case hex.
     pub prefix_sha256: String,
     /// Records in file order.
     pub tensors: Vec<TensorRecord>,
+    /// Records and bytes per tensor class.
     pub totals: ClassTotals,
     /// Records per ggml type.
     pub type_counts: BTreeMap<GgmlType, usize>,
+    /// File length in bytes.
     pub file_len: u64,
+    /// SHA-256 of the whole file, lower-case hex.
     pub file_sha256: String,
 }
 
 impl Inventory {
+    /// Records stored as `ggml_type` (0 if none).
     pub fn count_of(&self, ggml_type: GgmlType) -> usize {
         self.type_counts.get(&ggml_type).copied().unwrap_or(0)
     }

@@ -28,16 +28,29 @@ pub const MAX_LAYERS: i32 = 256;
 /// The eleven i32 hyperparameters in file order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Hparams {
+    /// Vocabulary size in tokens (51864 for English-only models; 51865 or more
+    /// is multilingual).
     pub n_vocab: i32,
+    /// Encoder context in frames after the convolutions (1500 for 30 s).
     pub n_audio_ctx: i32,
+    /// Encoder width: the hidden size of every encoder layer (384 in tiny).
     pub n_audio_state: i32,
+    /// Attention heads per encoder layer.
     pub n_audio_head: i32,
+    /// Encoder layers; it decides the `ModelFamily`.
     pub n_audio_layer: i32,
+    /// Decoder context in tokens (448).
     pub n_text_ctx: i32,
+    /// Decoder width: the hidden size of every decoder layer.
     pub n_text_state: i32,
+    /// Attention heads per decoder layer.
     pub n_text_head: i32,
+    /// Decoder layers.
     pub n_text_layer: i32,
+    /// Mel bins per frame (80; 128 for large-v3); also the rows of the mel
+    /// filter block.
     pub n_mels: i32,
+    /// The stored file type, decoded by `Ftype::decode`.
     pub ftype: i32,
 }
 
@@ -194,12 +207,19 @@ impl Ftype {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GgmlType {
+    /// 32-bit float.
     F32,
+    /// 16-bit IEEE half float.
     F16,
+    /// 4-bit, blocks of 32 with one f16 scale (18 bytes).
     Q4_0,
+    /// 4-bit, blocks of 32 with an f16 scale and minimum (20 bytes).
     Q4_1,
+    /// 5-bit, blocks of 32 with one f16 scale (22 bytes).
     Q5_0,
+    /// 5-bit, blocks of 32 with an f16 scale and minimum (24 bytes).
     Q5_1,
+    /// 8-bit, blocks of 32 with one f16 scale (34 bytes).
     Q8_0,
 }
 
@@ -254,6 +274,7 @@ impl GgmlType {
         }
     }
 
+    /// Whether the type stores blocks of 32 elements (every Q type).
     pub fn is_quantized(self) -> bool {
         self.block_size() > 1
     }
@@ -293,16 +314,24 @@ impl fmt::Display for GgmlType {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ModelFamily {
+    /// 4 encoder layers.
     Tiny,
+    /// 6 encoder layers.
     Base,
+    /// 12 encoder layers.
     Small,
+    /// 24 encoder layers.
     Medium,
+    /// 32 encoder layers (large, large-v2, large-v3 and turbo alike).
     Large,
+    /// Any other layer count.
     /// whisper.cpp still loads it (as `MODEL_UNKNOWN`).
     Unknown,
 }
 
 impl ModelFamily {
+    /// The family whisper.cpp names for an `n_audio_layer`; `Unknown` for any
+    /// count it does not name.
     pub fn from_audio_layers(n_audio_layer: i32) -> Self {
         match n_audio_layer {
             4 => ModelFamily::Tiny,
@@ -319,7 +348,11 @@ impl ModelFamily {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TensorClass {
+    /// Names under `encoder.`: convolutions, positional embedding, encoder
+    /// blocks and `ln_post`.
     NativeEncoder,
+    /// Names under `decoder.`: token and positional embeddings, decoder blocks
+    /// and `ln`.
     Decoder,
 }
 

@@ -12,6 +12,8 @@ pub struct GgmlWriter<W: Write> {
 }
 
 impl<W: Write> GgmlWriter<W> {
+    /// A writer at byte 0 of `out`. Wrap a file in a `BufWriter`: every field is
+    /// a separate write.
     pub fn new(out: W) -> Self {
         Self { out, written: 0 }
     }
@@ -90,10 +92,12 @@ impl<W: Write> GgmlWriter<W> {
         self.raw(name.as_bytes())
     }
 
+    /// Flush the underlying writer.
     pub fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
     }
 
+    /// The underlying writer (not flushed).
     pub fn into_inner(self) -> W {
         self.out
     }
