@@ -18,21 +18,30 @@ pub const MANIFEST_VERSION: u32 = 1;
 pub struct ExpectedRejection {
     /// [`crate::Defect::code`].
     pub defect: String,
+    /// `ParseError::offset`: byte offset of the wrong field or record.
     pub offset: u64,
+    /// `ParseError::record`: 0-based tensor record index, when inside one.
     pub record: Option<usize>,
+    /// `ParseError::tensor`: the record's name, once read.
     pub tensor: Option<String>,
 }
 
 /// One corpus file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CorpusCase {
+    /// Case name (`duplicate-decoder-record`); the file is `<case>.bin`.
     pub case: String,
+    /// File name inside the corpus directory.
     pub file: String,
+    /// What was done to the source, in words.
     pub description: String,
     /// The inventory the file is checked against.
     pub expect: Expect,
+    /// What the parser must say about the file.
     pub rejection: ExpectedRejection,
+    /// File length in bytes.
     pub bytes: u64,
+    /// SHA-256 of the file, lower-case hex.
     pub sha256: String,
 }
 
@@ -40,21 +49,37 @@ pub struct CorpusCase {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CorpusManifest {
+    /// `MANIFEST_VERSION` at the time of writing.
     pub manifest_version: u32,
+    /// Length of the model the cases were cut from, in bytes.
     pub source_bytes: u64,
+    /// SHA-256 of that model, lower-case hex.
     pub source_sha256: String,
+    /// Every case, in build order.
     pub cases: Vec<CorpusCase>,
 }
 
+/// Why a corpus could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum CorpusError {
+    /// The source is not a strictly valid full model.
     #[error("source {path}: {source}")]
-    Source { path: PathBuf, source: ParseError },
+    Source {
+        /// The source model's path.
+        path: PathBuf,
+        /// Why the parser rejected it.
+        source: ParseError,
+    },
+    /// The source lacks a record some case needs, or a case was not rejected as
+    /// planned; the text says which.
     #[error("{0}")]
     Unsuitable(String),
+    /// Reading the source or writing a case file failed.
     #[error("{path}: {source}")]
     Io {
+        /// The file or directory being read or written.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
 }

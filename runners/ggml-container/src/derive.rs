@@ -16,18 +16,26 @@ pub const RECEIPT_VERSION: u32 = 1;
 /// A file by content.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileIdentity {
+    /// Length in bytes.
     pub bytes: u64,
+    /// SHA-256 of the content, lower-case hex.
     pub sha256: String,
 }
 
 /// What the receipt binds of every record, wherever it is listed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordFacts {
+    /// Tensor name.
     pub name: String,
+    /// Stored ggml type.
     pub ggml_type: GgmlType,
+    /// Dims in ggml order.
     pub ne: Vec<u64>,
+    /// Whole record in bytes: header, dims, name and payload.
     pub record_bytes: u64,
+    /// Payload alone, in bytes.
     pub payload_bytes: u64,
+    /// SHA-256 of the payload, lower-case hex.
     pub payload_sha256: String,
 }
 
@@ -47,9 +55,13 @@ impl From<&TensorRecord> for RecordFacts {
 /// One source record as the receipt lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceRecord {
+    /// 0-based position among the source's records.
     pub index: usize,
+    /// Encoder (removed) or decoder (retained).
     pub class: TensorClass,
+    /// Byte offset of the record in the source.
     pub record_offset: u64,
+    /// Name, type, dims, sizes and payload digest.
     #[serde(flatten)]
     pub facts: RecordFacts,
 }
@@ -57,10 +69,15 @@ pub struct SourceRecord {
 /// A record copied into the output.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RetainedRecord {
+    /// 0-based position among the source's records.
     pub source_index: usize,
+    /// 0-based position among the output's records.
     pub output_index: usize,
+    /// Byte offset of the record in the source.
     pub source_record_offset: u64,
+    /// Byte offset of the record in the output.
     pub output_record_offset: u64,
+    /// Name, type, dims, sizes and payload digest (equal in both files).
     #[serde(flatten)]
     pub facts: RecordFacts,
 }
@@ -68,8 +85,11 @@ pub struct RetainedRecord {
 /// A record left out of the output.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RemovedRecord {
+    /// 0-based position among the source's records.
     pub source_index: usize,
+    /// Byte offset of the record in the source.
     pub source_record_offset: u64,
+    /// Name, type, dims, sizes and payload digest.
     #[serde(flatten)]
     pub facts: RecordFacts,
 }
@@ -77,11 +97,17 @@ pub struct RemovedRecord {
 /// Byte totals of what stayed and what went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DerivationTotals {
+    /// Records copied (every decoder record).
     pub retained_records: usize,
+    /// Their payload bytes.
     pub retained_payload_bytes: u64,
+    /// Their whole-record bytes.
     pub retained_record_bytes: u64,
+    /// Records left out (every native-encoder record).
     pub removed_records: usize,
+    /// Their payload bytes.
     pub removed_payload_bytes: u64,
+    /// Their whole-record bytes.
     pub removed_record_bytes: u64,
 }
 
@@ -89,38 +115,70 @@ pub struct DerivationTotals {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DerivationReceipt {
+    /// `RECEIPT_VERSION` at the time of writing.
     pub receipt_version: u32,
     /// The tool and version that made the derivative (e.g. `memqual 0.1.0`).
     pub made_by: String,
+    /// What the derivation did, in words (a fixed sentence).
     pub derivation: String,
+    /// The full model the derivative was made from.
     pub source: FileIdentity,
     /// Header + mel filters + vocabulary, identical in source and output.
     pub prefix: FileIdentity,
+    /// Every source record, in file order.
     pub source_inventory: Vec<SourceRecord>,
+    /// The decoder records copied, in file order.
     pub retained: Vec<RetainedRecord>,
+    /// The native-encoder records left out, in file order.
     pub removed: Vec<RemovedRecord>,
     /// The output; its length is exactly prefix + retained record bytes.
     pub output: FileIdentity,
+    /// Record and byte counts of `retained` and `removed`.
     pub totals: DerivationTotals,
     /// SHA-256 of the canonical JSON of this receipt with this field empty.
     pub receipt_sha256: String,
 }
 
+/// Why a derivation or its verification failed.
 #[derive(Debug, thiserror::Error)]
 pub enum DeriveError {
+    /// The source is not a strictly valid full model.
     #[error("source {path}: {source}")]
-    Source { path: PathBuf, source: ParseError },
+    Source {
+        /// The source model's path.
+        path: PathBuf,
+        /// Why the parser rejected it.
+        source: ParseError,
+    },
+    /// The output as written does not parse as a decoder-only model.
     #[error("the written output {path} does not parse as decoder-only: {source}")]
-    Output { path: PathBuf, source: ParseError },
+    Output {
+        /// The output's final path (also while its temporary copy is checked).
+        path: PathBuf,
+        /// Why the parser rejected it.
+        source: ParseError,
+    },
+    /// Reading or writing a file failed.
     #[error("{path}: {source}")]
     Io {
+        /// The file or directory (for the output, possibly its temporary file).
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
+    /// The output is not the source's prefix and decoder records in order, or a
+    /// receipt does not match the files; one entry per discrepancy.
     #[error("the output differs from the plan: {}", .0.join("; "))]
     Differs(Vec<String>),
+    /// The receipt file is not a receipt, not in canonical form, or its seal
+    /// is wrong.
     #[error("receipt {path}: {reason}")]
-    Receipt { path: PathBuf, reason: String },
+    Receipt {
+        /// The receipt file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DeriveError + '_ {

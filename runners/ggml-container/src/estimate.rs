@@ -32,21 +32,36 @@ pub struct EstimateOptions {
 /// Predicted allocations, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StateEstimate {
+    /// Audio positions used: the option, else the header's `n_audio_ctx`.
     pub audio_ctx: u64,
+    /// Text positions used: the option, else the header's `n_text_ctx`.
     pub text_ctx: u64,
+    /// `audio_ctx` rounded up to a multiple of `CACHE_PAD`.
     pub padded_audio_ctx: u64,
+    /// `text_ctx` rounded up to a multiple of `CACHE_PAD`.
     pub padded_text_ctx: u64,
+    /// Concurrent decoders used (at least 1).
     pub decoders: u64,
-    /// How many single-decoder self caches the self cache holds.
+    /// How many single-decoder self caches the self cache holds: `decoders + 2`
+    /// with more than one decoder, else 1.
     pub kv_self_factor: u64,
+    /// Self-attention K and V cache: 2 x `n_text_layer` x `padded_text_ctx` x
+    /// `n_text_state` x 2 bytes, times `kv_self_factor`.
     pub kv_self_bytes: u64,
+    /// Cross-attention K and V cache: 2 x `n_text_layer` x `padded_audio_ctx` x
+    /// `n_text_state` x 2 bytes.
     pub kv_cross_bytes: u64,
+    /// The one-layer pad cache: 2 x `padded_audio_ctx` x `n_audio_state` x 2 bytes.
     pub kv_pad_bytes: u64,
+    /// Self + cross + pad caches.
     pub kv_total_bytes: u64,
-    /// Reserved capacity; not necessarily touched (seed 000 §3.3).
+    /// The f32 logits buffer, `n_vocab` x `text_ctx` x 4 bytes. Reserved
+    /// capacity; not necessarily touched (seed 000 §3.3).
     pub logits_reserve_bytes: u64,
-    /// Weight payload bytes per class, when the file was parsed.
+    /// Native-encoder weight payload bytes, when the file was parsed (`None`
+    /// when only a header was given).
     pub native_encoder_weight_bytes: Option<u64>,
+    /// Decoder weight payload bytes, when the file was parsed.
     pub decoder_weight_bytes: Option<u64>,
 }
 

@@ -21,6 +21,10 @@
 //! whisper worker build on this crate. The worker's pre-validation is
 //! `inspect(path, Expect::Full)` (or `DecoderOnly` for stripped artifacts).
 
+// Every public item says what it is: the worker, the CLI and the tools read
+// models only through this crate, and its types end up in receipts.
+#![warn(missing_docs)]
+
 pub mod cache;
 pub mod corpus;
 pub mod ct2;

@@ -18,23 +18,41 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
+/// Why a quantization failed.
 #[derive(Debug, thiserror::Error)]
 pub enum QuantizeError {
+    /// The source is not a strictly valid full model.
     #[error("source {path}: {source}")]
-    Source { path: PathBuf, source: ParseError },
+    Source {
+        /// The source model's path.
+        path: PathBuf,
+        /// Why the parser rejected it.
+        source: ParseError,
+    },
+    /// The target is not in `TARGETS`, the source is already quantized, or
+    /// the model's dims are not whole blocks of the target; the text says which.
     #[error("{0}")]
     Unsupported(String),
+    /// Reading the source or writing the output failed.
     #[error("{path}: {source}")]
     Io {
+        /// The file or directory (for the output, possibly its temporary file).
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
+    /// ggml's quantizer wrote a payload of the wrong length.
     #[error("ggml wrote {got} bytes for {tensor}, {want} expected")]
     Size {
+        /// The tensor's name.
         tensor: String,
+        /// Bytes ggml wrote.
         got: usize,
+        /// Bytes the target type x dims needs.
         want: u64,
     },
+    /// The written output does not parse strictly as a full model; the output
+    /// path is left untouched.
     #[error("the quantized output does not parse: {0}")]
     Output(ParseError),
 }
@@ -42,10 +60,15 @@ pub enum QuantizeError {
 /// What a quantization produced.
 #[derive(Debug, Clone, Serialize)]
 pub struct QuantizeSummary {
+    /// The type the weight matrices were quantized to.
     pub target: GgmlType,
+    /// The ftype the output's header stores (target plus quantization version).
     pub ftype: Ftype,
+    /// Tensors quantized by ggml (weight matrices and the token embedding).
     pub quantized_tensors: usize,
+    /// Length of the source model in bytes.
     pub source_bytes: u64,
+    /// The output as the strict parser read it back.
     pub output: Inventory,
 }
 

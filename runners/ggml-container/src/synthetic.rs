@@ -15,19 +15,27 @@ use std::path::Path;
 /// Shape and seed of a synthetic model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SyntheticSpec {
+    /// Header `n_vocab`: the vocabulary size the model declares.
     pub n_vocab: i32,
+    /// Encoder context in frames.
     pub n_audio_ctx: i32,
+    /// Decoder context in tokens.
     pub n_text_ctx: i32,
     /// Audio and text state width (the same, as in every Whisper model).
     pub n_state: i32,
+    /// Attention heads, in encoder and decoder alike.
     pub n_head: i32,
+    /// Encoder layers.
     pub n_audio_layer: i32,
+    /// Decoder layers.
     pub n_text_layer: i32,
+    /// Mel bins; the mel filter block gets a real bank of this many rows.
     pub n_mels: i32,
     /// F16 or F32 (the generator does not quantize).
     pub weight_type: GgmlType,
     /// Tokens written to the vocabulary block; whisper.cpp synthesizes the rest.
     pub vocab_tokens: u32,
+    /// Seed of the weights; the same spec always gives the same bytes.
     pub seed: u64,
 }
 
@@ -67,6 +75,7 @@ impl SyntheticSpec {
         }
     }
 
+    /// The header the model is written with (ftype from `weight_type`).
     pub fn hparams(&self) -> Hparams {
         Hparams {
             n_vocab: self.n_vocab,

@@ -15,16 +15,29 @@ use std::io::Write;
 /// The number of mel bins every Whisper model's GGML header records.
 const MEL_BINS: i32 = (N_FFT / 2 + 1) as i32;
 
+/// Why a CTranslate2 model could not be converted.
 #[derive(Debug, thiserror::Error)]
 pub enum ConvertError {
+    /// A variable the name mapping needs is absent (the text names it), or a
+    /// GGML tensor has no CT2 source.
     #[error("CT2 model lacks variable {0}")]
     Missing(String),
+    /// A variable is unusable: wrong shape or dtype, rows out of range, or a
+    /// non-zero key-bias slot whisper.cpp cannot hold.
     #[error("CT2 variable {name}: {reason}")]
-    Variable { name: String, reason: String },
+    Variable {
+        /// The CT2 variable's name (or the GGML tensor's, for a cast it cannot make).
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The header read from the variables' shapes describes no loadable model.
     #[error("the CT2 model's shapes give an impossible header: {0}")]
     Header(String),
+    /// `vocabulary.txt` could not be decoded.
     #[error(transparent)]
     Vocab(#[from] VocabError),
+    /// Writing the output failed.
     #[error("writing the GGML file: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -32,9 +45,13 @@ pub enum ConvertError {
 /// What a conversion wrote.
 #[derive(Debug, Clone, Serialize)]
 pub struct ConvertSummary {
+    /// The header written (F16 ftype).
     pub hparams: Hparams,
+    /// Tensor records written: the full expected inventory.
     pub tensors: usize,
+    /// Tokens written to the vocabulary block (those before `<|endoftext|>`).
     pub vocab_tokens: usize,
+    /// Bytes written in all.
     pub bytes: u64,
 }
 

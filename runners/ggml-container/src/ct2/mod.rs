@@ -18,11 +18,17 @@ pub const BINARY_VERSION: u32 = 6;
 /// A CT2 variable's element type (`model_spec.py` dtype ids).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ct2Dtype {
+    /// 32-bit float (id 0).
     F32,
+    /// 8-bit integer (id 1).
     I8,
+    /// 16-bit integer (id 2), e.g. the `num_heads` scalars.
     I16,
+    /// 32-bit integer (id 3).
     I32,
+    /// 16-bit IEEE half float (id 4).
     F16,
+    /// bfloat16 (id 5); read, but not converted.
     Bf16,
 }
 
@@ -39,6 +45,7 @@ impl Ct2Dtype {
         })
     }
 
+    /// Bytes per element.
     pub fn size(self) -> usize {
         match self {
             Ct2Dtype::I8 => 1,
@@ -51,21 +58,36 @@ impl Ct2Dtype {
 /// One variable: its shape and where its data sits in the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ct2Variable {
+    /// CTranslate2 name, slash-separated (`decoder/layer_norm/beta`).
     pub name: String,
+    /// Dims as stored, outermost first (numpy order, unlike ggml's `ne`).
     pub shape: Vec<u32>,
+    /// Element type.
     pub dtype: Ct2Dtype,
     /// Byte range of the data within the model bytes.
     pub offset: usize,
+    /// Data length in bytes: elements x `Ct2Dtype::size`.
     pub len: usize,
 }
 
 /// Why a `model.bin` was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum Ct2Error {
+    /// Opening or mapping the file failed.
     #[error("cannot read the model: {0}")]
     Io(#[from] std::io::Error),
+    /// The bytes are not a version-6 `model.bin`: wrong version, unknown dtype,
+    /// a length that disagrees with its shape, a bad string, a truncation, or
+    /// bytes after the alias table.
     #[error("byte offset {offset}: {reason}")]
-    Malformed { offset: usize, reason: String },
+    Malformed {
+        /// Byte offset where reading stood: just past the field at fault, or
+        /// where the missing bytes should start (for a bad string, its first
+        /// byte after the length).
+        offset: usize,
+        /// What is wrong, for a person to read.
+        reason: String,
+    },
 }
 
 /// The bytes of a model: mapped from a file or owned (e.g. two parts joined).
@@ -87,10 +109,14 @@ impl Deref for Bytes {
 /// A parsed CT2 model; variable data is borrowed from the mapped bytes.
 pub struct Ct2Model {
     bytes: Bytes,
+    /// The model spec's name (`WhisperSpec` for Whisper models).
     pub spec_name: String,
+    /// The model spec's revision number.
     pub spec_revision: u32,
     /// In file order (CTranslate2 sorts them by name).
     pub variables: Vec<Ct2Variable>,
+    /// The alias table in file order, as (alias, name of the variable it stands
+    /// for); `variable` does not follow aliases.
     pub aliases: Vec<(String, String)>,
 }
 
@@ -167,6 +193,7 @@ impl Ct2Model {
         })
     }
 
+    /// The variable stored under `name`, if any.
     pub fn variable(&self, name: &str) -> Option<&Ct2Variable> {
         self.variables.iter().find(|v| v.name == name)
     }

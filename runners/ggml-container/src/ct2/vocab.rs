@@ -5,12 +5,25 @@ use std::collections::HashMap;
 /// The line that ends the regular tokens; whisper.cpp synthesizes the specials.
 pub const END_OF_TEXT: &str = "<|endoftext|>";
 
+/// Why a `vocabulary.txt` could not be decoded.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum VocabError {
+    /// A line is not valid UTF-8.
     #[error("vocabulary.txt line {line}: not UTF-8")]
-    NotUtf8 { line: usize },
+    NotUtf8 {
+        /// 1-based line number.
+        line: usize,
+    },
+    /// A line holds a character outside GPT-2's byte-to-unicode table.
     #[error("vocabulary.txt line {line}: {ch:?} is not a GPT-2 byte-level character")]
-    BadChar { line: usize, ch: char },
+    BadChar {
+        /// 1-based line number.
+        line: usize,
+        /// The first character not in the table.
+        ch: char,
+    },
+    /// The file has no `<|endoftext|>` line, so where the regular tokens end is
+    /// unknown.
     #[error("vocabulary.txt has no {END_OF_TEXT} line")]
     NoEndOfText,
 }
