@@ -42,15 +42,19 @@ pub const HOST_VM_INFO64_REV2_COUNT: u32 = 40;
 
 /// `kern.memorystatus_vm_pressure_level` values (`NOTE_MEMORYSTATUS_PRESSURE_*`).
 pub const PRESSURE_NORMAL: i32 = 1;
+/// `NOTE_MEMORYSTATUS_PRESSURE_WARN`: memory is getting scarce.
 pub const PRESSURE_WARN: i32 = 2;
+/// `NOTE_MEMORYSTATUS_PRESSURE_CRITICAL`: memory is critically scarce.
 pub const PRESSURE_CRITICAL: i32 = 4;
 
 /// The system memory pressure level the kernel dispatches to clients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PressureLevel {
+    /// Level 1: no memory pressure.
     Normal,
     /// Internally either "warning" or "urgent".
     Warn,
+    /// Level 4: critical memory pressure.
     Critical,
 }
 
@@ -65,6 +69,7 @@ impl PressureLevel {
         }
     }
 
+    /// The sysctl's integer for this level (1, 2 or 4).
     pub fn as_sysctl(self) -> i32 {
         match self {
             Self::Normal => PRESSURE_NORMAL,
@@ -73,6 +78,7 @@ impl PressureLevel {
         }
     }
 
+    /// The level's lower-case name (`normal`, `warn`, `critical`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Normal => "normal",
@@ -95,10 +101,15 @@ pub const THERMAL_PRESSURE_NOTIFICATION: &str = "com.apple.system.thermalpressur
 /// the `TARGET_OS_OSX` branch: 0 to 4; iOS spaces its levels by 10 instead).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ThermalPressure {
+    /// Level 0 (`kOSThermalPressureLevelNominal`): no thermal pressure.
     Nominal = 0,
+    /// Level 1 (`kOSThermalPressureLevelModerate`).
     Moderate = 1,
+    /// Level 2 (`kOSThermalPressureLevelHeavy`).
     Heavy = 2,
+    /// Level 3 (`kOSThermalPressureLevelTrapping`).
     Trapping = 3,
+    /// Level 4 (`kOSThermalPressureLevelSleeping`), the highest macOS defines.
     Sleeping = 4,
 }
 
@@ -121,6 +132,7 @@ impl ThermalPressure {
         self as u64
     }
 
+    /// The level's lower-case name (`nominal` … `sleeping`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Nominal => "nominal",
@@ -141,6 +153,7 @@ impl ThermalPressure {
 
 /// `hw.memsize`: physical memory, a `CTLTYPE_QUAD` (u64).
 pub const SYSCTL_HW_MEMSIZE: &CStr = c"hw.memsize";
+/// Size in bytes of the `hw.memsize` value.
 pub const HW_MEMSIZE_SIZE: usize = 8;
 /// `hw.model`: a string such as `Mac14,2`.
 pub const SYSCTL_HW_MODEL: &CStr = c"hw.model";
@@ -151,6 +164,7 @@ pub const SYSCTL_VM_SWAPUSAGE: &CStr = c"vm.swapusage";
 /// The pressure level ([`PressureLevel`]), an `int`. Registered by the
 /// kernel at run time, so no header names it and it is not in the facts.
 pub const SYSCTL_PRESSURE_LEVEL: &CStr = c"kern.memorystatus_vm_pressure_level";
+/// Size in bytes of the pressure level value (an `int`).
 pub const PRESSURE_LEVEL_SIZE: usize = 4;
 
 /// Size of `struct xsw_usage` (the `vm.swapusage` sysctl).
@@ -164,9 +178,13 @@ const fn field(offset: usize, size: usize, signed: bool) -> FieldLayout {
         signed,
     }
 }
+/// `xsu_total`: a u64 at offset 0.
 pub const XSU_TOTAL: FieldLayout = field(0, 8, false);
+/// `xsu_avail`: a u64 at offset 8.
 pub const XSU_AVAIL: FieldLayout = field(8, 8, false);
+/// `xsu_used`: a u64 at offset 16.
 pub const XSU_USED: FieldLayout = field(16, 8, false);
+/// `xsu_pagesize`: a u32 at offset 24.
 pub const XSU_PAGESIZE: FieldLayout = field(24, 4, false);
 /// `boolean_t` (an `int`).
 pub const XSU_ENCRYPTED: FieldLayout = field(28, 4, true);
@@ -174,10 +192,13 @@ pub const XSU_ENCRYPTED: FieldLayout = field(28, 4, true);
 /// `struct xsw_usage` (XNU bsd/sys/sysctl.h): swap totals in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct XswUsage {
+    /// Swap space in bytes (`xsu_total`).
     pub total: u64,
+    /// Free swap space in bytes (`xsu_avail`).
     pub avail: u64,
     /// The kernel computes this as `total - avail`.
     pub used: u64,
+    /// Page size of the swap files in bytes (`xsu_pagesize`).
     pub pagesize: u32,
     /// `boolean_t`, kept raw.
     pub encrypted: i32,
@@ -201,6 +222,7 @@ impl XswUsage {
         })
     }
 
+    /// The sysctl's bytes for this value (little-endian), the inverse of `from_bytes`.
     pub fn to_bytes(&self) -> [u8; XSW_USAGE_SIZE] {
         let mut b = [0u8; XSW_USAGE_SIZE];
         let mut put = |f: FieldLayout, v: &[u8]| b[f.offset..f.offset + f.size].copy_from_slice(v);
@@ -229,6 +251,7 @@ pub fn vm_free_bytes(free: u32, speculative: u32, page: u64) -> u64 {
     pages_to_bytes(free.saturating_sub(speculative), page)
 }
 
+/// `pages * page` bytes, saturating at `u64::MAX`.
 pub fn pages_to_bytes(pages: u32, page: u64) -> u64 {
     u64::from(pages).saturating_mul(page)
 }
@@ -241,12 +264,19 @@ pub fn nonzero(v: u64) -> Option<u64> {
 /// The `task_vm_info` fields memqual reads, plus the count the kernel returned.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TaskVm {
+    /// The count (in `natural_t` words) the kernel returned: which revision it filled.
     pub count: u32,
+    /// Virtual address space size in bytes.
     pub virtual_size: u64,
+    /// Resident size in bytes.
     pub resident_size: u64,
+    /// Lifetime peak resident size in bytes.
     pub resident_size_peak: u64,
+    /// Bytes held compressed by the compressor.
     pub compressed: u64,
+    /// Physical footprint in bytes (revision 1 and later).
     pub phys_footprint: u64,
+    /// Lifetime peak of the footprint ledger in bytes (revision 3 and later; signed as in the header).
     pub ledger_phys_footprint_peak: i64,
 }
 
@@ -282,9 +312,13 @@ impl TaskVm {
 /// The `rusage_info_v4` memory fields (bytes).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RusageMemory {
+    /// `ri_phys_footprint`: current physical footprint; 0 once the process has exited.
     pub phys_footprint: u64,
+    /// `ri_resident_size`: current resident size.
     pub resident_size: u64,
+    /// `ri_wired_size`: current wired memory.
     pub wired_size: u64,
+    /// `ri_lifetime_max_phys_footprint`: lifetime footprint peak; 0 when not recorded.
     pub lifetime_max_phys_footprint: u64,
 }
 
@@ -312,15 +346,23 @@ impl RusageMemory {
 /// The `vm_statistics64` fields memqual reads, plus the count the kernel returned.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct VmStats {
+    /// The count (in `integer_t` words) the kernel returned: which revision it filled.
     pub count: u32,
+    /// Free pages, speculative pages included.
     pub free_count: u32,
+    /// Speculative pages (read ahead, not yet used).
     pub speculative_count: u32,
+    /// Wired pages.
     pub wire_count: u32,
+    /// Pages paged in since boot.
     pub pageins: u64,
+    /// Pages paged out since boot.
     pub pageouts: u64,
     /// rev1 and later.
     pub compressor_page_count: u32,
+    /// Pages swapped in since boot (revision 1 and later).
     pub swapins: u64,
+    /// Pages swapped out since boot (revision 1 and later).
     pub swapouts: u64,
 }
 

@@ -33,18 +33,23 @@ pub const SKEW: Option<&str> = option_env!("MEMQUAL_DARWIN_ABI_SKEW");
 /// or a text (a name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Value {
+    /// A number: a size, offset, constant, or 0/1 for signedness.
     Number(u64),
+    /// A text, such as a sysctl name.
     Text(&'static str),
 }
 
 /// One fact as the Rust side has it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fact {
+    /// The fact's name as the facts file spells it (e.g. `task_vm_info.phys_footprint.offset`).
     pub name: &'static str,
+    /// The value the Rust side has.
     pub value: Value,
 }
 
 impl Fact {
+    /// A numeric fact.
     pub const fn number(name: &'static str, value: u64) -> Fact {
         Fact {
             name,
@@ -52,6 +57,7 @@ impl Fact {
         }
     }
 
+    /// A text fact.
     pub const fn text(name: &'static str, value: &'static str) -> Fact {
         Fact {
             name,
@@ -64,8 +70,11 @@ impl Fact {
 /// decodes it from raw bytes (for the structs it does not take from `libc`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FieldLayout {
+    /// Byte offset of the field from the start of the struct.
     pub offset: usize,
+    /// Size of the field in bytes.
     pub size: usize,
+    /// Whether the field is a signed integer.
     pub signed: bool,
 }
 
@@ -78,6 +87,7 @@ impl FieldLayout {
 
 /// Integer types and their signedness, for field facts.
 pub trait Integer {
+    /// Whether the type is a signed integer.
     const SIGNED: bool;
 }
 
@@ -145,19 +155,35 @@ pub type Facts = &'static [&'static [Fact]];
 pub enum Difference {
     /// Both state the fact, with different values. `skewed`: on purpose.
     Differs {
+        /// The fact's name.
         name: &'static str,
+        /// The value the Rust side has.
         rust: Value,
+        /// The value as the facts file writes it.
         header: &'static str,
+        /// Whether `MEMQUAL_DARWIN_ABI_SKEW` made the Rust side wrong on purpose.
         skewed: bool,
     },
     /// The Rust side checks a fact the facts file does not state.
-    NotInHeaders { name: &'static str },
+    NotInHeaders {
+        /// The fact the facts file lacks.
+        name: &'static str,
+    },
     /// The facts file states a fact no Rust fact checks (complete checks only).
-    NotChecked { name: &'static str },
+    NotChecked {
+        /// The fact no Rust fact checks.
+        name: &'static str,
+    },
     /// The skew names a fact the facts file does not state.
-    UnknownSkew { name: &'static str },
+    UnknownSkew {
+        /// The fact the skew names.
+        name: &'static str,
+    },
     /// A line of the facts file that is not `name = number` or `name = "text"`.
-    Malformed { line: usize },
+    Malformed {
+        /// 1-based line number in the facts file.
+        line: usize,
+    },
 }
 
 impl Difference {
@@ -276,6 +302,7 @@ impl Message {
         }
     }
 
+    /// The message text.
     pub const fn as_str(&self) -> &str {
         let (used, _) = self.bytes.split_at(self.len);
         match core::str::from_utf8(used) {

@@ -13,7 +13,9 @@ use std::time::Duration;
 /// What to sample and how often.
 #[derive(Debug, Clone)]
 pub struct SamplerConfig {
+    /// Process to sample.
     pub pid: i32,
+    /// Time between tick deadlines (a zero period is treated as 1 ns).
     pub period: Duration,
 }
 
@@ -21,15 +23,22 @@ pub struct SamplerConfig {
 /// and kept in each arm's record.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SamplerStats {
+    /// Monotonic time in ns of tick 0.
     pub epoch_ns: u64,
+    /// Tick period in ns actually used (the configured period, at least 1).
     pub period_ns: u64,
+    /// Rows taken, including those the sink refused.
     pub rows: u64,
+    /// Ticks skipped because the sampler fell a whole period behind (the sum of every
+    /// row's `skipped_before`).
     pub skipped_ticks: u64,
     /// Ticks at which the target process could not be read.
     pub process_errors: u64,
+    /// Ticks at which a system reading failed; the row keeps the fields that were read.
     pub system_errors: u64,
     /// Rows the sink refused (e.g. a full disk).
     pub sink_errors: u64,
+    /// Message of the first process, system or sink error; `None` when there was none.
     pub first_error: Option<String>,
 }
 
@@ -139,6 +148,7 @@ impl ExternalSampler {
         self.epoch_ns
     }
 
+    /// Tick period in nanoseconds (the configured period, at least 1).
     pub fn period_ns(&self) -> u64 {
         self.period_ns
     }

@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The host a run measured, read once per run by `host_identity()`; a field that
+/// cannot be read is `None` and `notes` says why.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HostIdentity {
     /// macOS `hw.model` (e.g. `Mac14,2`); Linux DMI product name or device-tree model.

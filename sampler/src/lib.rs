@@ -19,6 +19,9 @@
 //! Platform code lives in one small module per platform (`linux`, `macos`);
 //! everything else is platform independent.
 
+// Every public item says what it means: the harness, reports and JSON schemas read these docs.
+#![warn(missing_docs)]
+
 /// Parsers for captured tool output (vmmap, vm_stat, /proc, cgroup files, …) and the `.mlmodelc` tree digest.
 pub mod captures;
 pub mod clock;

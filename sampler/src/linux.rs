@@ -7,6 +7,7 @@ use crate::{SamplerError, SeriesRow, TaskMemory};
 use procfs::process::{Process, Status};
 use std::path::PathBuf;
 
+/// Platform name written into records (`PLATFORM`).
 pub const NAME: &str = "linux";
 
 /// Hardware model from DMI (x86) or the device tree (ARM), boot time from
@@ -87,6 +88,8 @@ impl StatusBytes {
     }
 }
 
+/// Read the calling process's memory from `/proc/self/status` (does not reset the peak).
+/// Fails when the file cannot be read or parsed or has no `VmRSS` line.
 pub fn snapshot_self() -> Result<TaskMemory, SamplerError> {
     let path = "/proc/self/status";
     let me = Process::myself().map_err(|e| proc_err(path, e))?;
@@ -110,6 +113,8 @@ pub fn snapshot_self() -> Result<TaskMemory, SamplerError> {
     })
 }
 
+/// Reset `VmHWM` to the current RSS by writing 5 to `/proc/self/clear_refs`: `Some(true)`
+/// when the write succeeded, `Some(false)` when it failed.
 pub fn reset_peak_self() -> Option<bool> {
     Some(std::fs::write("/proc/self/clear_refs", b"5").is_ok())
 }
@@ -132,6 +137,8 @@ const STATUS_KEYS: [&[u8]; 7] = [
 ];
 
 impl ProcessProbe {
+    /// Open `/proc/<pid>/status` and `statm` once, to be re-read every tick; `ProcessGone`
+    /// when they cannot be opened.
     pub fn new(pid: i32) -> Result<Self, SamplerError> {
         let gone = |_| SamplerError::ProcessGone { pid };
         Ok(ProcessProbe {
@@ -221,6 +228,8 @@ impl Default for SystemProbe {
 }
 
 impl SystemProbe {
+    /// Open `/proc/meminfo`, `/proc/vmstat` and `/proc/pressure/memory`; a file that cannot
+    /// be opened is reported by each `sample` (missing PSI is not an error).
     pub fn new() -> Self {
         SystemProbe {
             meminfo: ProcFile::open(MEMINFO).ok(),

@@ -18,6 +18,7 @@ use mach2::vm_types::{integer_t, natural_t, vm_size_t};
 use std::ffi::CStr;
 use std::mem;
 
+/// Platform name written into records (`PLATFORM`).
 pub const NAME: &str = "macos";
 
 /// mach2 0.7 has no `TASK_VM_INFO_COUNT`; this is the header's definition.
@@ -83,6 +84,9 @@ const FFI_FACTS: Facts = &[
 // a build for macOS fails naming the first one that does not.
 const _: () = darwin_abi::assert_agrees(&[FFI_FACTS, darwin::ABI_FACTS], true);
 
+/// Read the calling process's memory with `task_info(TASK_VM_INFO)` (peaks are lifetime
+/// values, never reset). Fails when the call fails or the kernel fills less than
+/// revision 1 (no `phys_footprint`).
 pub fn snapshot_self() -> Result<TaskMemory, SamplerError> {
     let mut info = task_vm_info::default();
     let mut count = TASK_VM_INFO_COUNT;
@@ -128,6 +132,9 @@ pub struct ProcessProbe {
 }
 
 impl ProcessProbe {
+    /// A probe for `pid`, checked with one read: `ProcessGone` when the process does not
+    /// exist or has exited, `Os` when `proc_pid_rusage` fails otherwise (e.g. another user's
+    /// process without root).
     pub fn new(pid: i32) -> Result<Self, SamplerError> {
         let probe = ProcessProbe { pid };
         if probe.read()?.exited() {
@@ -215,6 +222,8 @@ impl Drop for SystemProbe {
 }
 
 impl SystemProbe {
+    /// Take the host port and the kernel page size once; cannot fail (a failing read is
+    /// reported by each `sample`).
     pub fn new() -> Self {
         // SAFETY: `mach_host_self` has no preconditions; `vm_kernel_page_size`
         // is a libSystem global set before `main` and never written after.

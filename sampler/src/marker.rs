@@ -6,13 +6,17 @@ use serde::{Deserialize, Serialize};
 /// One phase marker as a worker emits it and the harness stores it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Marker {
+    /// The phase this marker records.
     pub phase: Phase,
     /// 0, 1, 2, … in emission order.
     pub seq: u64,
+    /// The request a `request_begin`/`request_end` marker belongs to; `None` for every other phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<u64>,
     /// [`clock::monotonic_ns`] when the snapshot was taken.
     pub t_ns: u64,
+    /// The calling process's memory at `t_ns`, with `peak_reset` saying whether the peak
+    /// was reset after it.
     pub memory: TaskMemory,
 }
 
@@ -25,6 +29,7 @@ pub struct MarkerRecorder {
 }
 
 impl MarkerRecorder {
+    /// A recorder whose first marker gets sequence number 0.
     pub fn new() -> Self {
         Self::default()
     }

@@ -18,15 +18,32 @@ use serde::{Deserialize, Serialize};
 /// Native Linux fields (`rss_*`) stay under their own names; they are `None` on macOS.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TaskMemory {
+    /// Resident set size in bytes now: Linux `VmRSS`, macOS `task_vm_info.resident_size`.
     pub resident_bytes: u64,
+    /// Highest resident set size in bytes: Linux `VmHWM` since the last peak reset (so per
+    /// phase when markers reset it), macOS `resident_size_peak` over the process's lifetime.
+    /// `None` when the kernel did not report it.
     pub resident_peak_bytes: Option<u64>,
+    /// Dirty memory in bytes that cannot be dropped without writing it somewhere: macOS
+    /// `phys_footprint`; Linux `RssAnon + RssShmem + VmSwap`. `None` when those lines are missing.
     pub footprint_bytes: Option<u64>,
+    /// Lifetime peak of the footprint in bytes: macOS `ledger_phys_footprint_peak` when the
+    /// kernel filled `task_vm_info` revision 3 and the value is positive. Always `None` on Linux,
+    /// which keeps no such peak.
     pub footprint_peak_bytes: Option<u64>,
+    /// Bytes held compressed by the macOS compressor (`task_vm_info.compressed`); `None` on Linux.
     pub compressed_bytes: Option<u64>,
+    /// Bytes swapped out (Linux `VmSwap`); `None` on macOS and when the line is missing.
     pub swap_bytes: Option<u64>,
+    /// Virtual address space size in bytes: Linux `VmSize` (0 when the line is missing), macOS
+    /// `task_vm_info.virtual_size`.
     pub virtual_bytes: u64,
+    /// Resident anonymous memory in bytes (Linux `RssAnon`); `None` on macOS.
     pub rss_anon_bytes: Option<u64>,
+    /// Resident file-backed memory in bytes (Linux `RssFile`); `None` on macOS.
     pub rss_file_bytes: Option<u64>,
+    /// Resident shared memory in bytes (Linux `RssShmem`: shmem, tmpfs, shared anonymous
+    /// mappings); `None` on macOS.
     pub rss_shmem_bytes: Option<u64>,
     /// Linux: whether the high-water mark was reset right after this snapshot,
     /// so the next snapshot's peak covers only the next phase. `None` where

@@ -38,6 +38,7 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// Every phase, in the order a complete worker emits them (requests may repeat).
     pub const ALL: [Phase; 8] = [
         Phase::ProcessStart,
         Phase::ModelLoaded,
@@ -49,6 +50,7 @@ impl Phase {
         Phase::TeardownDone,
     ];
 
+    /// The phase's snake_case name, as serialized and displayed.
     pub fn as_str(self) -> &'static str {
         match self {
             Phase::ProcessStart => "process_start",
@@ -77,18 +79,52 @@ impl fmt::Display for Phase {
 /// A marker that breaks the phase contract.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PhaseError {
+    /// The marker's sequence number is not the next one.
     #[error("marker seq {got} out of sequence: expected seq {expected}")]
-    Sequence { expected: u64, got: u64 },
+    Sequence {
+        /// The sequence number the next marker must carry.
+        expected: u64,
+        /// The sequence number it carried.
+        got: u64,
+    },
+    /// The phase may not follow the previous one.
     #[error("phase `{got}` out of order: expected {expected}")]
-    Order { expected: String, got: Phase },
+    Order {
+        /// The phases allowed here, as text (or "nothing after teardown_done").
+        expected: String,
+        /// The phase the marker carried.
+        got: Phase,
+    },
+    /// A request phase came without a request id.
     #[error("phase `{phase}` needs a request id")]
-    MissingRequestId { phase: Phase },
+    MissingRequestId {
+        /// `request_begin` or `request_end`.
+        phase: Phase,
+    },
+    /// A phase outside a request carried a request id.
     #[error("phase `{phase}` must not carry a request id (got {request_id})")]
-    UnexpectedRequestId { phase: Phase, request_id: u64 },
+    UnexpectedRequestId {
+        /// The phase, which is not a request phase.
+        phase: Phase,
+        /// The request id it carried.
+        request_id: u64,
+    },
+    /// A `request_end` names a different request than the open `request_begin`.
     #[error("request_end for request {got} but request {open} is open")]
-    RequestMismatch { open: u64, got: u64 },
+    RequestMismatch {
+        /// The id of the open request.
+        open: u64,
+        /// The id the `request_end` carried.
+        got: u64,
+    },
+    /// A `request_begin` id is not greater than the previous request's.
     #[error("request id {got} does not increase (previous request was {previous})")]
-    RequestIdNotIncreasing { previous: u64, got: u64 },
+    RequestIdNotIncreasing {
+        /// The id of the previous `request_begin`.
+        previous: u64,
+        /// The id this `request_begin` carried.
+        got: u64,
+    },
 }
 
 /// Checks markers against the phase order:
@@ -105,6 +141,7 @@ pub struct PhaseTracker {
 }
 
 impl PhaseTracker {
+    /// A tracker expecting `process_start` with sequence number 0.
     pub fn new() -> Self {
         Self::default()
     }
@@ -192,14 +229,17 @@ impl PhaseTracker {
         self.last == Some(Phase::TeardownDone)
     }
 
+    /// The last accepted phase; `None` before the first marker.
     pub fn last_phase(&self) -> Option<Phase> {
         self.last
     }
 
+    /// Requests closed by an accepted `request_end`.
     pub fn requests_done(&self) -> u64 {
         self.requests_done
     }
 
+    /// The id of the request begun but not yet ended; `None` between requests.
     pub fn open_request(&self) -> Option<u64> {
         self.open_request
     }

@@ -10,34 +10,59 @@ use serde::{Deserialize, Serialize};
 /// (`pgfault`, …) under their kernel names.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MemoryStat {
+    /// Every `name N` line, in file order.
     pub entries: Vec<Entry>,
+    /// `anon`: anonymous memory in bytes. Each typed field is `None` when the file has no such line.
     pub anon: Option<u64>,
+    /// `file`: page cache in bytes.
     pub file: Option<u64>,
+    /// `kernel`: all kernel memory in bytes (newer kernels only).
     pub kernel: Option<u64>,
+    /// `kernel_stack`: kernel stacks in bytes.
     pub kernel_stack: Option<u64>,
+    /// `pagetables`: page tables in bytes.
     pub pagetables: Option<u64>,
+    /// `shmem`: swap-backed file memory (shmem, tmpfs) in bytes.
     pub shmem: Option<u64>,
+    /// `file_mapped`: page cache mapped with `mmap`, in bytes.
     pub file_mapped: Option<u64>,
+    /// `file_dirty`: page cache not yet written back, in bytes.
     pub file_dirty: Option<u64>,
+    /// `swapcached`: memory cached in swap, in bytes.
     pub swapcached: Option<u64>,
+    /// `inactive_anon`: anonymous memory on the inactive LRU list, in bytes.
     pub inactive_anon: Option<u64>,
+    /// `active_anon`: anonymous memory on the active LRU list, in bytes.
     pub active_anon: Option<u64>,
+    /// `inactive_file`: page cache on the inactive LRU list, in bytes.
     pub inactive_file: Option<u64>,
+    /// `active_file`: page cache on the active LRU list, in bytes.
     pub active_file: Option<u64>,
+    /// `unevictable`: memory that cannot be reclaimed (e.g. `mlock`ed), in bytes.
     pub unevictable: Option<u64>,
+    /// `slab`: kernel slab memory in bytes.
     pub slab: Option<u64>,
+    /// `pgfault`: page faults so far (a count).
     pub pgfault: Option<u64>,
+    /// `pgmajfault`: major page faults so far (a count).
     pub pgmajfault: Option<u64>,
 }
 
 /// `memory.events`: how often each limit was hit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MemoryEvents {
+    /// Every `name N` line, in file order.
     pub entries: Vec<Entry>,
+    /// `low`: times the cgroup was reclaimed although under its `memory.low`. Each typed field
+    /// is `None` when the file has no such line.
     pub low: Option<u64>,
+    /// `high`: times the cgroup went over `memory.high` and was throttled into reclaim.
     pub high: Option<u64>,
+    /// `max`: times the cgroup was about to go over `memory.max`.
     pub max: Option<u64>,
+    /// `oom`: times an allocation was about to fail at the limit.
     pub oom: Option<u64>,
+    /// `oom_kill`: processes the OOM killer killed in the cgroup.
     pub oom_kill: Option<u64>,
     /// Newer kernels only.
     pub oom_group_kill: Option<u64>,
@@ -46,6 +71,7 @@ pub struct MemoryEvents {
 /// `memory.peak`: the cgroup's high-water mark in bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MemoryPeak {
+    /// The value of `memory.peak`, in bytes.
     pub bytes: u64,
 }
 
@@ -78,6 +104,8 @@ fn name_value_lines(
     Ok((lines, entries))
 }
 
+/// Parse `memory.stat`. Fails on a line that is not `name N` (unless lenient) and
+/// when there is no such line at all.
 pub fn parse_memory_stat(
     text: &str,
     opts: ParseOptions,
@@ -107,6 +135,8 @@ pub fn parse_memory_stat(
     Ok(lines.finish(stat))
 }
 
+/// Parse `memory.events`. Fails on a line that is not `name N` (unless lenient) and
+/// when there is no such line at all.
 pub fn parse_memory_events(
     text: &str,
     opts: ParseOptions,
@@ -125,6 +155,8 @@ pub fn parse_memory_events(
     Ok(lines.finish(events))
 }
 
+/// Parse `memory.peak`: one number of bytes. A second number or any other text is an
+/// unknown line; no number at all is an error.
 pub fn parse_memory_peak(
     text: &str,
     opts: ParseOptions,

@@ -22,8 +22,11 @@ use super::lines::{Lines, fatal, parse_u64};
 use super::{CaptureError, ParseOptions, Parsed, Size};
 use serde::{Deserialize, Serialize};
 
+/// A parsed `footprint PID…` capture: one block per process, then the group's shared
+/// blocks and summary.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Footprint {
+    /// One block per process, in the order printed.
     pub processes: Vec<ProcessFootprint>,
     /// `Shared with …:` blocks of the whole group, printed after the processes.
     pub shared: Vec<SharedBlock>,
@@ -34,22 +37,30 @@ pub struct Footprint {
 /// The multi-process block: `Summary Footprint: N UNIT` and what follows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SummaryFootprint {
+    /// 1-based line of `Summary Footprint:`.
     pub line: usize,
     /// De-duplicated: less than the sum of the processes when they share memory.
     pub footprint: Size,
+    /// The summary's category table, when printed.
     pub table: Option<CategoryTable>,
+    /// The summary's `Auxiliary data:` lines.
     pub auxiliary: Vec<AuxEntry>,
 }
 
+/// One process's block, opened by `NAME [PID]: 64-bit    Footprint: N UNIT (P bytes per page)`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProcessFootprint {
+    /// 1-based line of the block's opening line.
     pub line: usize,
+    /// The process name as printed.
     pub name: String,
+    /// The process id.
     pub pid: i32,
     /// `64-bit`.
     pub arch: String,
     /// The headline `Footprint:`; it can differ from `phys_footprint` below.
     pub footprint: Size,
+    /// Page size of the process in bytes (`P bytes per page`).
     pub page_size: u64,
     /// The process's own memory by category; `None` with `--noCategories`.
     pub table: Option<CategoryTable>,
@@ -62,15 +73,20 @@ pub struct ProcessFootprint {
 /// `Shared with NAME [PID], …:` and the category table under it, if any.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SharedBlock {
+    /// 1-based line of the `Shared with` line.
     pub line: usize,
     /// The processes named, in the order printed.
     pub with: Vec<ProcessRef>,
+    /// The memory shared with them by category, when a table follows.
     pub table: Option<CategoryTable>,
 }
 
+/// A process named in a `Shared with` line: `NAME [PID]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProcessRef {
+    /// The process name as printed.
     pub name: String,
+    /// The process id.
     pub pid: i32,
 }
 
@@ -81,32 +97,46 @@ pub struct CategoryTable {
     pub line: usize,
     /// The header's column names as printed, `Category` last.
     pub columns: Vec<String>,
+    /// The category rows, in the order printed.
     pub rows: Vec<CategoryRow>,
+    /// The `TOTAL` row; `None` when the table has none.
     pub total: Option<CategoryRow>,
 }
 
+/// One row of a category table: the sizes of one memory category.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CategoryRow {
+    /// 1-based line of the row.
     pub line: usize,
+    /// The category as printed (e.g. `MALLOC_SMALL`, `mapped file`); `TOTAL` for the total row.
     pub category: String,
+    /// `Dirty`: memory that counts toward the footprint.
     pub dirty: Size,
     /// `(Swapped)`: swapped or compressed memory, a part of `dirty`.
     pub swapped: Option<Size>,
+    /// `Clean`: memory that can be dropped and read back from its file.
     pub clean: Size,
+    /// `Reclaimable`: memory the process marked reusable or purgeable.
     pub reclaimable: Size,
     /// `(Wired)`.
     pub wired: Option<Size>,
+    /// `Regions`: the number of VM regions in the category.
     pub regions: u64,
 }
 
+/// An `Auxiliary data:` line: `name: N UNIT`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AuxEntry {
+    /// 1-based line of the entry.
     pub line: usize,
+    /// The name as printed (e.g. `phys_footprint`, `phys_footprint_peak`).
     pub name: String,
+    /// The size printed after it.
     pub size: Size,
 }
 
 impl ProcessFootprint {
+    /// The size of the auxiliary entry `name`; `None` when the block has none.
     pub fn auxiliary(&self, name: &str) -> Option<&Size> {
         self.auxiliary
             .iter()
@@ -114,16 +144,19 @@ impl ProcessFootprint {
             .map(|a| &a.size)
     }
 
+    /// The auxiliary `phys_footprint` in bytes (the kernel's `phys_footprint`), if printed.
     pub fn phys_footprint(&self) -> Option<u64> {
         self.auxiliary("phys_footprint").map(|s| s.bytes)
     }
 
+    /// The auxiliary `phys_footprint_peak` in bytes (the lifetime peak), if printed.
     pub fn phys_footprint_peak(&self) -> Option<u64> {
         self.auxiliary("phys_footprint_peak").map(|s| s.bytes)
     }
 }
 
 impl CategoryTable {
+    /// The first row whose category is `category`.
     pub fn row(&self, category: &str) -> Option<&CategoryRow> {
         self.rows.iter().find(|r| r.category == category)
     }
@@ -178,6 +211,9 @@ struct OpenTable {
     rules: u8,
 }
 
+/// Parse a `footprint` capture. Fails on a line it does not understand (unless
+/// lenient), on a malformed block structure (e.g. a second TOTAL row), and when no
+/// process block is found.
 pub fn parse(text: &str, opts: ParseOptions) -> Result<Parsed<Footprint>, CaptureError> {
     let mut lines = Lines::new(text, opts);
     let mut out = Footprint {

@@ -6,41 +6,61 @@ use super::lines::{Lines, fatal, parse_u64};
 use super::{CaptureError, ParseOptions, Parsed};
 use serde::{Deserialize, Serialize};
 
+/// A parsed `memory_pressure` capture.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MemoryPressure {
     /// `hw.memsize` in bytes.
     pub total_bytes: u64,
+    /// Physical memory in pages, from `The system has N (P pages with a page size of S).`
     pub total_pages: u64,
+    /// Page size in bytes, from the same line.
     pub page_size: u64,
     /// Every `Label: N` line with the section it sits in.
     pub entries: Vec<PressureEntry>,
+    /// `System-wide memory free percentage` (0-100, `kern.memorystatus_level`); `None`
+    /// when not printed.
     pub free_percentage: Option<u8>,
+    /// The page gauges converted to bytes.
     pub bytes: PressureBytes,
 }
 
+/// One `Label: N` line under a section heading.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PressureEntry {
+    /// 1-based line of the entry.
     pub line: usize,
     /// `Stats`, `Swap I/O`, `Page Q counts`, `Compressor Stats`, `File I/O`.
     pub section: String,
+    /// The label as printed (e.g. `Pages free`).
     pub name: String,
+    /// The number as printed (pages for `Pages …` labels, otherwise a count).
     pub value: u64,
 }
 
 /// The page gauges converted to bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PressureBytes {
+    /// `Pages free` in bytes. Each field is `None` when its line is missing or the
+    /// product overflows.
     pub free: Option<u64>,
+    /// `Pages purgeable` in bytes.
     pub purgeable: Option<u64>,
+    /// `Pages active` in bytes.
     pub active: Option<u64>,
+    /// `Pages inactive` in bytes.
     pub inactive: Option<u64>,
+    /// `Pages speculative` in bytes.
     pub speculative: Option<u64>,
+    /// `Pages throttled` in bytes.
     pub throttled: Option<u64>,
+    /// `Pages wired down` in bytes.
     pub wired_down: Option<u64>,
+    /// `Pages used by compressor` in bytes.
     pub used_by_compressor: Option<u64>,
 }
 
 impl MemoryPressure {
+    /// The number of the first entry labelled `name`, in any section.
     pub fn value(&self, name: &str) -> Option<u64> {
         self.entries
             .iter()
@@ -51,6 +71,8 @@ impl MemoryPressure {
 
 const PERCENT: &str = "System-wide memory free percentage:";
 
+/// Parse a `memory_pressure` capture. Fails on a line it does not understand (unless
+/// lenient), on a second machine-size line, and when there is no machine-size line.
 pub fn parse(text: &str, opts: ParseOptions) -> Result<Parsed<MemoryPressure>, CaptureError> {
     let mut lines = Lines::new(text, opts);
     let mut size: Option<(u64, u64, u64)> = None;

@@ -39,10 +39,12 @@ pub struct ParseOptions {
 }
 
 impl ParseOptions {
+    /// Fail on the first line the parser does not understand (the default).
     pub fn strict() -> Self {
         Self::default()
     }
 
+    /// List lines the parser does not understand in `Parsed::skipped` and go on.
     pub fn lenient() -> Self {
         ParseOptions {
             lenient: true,
@@ -54,7 +56,9 @@ impl ParseOptions {
 /// A parse result and the lines a lenient parse passed over.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Parsed<T> {
+    /// What the parser read.
     pub value: T,
+    /// Lines a lenient parse passed over, in order; always empty for a strict parse.
     pub skipped: Vec<SkippedLine>,
 }
 
@@ -63,7 +67,9 @@ pub struct Parsed<T> {
 pub struct SkippedLine {
     /// 1-based.
     pub line: usize,
+    /// The line as captured, without its line ending.
     pub text: String,
+    /// Why the parser did not understand it.
     pub reason: String,
 }
 
@@ -74,13 +80,21 @@ pub enum CaptureError {
         "line {line}: {reason}: {:?} (fix the line, or pass --lenient to skip it)",
         clipped(text)
     )]
+    /// One line is not understood (or, even when lenient, stops the parse).
     Line {
+        /// 1-based line number in the capture.
         line: usize,
+        /// The line as captured.
         text: String,
+        /// What the parser expected instead.
         reason: String,
     },
+    /// The capture as a whole is unusable (e.g. empty, or a required line is missing).
     #[error("{reason}")]
-    Whole { reason: String },
+    Whole {
+        /// What is wrong with the capture.
+        reason: String,
+    },
 }
 
 /// A line as an error shows it: whole up to 200 characters, then cut with
@@ -104,8 +118,11 @@ impl CaptureError {
 /// A `name value` pair as the tool printed it, with its line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Entry {
+    /// 1-based line number in the capture.
     pub line: usize,
+    /// The name as the tool printed it.
     pub name: String,
+    /// The number as printed, in the unit of the file or tool it came from (bytes, pages or a count).
     pub value: u64,
 }
 

@@ -16,9 +16,13 @@ use serde::{Deserialize, Serialize};
 /// A `Key: value` line as printed; `bytes` when the value is `N kB`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct KeyLine {
+    /// 1-based line number in the capture.
     pub line: usize,
+    /// The key as printed (e.g. `VmRSS`).
     pub name: String,
+    /// The value as printed, trimmed (e.g. `1234 kB`, `S (sleeping)`).
     pub raw: String,
+    /// The value in bytes when it is `N kB` (KiB); `None` for any other value.
     pub bytes: Option<u64>,
 }
 
@@ -85,31 +89,55 @@ fn kb_value(raw: &str) -> bool {
 
 // ---- /proc/<pid>/status ------------------------------------------------------
 
+/// A parsed `/proc/<pid>/status`. Sizes are in bytes (the file prints KiB); a size is
+/// `None` when its line is missing (a kernel thread or zombie has no `Vm*` lines).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProcStatus {
+    /// Every `Key: value` line, in file order.
     pub entries: Vec<KeyLine>,
+    /// `Name`: the command name.
     pub name: String,
+    /// `Pid`.
     pub pid: i32,
+    /// `State`, as printed (e.g. `S (sleeping)`).
     pub state: String,
+    /// `Threads`: the number of threads.
     pub threads: u64,
+    /// `VmPeak`: peak virtual memory size.
     pub vm_peak: Option<u64>,
+    /// `VmSize`: virtual memory size.
     pub vm_size: Option<u64>,
+    /// `VmLck`: locked memory.
     pub vm_lck: Option<u64>,
+    /// `VmPin`: pinned memory.
     pub vm_pin: Option<u64>,
     /// Peak resident set size (resettable with `clear_refs`).
     pub vm_hwm: Option<u64>,
+    /// `VmRSS`: resident set size (`RssAnon + RssFile + RssShmem`).
     pub vm_rss: Option<u64>,
+    /// `RssAnon`: resident anonymous memory.
     pub rss_anon: Option<u64>,
+    /// `RssFile`: resident file mappings.
     pub rss_file: Option<u64>,
+    /// `RssShmem`: resident shared memory (shmem, tmpfs, shared anonymous mappings).
     pub rss_shmem: Option<u64>,
+    /// `VmData`: size of the data segments (private, writable mappings).
     pub vm_data: Option<u64>,
+    /// `VmStk`: size of the stack.
     pub vm_stk: Option<u64>,
+    /// `VmExe`: size of the text segment.
     pub vm_exe: Option<u64>,
+    /// `VmLib`: size of shared library code.
     pub vm_lib: Option<u64>,
+    /// `VmPTE`: size of the page tables.
     pub vm_pte: Option<u64>,
+    /// `VmSwap`: anonymous memory swapped out (shmem swap not included).
     pub vm_swap: Option<u64>,
 }
 
+/// Parse `/proc/<pid>/status`. Fails on a line that is not `Key: value` (unless lenient),
+/// on a `Vm*` value that is not `N kB`, and when `procfs` rejects the accepted lines
+/// (e.g. no `Name`, `Pid` or `State`).
 pub fn parse_status(text: &str, opts: ParseOptions) -> Result<Parsed<ProcStatus>, CaptureError> {
     let mut lines = Lines::new(text, opts);
     // Values are free text (`S (sleeping)`, tab-separated ids); no ':' inside.
@@ -156,17 +184,26 @@ pub fn parse_status(text: &str, opts: ParseOptions) -> Result<Parsed<ProcStatus>
 /// Seven page counts; bytes only when the capture's page size is known.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProcStatm {
+    /// Field 1, `size`: total program size (`VmSize`) in pages.
     pub size_pages: u64,
+    /// Field 2, `resident`: resident pages (`VmRSS`).
     pub resident_pages: u64,
     /// RssFile + RssShmem.
     pub shared_pages: u64,
+    /// Field 4, `text`: pages of code.
     pub text_pages: u64,
+    /// Field 6, `data`: pages of data and stack.
     pub data_pages: u64,
+    /// The page size in bytes, from `ParseOptions::page_size`; `None` when not given.
     pub page_size: Option<u64>,
+    /// `resident_pages * page_size`; `None` without a page size.
     pub resident_bytes: Option<u64>,
+    /// `size_pages * page_size`; `None` without a page size.
     pub size_bytes: Option<u64>,
 }
 
+/// Parse `/proc/<pid>/statm`: exactly one line of seven numbers. Any other line is
+/// unknown (unless lenient); no such line is an error.
 pub fn parse_statm(text: &str, opts: ParseOptions) -> Result<Parsed<ProcStatm>, CaptureError> {
     let mut lines = Lines::new(text, opts);
     let mut found = None;
@@ -199,24 +236,40 @@ pub fn parse_statm(text: &str, opts: ParseOptions) -> Result<Parsed<ProcStatm>, 
 
 // ---- /proc/<pid>/smaps_rollup ------------------------------------------------
 
+/// A parsed `/proc/<pid>/smaps_rollup`: the process's mappings summed. Sizes are in
+/// bytes (the file prints KiB); each is `None` when its line is missing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SmapsRollup {
     /// The pseudo-mapping line ending in `[rollup]`.
     pub header: String,
+    /// Every `Key: N kB` line, in file order.
     pub entries: Vec<KeyLine>,
+    /// `Rss`: resident memory.
     pub rss: Option<u64>,
+    /// `Pss`: proportional set size, each shared page divided by the number of processes mapping it.
     pub pss: Option<u64>,
+    /// `Pss_Dirty`: the dirty part of `Pss`.
     pub pss_dirty: Option<u64>,
+    /// `Pss_Anon`: the anonymous part of `Pss`.
     pub pss_anon: Option<u64>,
+    /// `Pss_File`: the file-backed part of `Pss`.
     pub pss_file: Option<u64>,
+    /// `Pss_Shmem`: the shmem part of `Pss`.
     pub pss_shmem: Option<u64>,
+    /// `Private_Clean`: clean pages mapped only by this process.
     pub private_clean: Option<u64>,
+    /// `Private_Dirty`: dirty pages mapped only by this process.
     pub private_dirty: Option<u64>,
+    /// `Anonymous`: anonymous memory.
     pub anonymous: Option<u64>,
+    /// `Swap`: anonymous memory swapped out.
     pub swap: Option<u64>,
+    /// `SwapPss`: proportional share of the swapped-out memory.
     pub swap_pss: Option<u64>,
 }
 
+/// Parse `/proc/<pid>/smaps_rollup`. Fails when there is no `… [rollup]` header line,
+/// on a line that is not `Key: N kB` (unless lenient), and when `procfs` rejects the text.
 pub fn parse_smaps_rollup(
     text: &str,
     opts: ParseOptions,
@@ -277,27 +330,49 @@ fn rollup_header(line: &str) -> bool {
 
 // ---- /proc/meminfo -----------------------------------------------------------
 
+/// A parsed `/proc/meminfo`. Sizes are in bytes (the file prints KiB); the lines every
+/// kernel prints are required, the `Option` ones are `None` when missing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Meminfo {
+    /// Every `Key: value` line, in file order.
     pub entries: Vec<KeyLine>,
+    /// `MemTotal`: usable physical memory.
     pub mem_total: u64,
+    /// `MemFree`: memory not used at all.
     pub mem_free: u64,
+    /// `MemAvailable`: the kernel's estimate of memory available to start new work without
+    /// swapping (Linux 3.14 and later).
     pub mem_available: Option<u64>,
+    /// `Buffers`: block device buffers.
     pub buffers: u64,
+    /// `Cached`: page cache (shmem included, swap cache not).
     pub cached: u64,
+    /// `SwapCached`: memory swapped out and back in that is still in the swap file.
     pub swap_cached: u64,
+    /// `Active`: memory used recently.
     pub active: u64,
+    /// `Inactive`: memory used less recently, more eligible for reclaim.
     pub inactive: u64,
+    /// `SwapTotal`: swap space.
     pub swap_total: u64,
+    /// `SwapFree`: unused swap space.
     pub swap_free: u64,
+    /// `Dirty`: memory waiting to be written back to disk.
     pub dirty: u64,
+    /// `AnonPages`: anonymous pages mapped into user page tables.
     pub anon_pages: Option<u64>,
+    /// `Mapped`: files mapped into memory (e.g. libraries).
     pub mapped: u64,
+    /// `Shmem`: shared memory and tmpfs.
     pub shmem: Option<u64>,
+    /// `Slab`: kernel slab memory.
     pub slab: u64,
+    /// `Committed_AS`: memory currently committed (allocated, whether or not used).
     pub committed_as: u64,
 }
 
+/// Parse `/proc/meminfo`. Fails on a line that is not `Key: N [kB]` (unless lenient)
+/// and when `procfs` rejects the accepted lines (e.g. `MemTotal` missing).
 pub fn parse_meminfo(text: &str, opts: ParseOptions) -> Result<Parsed<Meminfo>, CaptureError> {
     let mut lines = Lines::new(text, opts);
     let (entries, accepted) = key_lines(&mut lines, proc_key, kb_value)?;
@@ -329,22 +404,35 @@ pub fn parse_meminfo(text: &str, opts: ParseOptions) -> Result<Parsed<Meminfo>, 
 /// Counters and gauges in pages or events, by their kernel names.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Vmstat {
+    /// Every `name N` line, in file order.
     pub entries: Vec<SignedEntry>,
+    /// `nr_free_pages`: free pages now (a gauge). Each typed field is `None` when its line is missing.
     pub nr_free_pages: Option<i64>,
+    /// `pgfault`: page faults since boot.
     pub pgfault: Option<i64>,
+    /// `pgmajfault`: major page faults (needing I/O) since boot.
     pub pgmajfault: Option<i64>,
+    /// `pswpin`: pages swapped in since boot.
     pub pswpin: Option<i64>,
+    /// `pswpout`: pages swapped out since boot.
     pub pswpout: Option<i64>,
+    /// `oom_kill`: processes killed by the OOM killer since boot.
     pub oom_kill: Option<i64>,
 }
 
+/// A `name N` line of `/proc/vmstat`; some gauges can be negative.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SignedEntry {
+    /// 1-based line number in the capture.
     pub line: usize,
+    /// The kernel's name for the counter.
     pub name: String,
+    /// The value as printed (pages or events).
     pub value: i64,
 }
 
+/// Parse `/proc/vmstat`. Fails on a line that is not `name N` (unless lenient), when
+/// there is no such line, and when `procfs` rejects the accepted lines.
 pub fn parse_vmstat(text: &str, opts: ParseOptions) -> Result<Parsed<Vmstat>, CaptureError> {
     let mut lines = Lines::new(text, opts);
     let mut entries = Vec::new();
@@ -392,8 +480,10 @@ fn signed(s: &str) -> Option<i64> {
 
 // ---- /proc/pressure/* and <cgroup>/memory.pressure ---------------------------
 
+/// A parsed PSI file (`/proc/pressure/*` or a cgroup's `memory.pressure`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Pressure {
+    /// The `some` line: time in which at least one task stalled; `None` when missing.
     pub some: Option<PressureRecord>,
     /// Absent for CPU on older kernels.
     pub full: Option<PressureRecord>,
@@ -403,16 +493,26 @@ pub struct Pressure {
 /// (two decimals) and in hundredths; `total_us` is the stall time in µs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PressureRecord {
+    /// 1-based line number in the capture.
     pub line: usize,
+    /// `avg10` as printed: percentage of the last 10 s.
     pub avg10: String,
+    /// `avg60` as printed: percentage of the last 60 s.
     pub avg60: String,
+    /// `avg300` as printed: percentage of the last 300 s.
     pub avg300: String,
+    /// `avg10` in hundredths of a percent (`1.50` is 150).
     pub avg10_hundredths: u64,
+    /// `avg60` in hundredths of a percent.
     pub avg60_hundredths: u64,
+    /// `avg300` in hundredths of a percent.
     pub avg300_hundredths: u64,
+    /// `total`: stall time since boot (or since the cgroup was created), in microseconds.
     pub total_us: u64,
 }
 
+/// Parse a PSI file. Fails on a line that is not a well-formed `some`/`full` record or
+/// repeats one (unless lenient) and when there is neither.
 pub fn parse_pressure(text: &str, opts: ParseOptions) -> Result<Parsed<Pressure>, CaptureError> {
     let mut lines = Lines::new(text, opts);
     let mut out = Pressure {

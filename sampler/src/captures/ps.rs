@@ -6,19 +6,28 @@ use super::lines::{Lines, parse_u64};
 use super::{CaptureError, ParseOptions, Parsed};
 use serde::{Deserialize, Serialize};
 
+/// A parsed `ps -o …` capture.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Ps {
     /// Column names, upper case (`PID`, `RSS`, `VSZ`, …).
     pub columns: Vec<String>,
+    /// One row per process line, in order.
     pub rows: Vec<PsRow>,
 }
 
+/// One process line of `ps`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PsRow {
+    /// 1-based line of the row.
     pub line: usize,
+    /// The `PID` column.
     pub pid: i32,
+    /// The `RSS` column (KiB) in bytes; `None` when there is no such column.
     pub rss_bytes: Option<u64>,
+    /// The `VSZ` column (KiB) in bytes; `None` when there is no such column.
     pub vsz_bytes: Option<u64>,
+    /// The command column (`COMMAND`, `COMM`, `ARGS` or `CMD`, always last), its words
+    /// joined by single spaces; `None` without one.
     pub command: Option<String>,
     /// Every column's text as printed, in column order.
     pub fields: Vec<String>,
@@ -26,6 +35,8 @@ pub struct PsRow {
 
 const COMMAND_COLUMNS: [&str; 4] = ["COMMAND", "COMM", "ARGS", "CMD"];
 
+/// Parse a `ps` capture, with or without its header line. Fails on a row that does not
+/// match the columns (unless lenient) and when there is no row.
 pub fn parse(text: &str, opts: ParseOptions) -> Result<Parsed<Ps>, CaptureError> {
     let mut lines = Lines::new(text, opts);
     let mut columns: Option<Vec<String>> = None;

@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 /// have rounded (vmmap prints one decimal), which is why `raw` is kept.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Size {
+    /// The size in bytes: the printed number times its unit, rounded to the nearest byte.
     pub bytes: u64,
+    /// The token exactly as the tool printed it (e.g. `100.3M`, `832 KB`).
     pub raw: String,
 }
 

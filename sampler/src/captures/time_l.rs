@@ -6,13 +6,18 @@ use super::lines::{Lines, parse_u64};
 use super::{CaptureError, Entry, ParseOptions, Parsed, entry, size};
 use serde::{Deserialize, Serialize};
 
+/// A parsed `/usr/bin/time -l` capture.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TimeL {
+    /// Wall-clock time (`real`); `None` when not printed.
     pub real: Option<Seconds>,
+    /// User CPU time (`user`).
     pub user: Option<Seconds>,
+    /// System CPU time (`sys`).
     pub sys: Option<Seconds>,
     /// Every `N  label` line, labels as printed.
     pub counters: Vec<Entry>,
+    /// `maximum resident set size` in bytes (macOS prints bytes); `None` when not printed.
     pub max_rss_bytes: Option<u64>,
     /// Absent on macOS versions whose `time` does not print it.
     pub peak_memory_footprint_bytes: Option<u64>,
@@ -21,16 +26,21 @@ pub struct TimeL {
 /// A time as printed (the decimal mark follows the locale) and in microseconds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Seconds {
+    /// The number as printed, with `,` or `.` as decimal mark.
     pub raw: String,
+    /// The time in microseconds, rounded to the nearest.
     pub micros: u64,
 }
 
 impl TimeL {
+    /// The value of the first counter labelled `label` (e.g. `page reclaims`).
     pub fn counter(&self, label: &str) -> Option<u64> {
         entry(&self.counters, label)
     }
 }
 
+/// Parse a `time -l` or `time -lp` capture. Fails on a line it does not understand
+/// (unless lenient) and when there is neither a time line nor a counter.
 pub fn parse(text: &str, opts: ParseOptions) -> Result<Parsed<TimeL>, CaptureError> {
     let mut lines = Lines::new(text, opts);
     let mut out = TimeL {

@@ -9,20 +9,35 @@ use std::str::FromStr;
 /// A tool (or file) whose output memqual can parse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tool {
+    /// `vmmap -summary PID` (macOS).
     VmmapSummary,
+    /// `vm_stat` or `vm_stat N` (macOS).
     VmStat,
+    /// `memory_pressure` (macOS).
     MemoryPressure,
+    /// `footprint PID…` (macOS).
     Footprint,
+    /// `/usr/bin/time -l` (macOS).
     TimeL,
+    /// `ps -o pid=,rss=,vsz=…` (macOS and Linux).
     Ps,
+    /// Linux `/proc/<pid>/status`.
     ProcStatus,
+    /// Linux `/proc/<pid>/statm`.
     ProcStatm,
+    /// Linux `/proc/<pid>/smaps_rollup`.
     SmapsRollup,
+    /// Linux `/proc/meminfo`.
     Meminfo,
+    /// Linux `/proc/vmstat`.
     Vmstat,
+    /// Linux PSI: `/proc/pressure/memory` or a cgroup's `memory.pressure`.
     Pressure,
+    /// cgroup v2 `memory.stat`.
     CgroupMemoryStat,
+    /// cgroup v2 `memory.events`.
     CgroupMemoryEvents,
+    /// cgroup v2 `memory.peak`.
     CgroupMemoryPeak,
 }
 
@@ -55,6 +70,7 @@ const NAMES: [(Tool, &[&str]); 15] = [
 ];
 
 impl Tool {
+    /// Every tool, in the order `--help` and error messages list them.
     pub const ALL: [Tool; 15] = [
         Tool::VmmapSummary,
         Tool::VmStat,
@@ -81,6 +97,7 @@ impl Tool {
             .map_or(&[], |(_, names)| names)
     }
 
+    /// The canonical command-line name (e.g. `vmmap`, `memory.stat`).
     pub fn name(self) -> &'static str {
         self.names().first().copied().unwrap_or("?")
     }
@@ -92,6 +109,7 @@ impl fmt::Display for Tool {
     }
 }
 
+/// A tool name that no `Tool` accepts; the message lists the known names.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown tool {0:?}; known: {known}", known = known_names())]
 pub struct UnknownTool(pub String);
@@ -116,20 +134,35 @@ impl FromStr for Tool {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "tool", content = "result", rename_all = "snake_case")]
 pub enum Capture {
+    /// Parsed `vmmap -summary` output.
     VmmapSummary(vmmap::VmmapSummary),
+    /// Parsed `vm_stat` or `vm_stat N` output.
     VmStat(vm_stat::VmStatCapture),
+    /// Parsed `memory_pressure` output.
     MemoryPressure(memory_pressure::MemoryPressure),
+    /// Parsed `footprint` output.
     Footprint(footprint::Footprint),
+    /// Parsed `/usr/bin/time -l` output.
     TimeL(time_l::TimeL),
+    /// Parsed `ps` output.
     Ps(ps::Ps),
+    /// Parsed `/proc/<pid>/status`.
     ProcStatus(proc_files::ProcStatus),
+    /// Parsed `/proc/<pid>/statm`.
     ProcStatm(proc_files::ProcStatm),
+    /// Parsed `/proc/<pid>/smaps_rollup`.
     SmapsRollup(proc_files::SmapsRollup),
+    /// Parsed `/proc/meminfo`.
     Meminfo(proc_files::Meminfo),
+    /// Parsed `/proc/vmstat`.
     Vmstat(proc_files::Vmstat),
+    /// Parsed PSI memory pressure.
     Pressure(proc_files::Pressure),
+    /// Parsed cgroup `memory.stat`.
     CgroupMemoryStat(cgroup::MemoryStat),
+    /// Parsed cgroup `memory.events`.
     CgroupMemoryEvents(cgroup::MemoryEvents),
+    /// Parsed cgroup `memory.peak`.
     CgroupMemoryPeak(cgroup::MemoryPeak),
 }
 

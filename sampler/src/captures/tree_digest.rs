@@ -22,33 +22,53 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+/// The identity of a directory tree (a compiled Core ML model): its digest and what it holds.
 #[derive(
     Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
 )]
 pub struct TreeDigest {
     /// Lower-case hex SHA-256 of the stream described in the module docs.
     pub sha256: String,
+    /// Regular files in the tree.
     pub files: u64,
+    /// Directories below the root (the root itself not counted).
     pub directories: u64,
+    /// Symbolic links in the tree (hashed as links, never followed).
     pub symlinks: u64,
     /// Sum of the regular files' sizes.
     pub file_bytes: u64,
 }
 
+/// Why a tree could not be digested.
 #[derive(Debug, thiserror::Error)]
 pub enum TreeDigestError {
+    /// The root is not a directory (a file, or a symbolic link, which is not followed).
     #[error("{path}: not a directory (pass the .mlmodelc directory itself, not a link to it)")]
-    NotADirectory { path: PathBuf },
+    NotADirectory {
+        /// The root that was given.
+        path: PathBuf,
+    },
+    /// Reading an entry failed.
     #[error("{path}: {source}")]
     Io {
+        /// The entry that could not be read.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// An entry is a FIFO, socket or device, which is refused.
     #[error("{path}: refusing to hash a special file (not a file, directory or symlink)")]
-    SpecialFile { path: PathBuf },
+    SpecialFile {
+        /// The special file.
+        path: PathBuf,
+    },
+    /// A file's length changed while it was read.
     #[error("{path}: changed while it was being hashed; hash it again when nothing writes to it")]
-    Changed { path: PathBuf },
+    Changed {
+        /// The file that changed.
+        path: PathBuf,
+    },
 }
 
 const MAGIC: &[u8; 16] = b"memqual-tree-v1\n";

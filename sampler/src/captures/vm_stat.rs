@@ -10,15 +10,20 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "form", rename_all = "snake_case")]
 pub enum VmStatCapture {
+    /// Plain `vm_stat`: one snapshot.
     Snapshot(VmStat),
+    /// `vm_stat N`: a row every N seconds.
     Interval(VmStatInterval),
 }
 
+/// A parsed plain `vm_stat`: labelled page counts and event counters.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VmStat {
+    /// Page size in bytes, from the banner `(page size of N bytes)`.
     pub page_size: u64,
     /// Every `label: N.` line, labels as printed (quotes removed).
     pub entries: Vec<Entry>,
+    /// The page gauges converted to bytes.
     pub bytes: VmStatBytes,
 }
 
@@ -27,13 +32,22 @@ pub struct VmStat {
 pub struct VmStatBytes {
     /// `Pages free` (the tool already subtracts speculative pages).
     pub free: Option<u64>,
+    /// `Pages active` in bytes. Each field is `None` when its line is missing or the
+    /// product overflows.
     pub active: Option<u64>,
+    /// `Pages inactive` in bytes.
     pub inactive: Option<u64>,
+    /// `Pages speculative` in bytes.
     pub speculative: Option<u64>,
+    /// `Pages throttled` in bytes.
     pub throttled: Option<u64>,
+    /// `Pages wired down` in bytes.
     pub wired_down: Option<u64>,
+    /// `Pages purgeable` in bytes.
     pub purgeable: Option<u64>,
+    /// `File-backed pages` in bytes.
     pub file_backed: Option<u64>,
+    /// `Anonymous pages` in bytes.
     pub anonymous: Option<u64>,
     /// `Pages stored in compressor`: the uncompressed size of what the compressor holds.
     pub stored_in_compressor: Option<u64>,
@@ -41,19 +55,27 @@ pub struct VmStatBytes {
     pub occupied_by_compressor: Option<u64>,
 }
 
+/// A parsed `vm_stat N`: the column header and one sample per row.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VmStatInterval {
+    /// Page size in bytes, from the banner.
     pub page_size: u64,
+    /// The columns as the header names them, in order.
     pub columns: Vec<IntervalColumn>,
+    /// One sample per row, in order; repeated banners and headers are dropped.
     pub samples: Vec<IntervalSample>,
 }
 
+/// One column of `vm_stat N`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IntervalColumn {
+    /// The header's abbreviation (e.g. `free`, `pageins`, `cmprssor`).
     pub name: String,
+    /// Whether the column is a gauge or a counter.
     pub role: ColumnRole,
 }
 
+/// How to read a column's values across rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ColumnRole {
@@ -65,26 +87,33 @@ pub enum ColumnRole {
     Unknown,
 }
 
+/// One row of `vm_stat N`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IntervalSample {
+    /// 1-based line number in the capture.
     pub line: usize,
     /// The first row: counters are totals since boot, not deltas.
     pub since_boot: bool,
+    /// One cell per column, in column order.
     pub cells: Vec<IntervalCell>,
 }
 
+/// One cell of a `vm_stat N` row.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IntervalCell {
     /// Pages or events. For a `K`/`M`/`G` value the tool divided by 1000 and
     /// truncated, so this is the lower bound and `approximate` is set.
     pub value: u64,
+    /// The token as printed (e.g. `130912`, `5220K`).
     pub raw: String,
+    /// Whether the tool abbreviated the value with `K`, `M` or `G` (so `value` is a lower bound).
     pub approximate: bool,
     /// `value * page_size` for gauge columns.
     pub bytes: Option<u64>,
 }
 
 impl VmStatInterval {
+    /// The index of the column named `name`, for `IntervalSample::cells`.
     pub fn column(&self, name: &str) -> Option<usize> {
         self.columns.iter().position(|c| c.name == name)
     }
@@ -165,6 +194,8 @@ fn read_banner(lines: &mut Lines<'_>) -> Result<u64, CaptureError> {
     ))
 }
 
+/// Parse plain `vm_stat`. Fails without the banner, on a line that is not `label: N.`
+/// (unless lenient), and when there is no such line.
 pub fn parse_snapshot(text: &str, opts: ParseOptions) -> Result<Parsed<VmStat>, CaptureError> {
     let mut lines = Lines::new(text, opts);
     let page_size = read_banner(&mut lines)?;
@@ -221,6 +252,8 @@ fn snapshot_line(line: &str) -> Option<(&str, u64)> {
     ok.then_some((label, value))
 }
 
+/// Parse `vm_stat N`. Fails without the banner or the column header, when a repeated
+/// header differs from the first, and on a row that does not match the header (unless lenient).
 pub fn parse_interval(
     text: &str,
     opts: ParseOptions,

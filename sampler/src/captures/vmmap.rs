@@ -15,11 +15,14 @@ use super::lines::{Lines, fatal, parse_u64};
 use super::{CaptureError, ParseOptions, Parsed, Size, SizeUnits};
 use serde::{Deserialize, Serialize};
 
+/// A parsed `vmmap -summary PID` capture.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VmmapSummary {
     /// `Key: value` lines of the report header, in order.
     pub header: Vec<HeaderField>,
+    /// `Physical footprint:` of the header; `None` when not printed.
     pub physical_footprint: Option<Size>,
+    /// `Physical footprint (peak):` of the header (the lifetime peak); `None` when not printed.
     pub physical_footprint_peak: Option<Size>,
     /// `ReadOnly portion of Libraries: …` and `Writable regions: …`, verbatim.
     pub summary_lines: Vec<HeaderField>,
@@ -29,38 +32,51 @@ pub struct VmmapSummary {
     pub malloc_zones: Option<Table>,
 }
 
+/// A `Key: value` line as printed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HeaderField {
+    /// 1-based line number in the capture.
     pub line: usize,
+    /// The text before the first `:`.
     pub key: String,
+    /// The text after it, trimmed.
     pub value: String,
 }
 
+/// A vmmap table: its columns, named rows and total rows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Table {
     /// `REGION TYPE` or `MALLOC ZONE`.
     pub name_header: String,
+    /// The value columns, left to right (the name column not included).
     pub columns: Vec<Column>,
+    /// The rows above the closing separator, in order.
     pub rows: Vec<Row>,
     /// The rows under the closing separator (`TOTAL`, `TOTAL, minus reserved VM space`).
     pub totals: Vec<Row>,
 }
 
+/// One value column of a table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Column {
     /// The header text above the column, lines joined: `DIRTY SIZE`,
     /// `REGION COUNT`, `% FRAG`; on older macOS `VIRTUAL`, `RESIDENT`, `% FULL`.
     pub name: String,
+    /// How its cells are read, from its name.
     pub kind: ColumnKind,
     /// What the column measures, when its name is one this parser knows.
     pub measure: Option<Measure>,
 }
 
+/// How a column's cells are read: decided by its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ColumnKind {
+    /// Sizes such as `824`, `8192K`, `100.3M` (binary units), read as bytes.
     Bytes,
+    /// Whole numbers: a column whose name ends in `COUNT`.
     Count,
+    /// Percentages such as `12%`: a column whose name starts with `%`.
     Percent,
 }
 
@@ -69,16 +85,27 @@ pub enum ColumnKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Measure {
+    /// `VIRTUAL` / `VIRTUAL SIZE`: address space mapped.
     Virtual,
+    /// `RESIDENT` / `RESIDENT SIZE`: resident memory.
     Resident,
+    /// `DIRTY` / `DIRTY SIZE`: dirty memory.
     Dirty,
+    /// `SWAPPED` / `SWAPPED SIZE`: memory compressed or swapped out.
     Swapped,
+    /// `VOLATILE` / `VOLATILE SIZE`: purgeable memory marked volatile.
     Volatile,
+    /// `NONVOL` / `NONVOL SIZE`: purgeable memory marked non-volatile.
     Nonvolatile,
+    /// `EMPTY SIZE`: purgeable memory that has been emptied.
     Empty,
+    /// `REGION COUNT`: the number of VM regions.
     RegionCount,
+    /// `ALLOCATION COUNT`: the number of malloc allocations in a zone.
     AllocationCount,
+    /// `BYTES ALLOCATED`: bytes the program has allocated in a zone.
     BytesAllocated,
+    /// `DIRTY+SWAP FRAG SIZE`: dirty or swapped zone memory not holding allocations.
     DirtySwapFrag,
     /// `% FRAG`.
     FragPercent,
@@ -109,9 +136,12 @@ const MEASURES: [(&str, Measure); 19] = [
     ("% FULL", Measure::FullPercent),
 ];
 
+/// One row of a table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Row {
+    /// 1-based line number in the capture.
     pub line: usize,
+    /// The row's name (region type or malloc zone, e.g. `MALLOC_SMALL`, `TOTAL`).
     pub name: String,
     /// One per column: bytes, a count or a percentage, per the column's kind.
     /// `None` where the tool left the cell blank.
@@ -120,13 +150,17 @@ pub struct Row {
     pub detail: Option<String>,
 }
 
+/// One non-blank cell.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Cell {
+    /// Bytes, a count or a percentage, per the column's kind (sizes rounded to the nearest byte).
     pub value: u64,
+    /// The token as printed (e.g. `100.3M`, `12%`).
     pub raw: String,
 }
 
 impl Table {
+    /// The index of the column named exactly `name`, for `Row::cells`.
     pub fn column(&self, name: &str) -> Option<usize> {
         self.columns.iter().position(|c| c.name == name)
     }
@@ -136,10 +170,12 @@ impl Table {
         self.columns.iter().position(|c| c.measure == Some(measure))
     }
 
+    /// The first row named `name` above the closing separator.
     pub fn row(&self, name: &str) -> Option<&Row> {
         self.rows.iter().find(|r| r.name == name)
     }
 
+    /// The first total row named `name` (e.g. `TOTAL`).
     pub fn total(&self, name: &str) -> Option<&Row> {
         self.totals.iter().find(|r| r.name == name)
     }
@@ -175,6 +211,8 @@ const REPORT_LINES: [&str; 5] = [
 /// The first column's header, which names a table.
 const TABLE_NAMES: [&str; 2] = ["REGION TYPE", "MALLOC ZONE"];
 
+/// Parse a `vmmap -summary` capture. Fails on a line it does not understand (unless
+/// lenient), on a second table of one kind, and on a malformed table or footprint line.
 pub fn parse(text: &str, opts: ParseOptions) -> Result<Parsed<VmmapSummary>, CaptureError> {
     let mut lines = Lines::new(text, opts);
     let mut out = VmmapSummary {
