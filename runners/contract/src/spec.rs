@@ -51,9 +51,13 @@ impl SamplerSchedule {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WorkerSpec {
-    /// Known allocation patterns, run by `memqual-calibrate`.
+    // In the schema a variant's doc replaces its payload's: say both.
+    /// A calibration arm, run by `memqual-calibrate`: the same phases as a
+    /// real worker, with allocations whose sizes are known, so the harness
+    /// can prove what it measures.
     Calibrate(CalibrationSpec),
-    /// Real inference with whisper.cpp, run by `memqual-whisper`.
+    /// A whisper arm, run by `memqual-whisper`: real inference with
+    /// whisper.cpp, everything the arm runs with.
     Whisper(Box<WhisperSpec>),
 }
 
