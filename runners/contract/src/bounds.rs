@@ -14,11 +14,16 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct FieldError {
+    /// Dotted path of the offending key (`steps.at_requests[2]`); empty
+    /// when the error is about the checked table as a whole.
     pub key: String,
+    /// The complete sentence shown to the user, starting with `key`.
     pub message: String,
 }
 
 impl FieldError {
+    /// An error about `key` with the whole sentence `message`, which
+    /// [`Self::under`] expects to start with `key`.
     pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
         FieldError {
             key: key.into(),
@@ -47,13 +52,16 @@ impl FieldError {
 /// The inclusive range an integer key may take, and what it counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IntBound {
+    /// Smallest allowed value.
     pub min: u64,
+    /// Largest allowed value.
     pub max: u64,
     /// Unit and reason, shown after the range (`MiB, at most 1 TiB`).
     pub why: &'static str,
 }
 
 impl IntBound {
+    /// `min..=max`, with `why` shown after the range in errors (may be empty).
     pub const fn new(min: u64, max: u64, why: &'static str) -> Self {
         IntBound { min, max, why }
     }
@@ -84,12 +92,15 @@ impl fmt::Display for IntBound {
 /// The range a float key may take; NaN and infinities are always refused.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FloatBound {
+    /// Lower end (excluded when `min_open`).
     pub min: f64,
+    /// Upper end (excluded when `max_open`).
     pub max: f64,
     /// Whether `min` itself is excluded (`(0, 1]`).
     pub min_open: bool,
     /// Whether `max` itself is excluded (`[0, 1)`).
     pub max_open: bool,
+    /// Unit and reason, shown after the range (`MiB, at most 1 TiB per request`).
     pub why: &'static str,
 }
 
@@ -138,6 +149,7 @@ impl FloatBound {
         }
     }
 
+    /// Whether `v` is finite and lies in the range, open ends excluded.
     pub fn contains(&self, v: f64) -> bool {
         let low = if self.min_open {
             v > self.min
@@ -152,6 +164,7 @@ impl FloatBound {
         v.is_finite() && low && high
     }
 
+    /// `v` if [`Self::contains`] it, else an error naming `key`, the value and the range.
     pub fn check(&self, key: &str, v: f64) -> Result<f64, FieldError> {
         if self.contains(v) {
             Ok(v)

@@ -255,9 +255,13 @@ impl CalibrationSpec {
 pub const LEAK_MIB_PER_REQUEST: FloatBound =
     FloatBound::above(0.0, (1u64 << 20) as f64, "MiB, at most 1 TiB per request");
 
+/// Step growth: one more block of `mib` taken at each listed measured
+/// request and held until teardown, the way an allocator's cache keeps what
+/// it once needed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Steps {
+    /// Size of each block in MiB (every page touched).
     #[schemars(range(min = crate::bounds::MIB_SIZE.min, max = crate::bounds::MIB_SIZE.max))]
     pub mib: u64,
     /// Measured requests (0-based) at which one more block is taken and kept.
@@ -265,6 +269,8 @@ pub struct Steps {
     pub at_requests: Vec<u64>,
 }
 
+/// Shared memory that grows per request without ever being mapped: it
+/// counts against the system's memory, not the worker's resident set.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShmFile {
@@ -280,27 +286,36 @@ pub struct ShmFile {
     pub dir: Option<std::path::PathBuf>,
 }
 
+/// A block held from `model_loaded` until teardown, like a loaded model's weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Plateau {
+    /// Size in MiB; every page is written, so all of it is resident and dirty.
     #[schemars(range(min = crate::bounds::MIB_SIZE.min, max = crate::bounds::MIB_SIZE.max))]
     pub mib: u64,
 }
 
+/// A leak: a new block every measured request, never freed (until
+/// `growth_until_request`, when set).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Leak {
-    /// Fractions are allowed (0.0625 = 64 KiB); rounded up to whole pages.
+    /// MiB leaked per measured request. Fractions are allowed (0.0625 =
+    /// 64 KiB); rounded up to whole pages.
     #[schemars(range(max = LEAK_MIB_PER_REQUEST.max), extend("exclusiveMinimum" = LEAK_MIB_PER_REQUEST.min))]
     pub mib_per_request: f64,
 }
 
+/// A short-lived peak: a block allocated, touched, held for `hold_ms` and
+/// freed inside one measured request, so only a peak (or a sample taken
+/// while it was held) shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Spike {
+    /// Size of the block in MiB (every page touched).
     #[schemars(range(min = crate::bounds::MIB_SIZE.min, max = crate::bounds::MIB_SIZE.max))]
     pub mib: u64,
-    /// How long the block is held after it is fully touched.
+    /// How long the block is held after it is fully touched, in milliseconds.
     #[schemars(range(min = crate::bounds::MILLIS.min, max = crate::bounds::MILLIS.max))]
     pub hold_ms: u64,
     /// Which measured request spikes (0-based).
@@ -315,16 +330,22 @@ pub struct Spike {
     pub between_ticks: bool,
 }
 
+/// Address space reserved and never touched: it counts in the virtual
+/// size only, never as resident or footprint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Reserve {
+    /// Size of the reservation in MiB.
     #[schemars(range(min = crate::bounds::MIB_SIZE.min, max = crate::bounds::MIB_SIZE.max))]
     pub mib: u64,
 }
 
+/// A file written to the arm's scratch directory, mapped read-only and
+/// read page by page: clean, file-backed, resident memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FileMap {
+    /// Size of the file in MiB.
     #[schemars(range(min = crate::bounds::MIB_SIZE.min, max = crate::bounds::MIB_SIZE.max))]
     pub mib: u64,
 }

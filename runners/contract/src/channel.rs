@@ -55,6 +55,8 @@ impl Channel {
         })
     }
 
+    /// Write `msg` as one JSON line and flush it; fails when the harness
+    /// closed its end of the pipe (`BrokenPipe`) or the write fails.
     pub fn send(&mut self, msg: &WorkerMessage) -> std::io::Result<()> {
         serde_json::to_writer(&mut self.out, msg)?;
         self.out.write_all(b"\n")?;

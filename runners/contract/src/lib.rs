@@ -18,6 +18,10 @@
 //! Not here: how a worker measures (the `sampler` crate) or what the harness
 //! does with the messages (the `harness` crate).
 
+// Every public item says what it is: both sides of the worker boundary build
+// on these types, and their docs become the JSON schemas' descriptions.
+#![warn(missing_docs)]
+
 pub mod bounds;
 mod calibrate;
 mod channel;

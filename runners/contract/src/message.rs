@@ -8,15 +8,21 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum WorkerMessage {
+    /// The first message: the worker's name, version, pid and capabilities.
     Hello(Hello),
+    /// A phase boundary with the worker's own memory snapshot at that moment.
     Marker(Marker),
+    /// A line for the arm's `worker.log` (whisper.cpp's own log lines included).
     Log(LogMessage),
+    /// The outcome of one measured request, after its `request_end` marker.
     Result(RequestResult),
+    /// A failure the worker reports before it exits non-zero.
     Error(WorkerError),
     /// The whisper worker's runtime identity and topology, once, after `state_ready`.
     Runtime(Box<RuntimeReport>),
     /// The worker's memory `settle_ms` after a `request_end` (soak only).
     Settled(Settled),
+    /// The last message, after `teardown_done`: the worker finished its protocol.
     Bye(Bye),
 }
 
@@ -26,6 +32,7 @@ impl WorkerMessage {
         "hello", "marker", "log", "result", "error", "runtime", "settled", "bye",
     ];
 
+    /// The message's `type` tag on the wire (one of [`Self::TYPES`]).
     pub fn type_name(&self) -> &'static str {
         match self {
             WorkerMessage::Hello(_) => "hello",
@@ -43,36 +50,56 @@ impl WorkerMessage {
 /// The first message: who the worker is and what it can do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Hello {
+    /// The contract version the worker speaks; the harness rejects any other.
     pub contract_version: u32,
+    /// The worker executable's name (`memqual-calibrate`, `memqual-whisper`).
     pub worker: String,
+    /// The worker's package version (`CARGO_PKG_VERSION`, memqual's workspace version).
     pub version: String,
+    /// The worker's process id.
     pub pid: u32,
     /// Platform the worker samples on (`linux`, `macos`).
     pub platform: String,
+    /// What this worker build can run (`plateau`, `decoding:beam`,
+    /// `encoder:coreml`, ...); a whisper arm's `requires` must be among them.
     pub capabilities: Vec<String>,
 }
 
+/// Severity of a `log` message; the harness writes it upper-cased
+/// (`WARN`) after the timestamp of the line in the arm's `worker.log`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LogLevel {
+    /// Detail for debugging (whisper.cpp's debug and trace lines land here).
     Debug,
+    /// Progress worth keeping (warmup timings, what was loaded).
     Info,
+    /// Something that may weaken the measurement (a spike that overlapped
+    /// a sampler tick) or a warning of whisper.cpp's.
     Warn,
+    /// An error line (whisper.cpp's, for instance); the arm's failure is
+    /// reported with an `error` message, not a log line.
     Error,
 }
 
+/// A free-form line for the arm's `worker.log`; it does not change the
+/// arm's outcome.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogMessage {
+    /// How severe the line is.
     pub level: LogLevel,
+    /// The text; the harness writes it as one line (newlines become spaces).
     pub message: String,
 }
 
 /// The outcome of one measured request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RequestResult {
+    /// The 0-based measured request, as on its `request_begin` / `request_end` markers.
     pub request_id: u64,
     /// Wall time of the request's work in nanoseconds.
     pub latency_ns: u64,
+    /// What the request produced, by worker kind.
     pub body: ResultBody,
 }
 
@@ -80,7 +107,9 @@ pub struct RequestResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ResultBody {
+    /// From `memqual-calibrate`: the bytes its patterns held.
     Calibration(CalibrationResult),
+    /// From `memqual-whisper`: the transcript and its tokens.
     Transcription(TranscriptionResult),
 }
 
@@ -95,6 +124,8 @@ pub struct CalibrationResult {
     pub spike_bytes: u64,
     /// Monotonic time the spike's block was fully resident, and when it was freed.
     pub spike_resident_ns: Option<u64>,
+    /// Monotonic time the spike's block was freed (unmapped); `None` when
+    /// no spike ran in this request.
     pub spike_freed_ns: Option<u64>,
 }
 
@@ -103,41 +134,67 @@ pub struct CalibrationResult {
 /// `request_begin` marker's peak still covers the wait).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Settled {
+    /// The measured request whose `request_end` the wait followed.
     pub request_id: u64,
     /// The wait the arm spec asked for.
     pub settle_ms: u64,
     /// Monotonic time of the snapshot (the clock of the markers).
     pub t_ns: u64,
+    /// The worker's own memory at `t_ns`, read as for a marker.
     pub memory: TaskMemory,
 }
 
 /// A failure the worker reports before it exits.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerError {
+    /// What failed, with its causes; the harness adds it to the arm's failure reasons.
     pub message: String,
 }
 
 /// The last message of a worker that finished its protocol.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Bye {
+    /// How many measured requests the worker ran.
     pub requests: u64,
 }
 
 /// Why a line from a worker could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
+    /// The line is not JSON at all.
     #[error("not valid JSON ({reason}): {excerpt}")]
-    BadJson { reason: String, excerpt: String },
+    BadJson {
+        /// serde_json's message, with the line's column.
+        reason: String,
+        /// The line, cut to its first 160 bytes (on a char boundary, `…`
+        /// appended) when it is longer.
+        excerpt: String,
+    },
+    /// JSON without a string `type` field (not an object, no `type`, or a
+    /// `type` that is not a string).
     #[error("no string `type` field: {excerpt}")]
-    MissingType { excerpt: String },
+    MissingType {
+        /// The line, cut to its first 160 bytes (on a char boundary, `…`
+        /// appended) when it is longer.
+        excerpt: String,
+    },
+    /// A `type` that is not one of [`WorkerMessage::TYPES`].
     #[error(
         "unknown message type `{type_name}` (known: hello, marker, log, result, error, runtime, settled, bye)"
     )]
-    UnknownType { type_name: String },
+    UnknownType {
+        /// The `type` the line carried.
+        type_name: String,
+    },
+    /// A known `type` whose fields do not fit it (one missing, or of the wrong type).
     #[error("malformed `{type_name}` message ({reason}): {excerpt}")]
     Malformed {
+        /// The line's (known) `type`.
         type_name: String,
+        /// serde_json's message: which field is missing or wrong.
         reason: String,
+        /// The line, cut to its first 160 bytes (on a char boundary, `…`
+        /// appended) when it is longer.
         excerpt: String,
     },
 }

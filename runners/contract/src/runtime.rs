@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 /// A buffer size as whisper.cpp logs it (`%7.2f MB`, MB = 10^6 bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LoggedSize {
+    /// The logged value in MB (10^6 bytes), two decimals, as printed.
     pub mb: f64,
     /// `mb × 10^6`, rounded: accurate to ±5 kB because the log rounds.
     pub bytes: u64,
@@ -30,18 +31,30 @@ impl LoggedSize {
 /// The kv caches and compute buffers of one `whisper_init_state`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StateBuffers {
+    /// `kv self size`: the decoder's self-attention kv cache, sized for one
+    /// decoder (whisper.cpp recreates it larger when more decoders run).
+    /// Absent when not logged.
     pub kv_self: Option<LoggedSize>,
+    /// `kv cross size`: the decoder's cross-attention kv cache over the
+    /// encoder output. Absent when not logged.
     pub kv_cross: Option<LoggedSize>,
+    /// `kv pad size`: the encoder's padded attention k/v buffer (used by
+    /// flash attention, allocated either way). Absent when not logged.
     pub kv_pad: Option<LoggedSize>,
     /// `compute buffer (<graph>)` in log order: conv, encode, cross, decode.
     pub compute: Vec<(String, LoggedSize)>,
     /// The Core ML path whisper.cpp tried for this state, if it tried.
     pub coreml_path: Option<String>,
+    /// whisper.cpp logged `Core ML model loaded` for this state.
     pub coreml_loaded: bool,
+    /// whisper.cpp logged `failed to load Core ML model` for this state (it
+    /// then falls back to the native encoder).
     pub coreml_failed: bool,
 }
 
 impl StateBuffers {
+    /// The compute buffer logged for `graph` (`conv`, `encode`, `cross`,
+    /// `decode`); `None` when whisper.cpp logged none for it.
     pub fn compute_size(&self, graph: &str) -> Option<LoggedSize> {
         self.compute
             .iter()
@@ -65,6 +78,8 @@ impl StateBuffers {
 pub struct Topology {
     /// `<backend> total size = … MB` lines of the model load, per buffer type.
     pub model_buffers: Vec<(String, LoggedSize)>,
+    /// `model size = … MB`: the summed size of every tensor loaded. Absent
+    /// when not logged.
     pub model_size: Option<LoggedSize>,
     /// Backends whisper.cpp reported using (`using <name> backend`).
     pub backends: Vec<String>,
@@ -196,16 +211,25 @@ impl Topology {
     }
 }
 
-/// Identity of the loaded model file.
+/// Identity of the loaded model file. With `prevalidate` off (negative
+/// controls) the header fields are the raw words at their offsets, 0 past
+/// the end of a short file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ModelIdentity {
+    /// The model path as the arm spec gave it.
     pub path: String,
+    /// The file's length in bytes.
     pub bytes: u64,
+    /// SHA-256 of the whole file (lowercase hex), hashed from the open file
+    /// whisper.cpp then read.
     pub sha256: String,
     /// The header's raw ftype field (quantization version × 1000 + type).
     pub ftype: i32,
+    /// The header's vocabulary size (51864 for the English-only models).
     pub n_vocab: i32,
+    /// The header's encoder layer count.
     pub n_audio_layer: i32,
+    /// The header's decoder layer count.
     pub n_text_layer: i32,
 }
 
@@ -222,26 +246,40 @@ pub struct CoremlIdentity {
     pub compute_units: String,
     /// SHA-256 over the sorted tree (`sampler::captures::tree_digest`).
     pub tree_sha256: String,
+    /// Regular files in the digested tree.
     pub files: u64,
+    /// Sum of those files' sizes, in bytes.
     pub bytes: u64,
 }
 
 /// The worker's runtime report, sent once after `state_ready`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RuntimeReport {
+    /// The inference runtime's name (`whisper.cpp`).
     pub runtime: String,
+    /// The runtime's own version string (`whisper_version()`, `1.8.3`).
     pub runtime_version: String,
     /// `whisper_print_system_info()`.
     pub system_info: String,
+    /// Path of the running worker executable (its bare name when the OS
+    /// would not say).
     pub worker_executable: String,
+    /// SHA-256 of that executable (lowercase hex); `None` when it could not
+    /// be read.
     pub worker_sha256: Option<String>,
+    /// The model file that was checked and loaded.
     pub model: ModelIdentity,
+    /// The Core ML sidecar whisper.cpp loaded; `None` for the native
+    /// encoder (a `coreml` arm whose sidecar did not engage fails before
+    /// this report is sent).
     pub coreml: Option<CoremlIdentity>,
     /// States alive at `state_ready`: the working one plus the extras.
     pub state_count: u32,
+    /// How the worker built its state (the arm's `initializer`).
     pub initializer: crate::Initializer,
     /// The effective settings (after defaults), as the runtime was called.
     pub settings: serde_json::Value,
+    /// What whisper.cpp logged about its buffers while loading and creating states.
     pub topology: Topology,
     /// Wall time of the context load (`process_start` work excluded), less
     /// the time the worker spent hashing the bytes whisper.cpp read.

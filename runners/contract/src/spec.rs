@@ -6,7 +6,9 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ArmSpec {
+    /// The `CONTRACT_VERSION` the harness speaks; a worker refuses any other.
     pub contract_version: u32,
+    /// The arm's `id` from the protocol.
     pub arm_id: String,
     /// A directory the worker may write to (temporary files); the harness creates it.
     pub scratch_dir: PathBuf,
@@ -17,6 +19,7 @@ pub struct ArmSpec {
     /// snapshot (0: no settle, no `settled` messages). Set by `memqual soak`.
     #[serde(default)]
     pub settle_ms: u64,
+    /// Which worker runs the arm (`kind`) and that worker's options.
     pub worker: WorkerSpec,
 }
 
@@ -24,7 +27,10 @@ pub struct ArmSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SamplerSchedule {
+    /// Monotonic time of tick 0, in nanoseconds (`CLOCK_MONOTONIC`, the
+    /// clock of the markers).
     pub epoch_ns: u64,
+    /// Nanoseconds between ticks (the arm's sampling period).
     pub period_ns: u64,
 }
 
@@ -45,7 +51,13 @@ impl SamplerSchedule {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WorkerSpec {
+    // In the schema a variant's doc replaces its payload's: say both.
+    /// A calibration arm, run by `memqual-calibrate`: the same phases as a
+    /// real worker, with allocations whose sizes are known, so the harness
+    /// can prove what it measures.
     Calibrate(CalibrationSpec),
+    /// A whisper arm, run by `memqual-whisper`: real inference with
+    /// whisper.cpp, everything the arm runs with.
     Whisper(Box<WhisperSpec>),
 }
 

@@ -27,6 +27,7 @@ pub enum Initializer {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Encoder {
+    /// whisper.cpp's own encoder on the selected backend (CPU, Metal, CUDA).
     Native,
     /// The Core ML sidecar (`<model>-encoder.mlmodelc`); the arm fails unless it engaged.
     Coreml,
@@ -36,12 +37,19 @@ pub enum Encoder {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "strategy", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Decoding {
+    /// Greedy sampling (`WHISPER_SAMPLING_GREEDY`).
     Greedy {
+        /// Candidates sampled at each fallback temperature above 0, the best
+        /// kept (temperature 0 decodes one); whisper.cpp allocates this many
+        /// decoders. 1 to 8, default 1.
         #[serde(default = "one")]
         #[schemars(range(min = BEST_OF.min, max = BEST_OF.max))]
         best_of: u32,
     },
+    /// Beam search (`WHISPER_SAMPLING_BEAM_SEARCH`).
     Beam {
+        /// Beams kept per step at temperature 0 (2 to 8); whisper.cpp runs
+        /// one decoder per beam.
         #[schemars(range(min = BEAM_SIZE.min, max = BEAM_SIZE.max))]
         beam_size: u32,
     },
@@ -77,9 +85,13 @@ pub enum ModelLayout {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ModelInput {
+    /// The GGML model file, resolved by the harness: a named model's cache
+    /// path, or the protocol's path (a relative one joined to the
+    /// protocol's folder).
     pub path: PathBuf,
     /// Expected SHA-256 (lowercase hex); the worker refuses any other file.
     pub sha256: Option<String>,
+    /// Which tensors the strict pre-load parse expects (default `full`).
     #[serde(default)]
     pub layout: ModelLayout,
     /// Parse the whole file strictly before whisper.cpp loads it (default).
@@ -98,9 +110,15 @@ pub struct ModelInput {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FixtureInput {
+    /// The fixture's id in the speech manifest; results carry it as `fixture_id`.
     pub id: String,
+    /// The manifest's category (`clean`, `names`, `numbers`, `silence`, ...),
+    /// by which quality is reported.
     pub category: String,
+    /// The WAV file (16 kHz mono 16-bit PCM).
     pub path: PathBuf,
+    /// SHA-256 of the WAV file's bytes (lowercase hex); the worker refuses a
+    /// file with any other digest.
     pub sha256: String,
     /// The reference transcript, carried so the run directory alone can score WER.
     #[serde(default)]
@@ -121,6 +139,7 @@ pub struct LongFormInput {
     /// SHA-256 of the composed samples (little-endian i16, no header): the
     /// worker refuses to run on anything else.
     pub samples_sha256: String,
+    /// Length of the composed audio in milliseconds (16 kHz samples).
     pub duration_ms: u64,
     /// Slices placed in it.
     pub pieces: u32,
@@ -151,12 +170,20 @@ impl LongFormInput {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WhisperSpec {
+    /// The model file to load, and how to check it.
     pub model: ModelInput,
+    /// Threads whisper.cpp uses per request (`n_threads`, 1 to 256).
     pub threads: u32,
+    /// Greedy or beam-search decoding.
     pub decoding: Decoding,
+    /// Spoken language code passed to whisper.cpp (`en`; at most 8 bytes).
     pub language: String,
+    /// Decode without timestamp tokens (whisper.cpp's `no_timestamps`).
     pub no_timestamps: bool,
+    /// Use flash attention (context parameter `flash_attn`).
     pub flash_attn: bool,
+    /// Let whisper.cpp use a GPU backend (Metal on a Mac, CUDA in a `cuda`
+    /// build) when the build has one (context parameter `use_gpu`).
     pub use_gpu: bool,
     /// Encoder context length; 0 keeps the model's.
     pub audio_ctx: u32,
@@ -167,11 +194,13 @@ pub struct WhisperSpec {
     /// is retried with sampling, whose RNG state persists across requests.
     #[serde(default = "yes")]
     pub temperature_fallback: bool,
+    /// How the worker builds its inference state.
     pub initializer: Initializer,
     /// States created beyond the one that works (the duplicate-state anti-pattern).
     pub extra_states: u32,
     /// Unmeasured requests before `warmup_done` (on the first fixture).
     pub warmup: u32,
+    /// The speech fixtures to transcribe, in order (empty with `long_form`).
     pub fixtures: Vec<FixtureInput>,
     /// Instead of `fixtures`: one long input composed by the worker.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -185,7 +214,9 @@ pub struct WhisperSpec {
     /// Soak: start no measured request after this many seconds from `warmup_done`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_duration_s: Option<u64>,
+    /// The idle interval after the last request, before `idle_end`, in milliseconds.
     pub idle_ms: u64,
+    /// Which encoder runs: native, or the Core ML sidecar.
     pub encoder: Encoder,
     /// Capabilities the arm needs; a worker lacking one refuses the arm.
     #[serde(default)]
@@ -306,17 +337,21 @@ pub enum StopReason {
 /// The transcription of one request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TranscriptionResult {
+    /// The transcribed fixture's id (`long_form:<recipe>` for a long input).
     pub fixture_id: String,
     /// 0-based repetition of this fixture.
     pub repetition: u32,
     /// Every token id of every segment, in order, specials included.
     pub tokens: Vec<i32>,
+    /// Whether the end-of-text token is among `tokens`.
     pub eot: bool,
+    /// Why decoding stopped, derived from the token stream.
     pub stop_reason: StopReason,
     /// The concatenated segment text, when its bytes are valid UTF-8.
     pub text: String,
     /// The text bytes in hex, only when they are not valid UTF-8 (then `text` is lossy).
     pub text_bytes_hex: Option<String>,
+    /// Segments whisper.cpp produced.
     pub segments: u32,
     /// Audio length in milliseconds.
     pub audio_ms: u64,
