@@ -16,25 +16,16 @@
 
 #![no_main]
 
+#[path = "scratch.rs"]
+mod scratch;
 use libfuzzer_sys::fuzz_target;
 use run_dir::{Access, RunDir};
+use scratch::scratch;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 const MAX_FILES: usize = 64;
 const MAX_DEPTH: usize = 6;
-
-/// Temporary run directories live in memory when the machine has /dev/shm.
-fn scratch() -> tempfile::TempDir {
-    let shm = Path::new("/dev/shm");
-    let builder = tempfile::Builder::new().prefix("memqual-fuzz-").to_owned();
-    let made = if shm.is_dir() {
-        builder.tempdir_in(shm)
-    } else {
-        builder.tempdir()
-    };
-    made.unwrap_or_else(|e| panic!("cannot make a temporary directory: {e}"))
-}
 
 /// `path` as plain components, or `None` (such a file is not written).
 fn plain_path(path: &[u8]) -> Option<PathBuf> {

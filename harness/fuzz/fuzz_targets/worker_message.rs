@@ -12,24 +12,14 @@
 
 #![no_main]
 
+#[path = "scratch.rs"]
+mod scratch;
 use harness::reader::ChannelReader;
 use libfuzzer_sys::fuzz_target;
 use run_dir::RunDir;
+use scratch::scratch;
 use std::io::Write;
-use std::path::Path;
 use worker_contract::decode_line;
-
-/// Temporary run directories live in memory when the machine has /dev/shm.
-fn scratch() -> tempfile::TempDir {
-    let shm = Path::new("/dev/shm");
-    let builder = tempfile::Builder::new().prefix("memqual-fuzz-").to_owned();
-    let made = if shm.is_dir() {
-        builder.tempdir_in(shm)
-    } else {
-        builder.tempdir()
-    };
-    made.unwrap_or_else(|e| panic!("cannot make a temporary directory: {e}"))
-}
 
 fn decode_each_line(data: &[u8]) {
     for raw in data.split(|&b| b == b'\n') {
