@@ -206,7 +206,10 @@ pub enum MergeError {
     MixedProtocols(String),
     /// A run has no seal in its receipt; `memqual report` seals it.
     #[error("{dir} is not sealed: run `memqual report {dir}` first")]
-    Unsealed { dir: String },
+    Unsealed {
+        /// The run directory as given.
+        dir: String,
+    },
 }
 
 fn host_of(r: &Receipt) -> String {
