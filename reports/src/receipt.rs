@@ -132,7 +132,7 @@ pub struct PhaseRow {
 pub struct SeriesSummary {
     /// Rows in `series.csv`.
     pub samples: u64,
-    /// The sampler's period in ns; `None` when the arm spec gives none.
+    /// The sampler's period in ns (from `arm.json`); `None` when the sampler did not run or the arm has no `arm.json`.
     pub period_ns: Option<u64>,
     /// Median time between consecutive rows, in ns; `None` with fewer than two rows.
     pub median_interval_ns: Option<f64>,

@@ -21,7 +21,7 @@ pub struct RunInfo {
     pub protocol_sha256: String,
     /// When the run started: UTC, RFC 3339.
     pub started_utc: String,
-    /// The platform the run was measured on (`linux` or `macos`, as `sampler::PLATFORM`).
+    /// The platform the run was measured on (`linux`, `macos`, or `unsupported` elsewhere: `sampler::PLATFORM`).
     pub platform: String,
     /// The host's page size in bytes; a peak counts as missed only when it exceeds what was observed by more than this.
     pub page_size_bytes: u64,
