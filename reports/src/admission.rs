@@ -68,6 +68,7 @@ impl AdmissionThresholds {
 /// What the host showed over one window.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct HostObservation {
+    /// Logical CPUs usable by the harness; the load average is divided by this.
     pub cores: u64,
     /// Largest 1-minute load average seen in the window.
     pub load_avg_1m: Option<f64>,
@@ -75,6 +76,7 @@ pub struct HostObservation {
     pub min_available_bytes: Option<u64>,
     /// Pages swapped in / out during the window (`pswpin`/`pswpout` deltas).
     pub swap_in_pages: Option<u64>,
+    /// Pages swapped out during the window (`pswpout` delta).
     pub swap_out_pages: Option<u64>,
     /// Largest PSI memory `some avg10` seen in the window; `None` without PSI.
     pub psi_some_avg10: Option<f64>,
@@ -94,6 +96,7 @@ pub struct HostObservation {
     pub max_thermal_celsius: Option<f64>,
     /// Which zone that was, and how many zones were read.
     pub thermal_zone: Option<String>,
+    /// How many thermal zones were read.
     pub thermal_zones_read: u64,
     /// Readings the platform did not give (a reason each).
     pub not_reported: Vec<String>,
@@ -104,9 +107,13 @@ pub struct HostObservation {
 pub struct AdmissionCheck {
     /// `None`: before the first arm; `Some(id)`: right before arm `id`.
     pub before_arm: Option<String>,
+    /// When the window started: UTC, RFC 3339.
     pub started_utc: String,
+    /// How long the host was watched, in ms.
     pub window_ms: u64,
+    /// What the host showed over the window.
     pub observed: HostObservation,
+    /// True when every threshold held.
     pub admitted: bool,
     /// Why the host was refused, each with the measured value.
     pub reasons: Vec<String>,
@@ -115,9 +122,11 @@ pub struct AdmissionCheck {
 /// The whole run's admission (`admission.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AdmissionRecord {
+    /// The thresholds the host was held to (the protocol's `[admission]` table).
     pub thresholds: AdmissionThresholds,
     /// `--force`: the run went on although the host was refused.
     pub forced: bool,
+    /// Every admission decision, in order: before the first arm, then before each arm.
     pub checks: Vec<AdmissionCheck>,
 }
 

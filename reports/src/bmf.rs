@@ -30,9 +30,12 @@ use std::collections::BTreeMap;
 /// One metric: a value and, optionally, the interval around it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Metric {
+    /// The measured value, in the measure's unit.
     pub value: f64,
+    /// Lower end of the interval around `value`; left out when there is none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lower_value: Option<f64>,
+    /// Upper end of the interval around `value`; left out when there is none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upper_value: Option<f64>,
 }

@@ -22,14 +22,21 @@ pub const FILE_MAP_SLACK_MIB: f64 = 8.0;
 /// One expected-vs-measured line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CalibrationCheck {
+    /// The calibration arm id.
     pub arm: String,
+    /// The calibration pattern checked (`arm`, `file_map`, `reserve`, `spike`, …).
     pub pattern: String,
+    /// What is measured, in words (e.g. `anonymous growth beyond the plateau`).
     pub quantity: String,
+    /// The rule the measurement is held to, in words (e.g. `within ±5 %`, `yes`).
     pub rule: String,
     /// `MiB`, `MiB/request`, or `yes/no` (1 = yes) for conditions.
     pub unit: String,
+    /// The value the pattern should produce, in `unit`.
     pub expected: f64,
+    /// The value measured, in `unit`; `None` when the receipt lacks it (the check fails).
     pub measured: Option<f64>,
+    /// True when the measured value meets the rule.
     pub pass: bool,
 }
 

@@ -19,68 +19,93 @@ pub use run_dir::names::CENSUS;
 /// One line of `census.jsonl`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CensusRecord {
+    /// 0, 1, 2, … per arm, taken and skipped alike.
     pub seq: u64,
+    /// What started the census (before the arm, a phase marker, or a cadence tick).
     pub trigger: Trigger,
+    /// When the trigger arrived (shared monotonic clock, ns).
     pub due_ns: u64,
     /// `None` when the trigger found the previous census still running.
     pub taken: Option<CensusTaken>,
 }
 
+/// A census that was taken: every process the OS listed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CensusTaken {
+    /// Monotonic time (ns) the census started.
     pub started_ns: u64,
+    /// How long listing every process took, in ns.
     pub wall_ns: u64,
+    /// Every process seen, the harness and the worker included.
     pub processes: Vec<ProcessMemory>,
 }
 
 /// One process as the census saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProcessMemory {
+    /// The process id.
     pub pid: u32,
     /// Seconds since the epoch; with the pid, the process's identity.
     pub start_time_s: u64,
+    /// The process name as the OS reports it.
     pub name: String,
     /// Resident memory (RSS on Linux, resident size on macOS) in bytes.
     pub memory_bytes: u64,
+    /// Virtual size in bytes, as the OS reports it.
     pub virtual_bytes: u64,
 }
 
 /// The census of one arm in the receipt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CensusReceipt {
+    /// Processes whose memory moved by more than this many bytes are listed (the protocol's census threshold).
     pub threshold_bytes: u64,
+    /// Censuses taken.
     pub censuses: u64,
+    /// Triggers that found the previous census still running.
     pub skipped: u64,
     /// Processes seen at least once (the harness and the worker excluded).
     pub processes_seen: u64,
+    /// Processes whose memory moved beyond the threshold, largest movement first.
     pub movers: Vec<Mover>,
 }
 
 /// A process whose memory moved by more than the threshold during the arm.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Mover {
+    /// The process id.
     pub pid: u32,
+    /// The process name as the OS reports it.
     pub name: String,
     /// Before the arm; `None` when the process appeared during it (counted from 0).
     pub baseline_bytes: Option<u64>,
+    /// Largest memory seen in any census, in bytes.
     pub max_bytes: u64,
     /// At the last census that saw it.
     pub last_bytes: u64,
     /// The largest change from the baseline, signed.
     pub moved_bytes: i64,
+    /// Whether the movement can be put down to the arm, against a matched control.
     pub attribution: Attribution,
 }
 
+/// Whether a mover's movement can be put down to the arm.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Attribution {
     /// No matched control arm: the movement may have any cause.
-    NotAttributable { reason: String },
+    NotAttributable {
+        /// Why not, in words.
+        reason: String,
+    },
     /// The control arm's movement of processes with the same name, and
     /// this arm's movement minus it.
     Paired {
+        /// The control arm id.
         control_arm: String,
+        /// The control's largest movement among processes of the same name, signed bytes (0 when none moved).
         control_moved_bytes: i64,
+        /// This arm's movement minus the control's, signed bytes.
         paired_delta_bytes: i64,
     },
 }

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 /// One key metric: its name (as in `--json`) and unit.
 #[derive(Debug, Clone, Copy)]
 pub struct KeyMetric {
+    /// The metric's name, as in `--json` output and fleet reports.
     pub name: &'static str,
     /// `bytes` or `ns`.
     pub unit: &'static str,
@@ -60,8 +61,11 @@ pub const KEY_METRICS: [KeyMetric; 3] = [
 /// A run as `compare` names it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRef {
+    /// The run directory as given on the command line.
     pub dir: String,
+    /// The protocol's `name`.
     pub protocol: String,
+    /// When the run started: UTC, RFC 3339.
     pub started_utc: String,
     /// The run verdict; `None` when no arm declares gates.
     pub verdict: Option<Outcome>,
@@ -70,9 +74,13 @@ pub struct RunRef {
 /// One key metric of one arm, A → B.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MetricDelta {
+    /// The key metric's name.
     pub metric: String,
+    /// The metric's unit: `bytes` or `ns`.
     pub unit: String,
+    /// The value in run A; `None` when A did not measure it.
     pub a: Option<f64>,
+    /// The value in run B; `None` when B did not measure it.
     pub b: Option<f64>,
     /// B − A.
     pub delta: Option<f64>,
@@ -85,21 +93,32 @@ pub struct MetricDelta {
 /// One arm id of either run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ArmComparison {
+    /// The arm id.
     pub arm: String,
+    /// True when run A has this arm.
     pub in_a: bool,
+    /// True when run B has this arm.
     pub in_b: bool,
+    /// The arm's verdict in run A; `None` without gates there.
     pub verdict_a: Option<Outcome>,
+    /// The arm's verdict in run B; `None` without gates there.
     pub verdict_b: Option<Outcome>,
+    /// Every key metric, A → B, in table order.
     pub metrics: Vec<MetricDelta>,
 }
 
 /// A key metric that got worse than the limit allows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Regression {
+    /// The arm id.
     pub arm: String,
+    /// The key metric's name.
     pub metric: String,
+    /// The value in run A.
     pub a: f64,
+    /// The value in run B; `None` when B did not measure it.
     pub b: Option<f64>,
+    /// (B − A) / A × 100; `None` without B or when A is 0.
     pub delta_pct: Option<f64>,
     /// Why, in words.
     pub reason: String,
@@ -108,9 +127,13 @@ pub struct Regression {
 /// `memqual compare A B [--max-regression PCT] --json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
+    /// The first run given (the baseline).
     pub a: RunRef,
+    /// The second run given.
     pub b: RunRef,
+    /// The `--max-regression` limit in percent; `None` when not given.
     pub max_regression_pct: Option<f64>,
+    /// Every arm id of either run: A's in order, then B's new ones.
     pub arms: Vec<ArmComparison>,
     /// Empty without `--max-regression`.
     pub regressions: Vec<Regression>,

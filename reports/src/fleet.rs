@@ -39,6 +39,7 @@ pub const FLEET_FORMAT_VERSION: &str = "1.0";
 pub struct FleetInput {
     /// The run directory as given on the command line.
     pub dir: String,
+    /// The run's receipt (`receipt.json`), with its seal.
     pub receipt: Receipt,
     /// The key id of a signature that was checked with `--pubkey`.
     pub signature_key_id: Option<String>,
@@ -49,27 +50,42 @@ pub struct FleetInput {
 pub struct FleetRun {
     /// 1-based, in the order given; its receipt is `runs/<index>/receipt.json`.
     pub index: usize,
+    /// The run directory as given on the command line.
     pub dir: String,
+    /// The host key: the host's label (`--host-label`), else its hostname, else `unknown host`.
     pub host: String,
+    /// The host's name from `host.json`; `None` when the run has no identity or the OS reports none.
     pub hostname: Option<String>,
+    /// The hardware model from `host.json`, when readable.
     pub hardware_model: Option<String>,
+    /// OS name and version from `host.json`, joined by a space, when readable.
     pub os: Option<String>,
+    /// The share of the protocol this run held (`--shard I/N`); `None` for a whole run.
     pub shard: Option<ShardInfo>,
+    /// When the run started: UTC, RFC 3339 (from `run.json`).
     pub started_utc: String,
+    /// The memqual version that made the run.
     pub memqual_version: String,
+    /// The git commit memqual was built from, when known.
     pub memqual_commit: Option<String>,
+    /// The run's `receipt_sha256` from its seal.
     pub receipt_sha256: String,
+    /// The run's `manifest_sha256` from its seal.
     pub manifest_sha256: String,
+    /// The key id of the run's signature when it was checked with `--pubkey`; `None` otherwise.
     pub signature_key_id: Option<String>,
     /// The run's own verdict (`None`: no gates).
     pub verdict: Option<Outcome>,
+    /// Ids of the arms the run measured, in run order.
     pub arms: Vec<String>,
 }
 
 /// One arm as one run measured it on one host.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Cell {
+    /// The host key (see `FleetRun::host`).
     pub host: String,
+    /// The arm id.
     pub arm: String,
     /// [`FleetRun::index`].
     pub run: usize,
@@ -77,6 +93,7 @@ pub struct Cell {
     pub companion: bool,
     /// The cell the table shows for this host × arm.
     pub shown: bool,
+    /// How the arm ended on this host.
     pub status: ArmStatus,
     /// `None`: the arm declares no gates.
     pub verdict: Option<Outcome>,
@@ -84,36 +101,50 @@ pub struct Cell {
     pub failed_gates: Vec<String>,
     /// Key metric → value (bytes or ns, see [`KEY_METRICS`]).
     pub metrics: BTreeMap<String, f64>,
+    /// True when this cell fails: a gated arm whose verdict is not PASS, or an ungated arm that did not complete.
     pub fails: bool,
 }
 
 /// One key metric of one arm across hosts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Spread {
+    /// The arm id.
     pub arm: String,
+    /// The key metric's name (as in `memqual compare --json`).
     pub metric: String,
+    /// The metric's unit: `bytes` or `ns`.
     pub unit: String,
     /// Hosts that measured it.
     pub hosts: usize,
+    /// Smallest value across hosts.
     pub min: f64,
+    /// Median across hosts (the mean of the middle two for an even count).
     pub median: f64,
+    /// Largest value across hosts.
     pub max: f64,
+    /// The host that had the smallest value (the first in sort order on a tie).
     pub min_host: String,
+    /// The host that had the largest value.
     pub max_host: String,
 }
 
 /// A host with the arms that fail on it, or an arm with the hosts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failing {
+    /// The host key (in `failing_hosts`) or the arm id (in `failing_arms`).
     pub name: String,
+    /// The arms that fail on that host, or the hosts on which that arm fails.
     pub on: Vec<String>,
 }
 
 /// `fleet.json`'s seal: the manifest's digest and this report's own.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FleetSeal {
+    /// `sha256`.
     pub algorithm: String,
+    /// `RFC 8785`: how `manifest.json` and the report are canonicalized.
     pub canonicalization: String,
+    /// SHA-256 of the bytes of the fleet directory's `manifest.json`.
     pub manifest_sha256: String,
     /// SHA-256 of the canonical report with this field empty.
     pub fleet_sha256: String,
@@ -122,24 +153,35 @@ pub struct FleetSeal {
 /// `fleet.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FleetReport {
+    /// `major.minor`: the `FLEET_FORMAT_VERSION` it was written with.
     pub format_version: String,
+    /// When the merge was made: UTC, RFC 3339.
     pub created_utc: String,
     /// The memqual that merged.
     pub memqual_version: String,
+    /// The protocol's `name`, as the first run recorded it.
     pub protocol_name: String,
+    /// SHA-256 of the protocol text; every merged run has the same.
     pub protocol_sha256: String,
+    /// The merged runs, in the order given.
     pub runs: Vec<FleetRun>,
     /// Host keys, in the order first seen.
     pub hosts: Vec<String>,
     /// Arm ids, in protocol order.
     pub arms: Vec<String>,
+    /// Every host × arm measurement; several per pair when several runs measured it (see `Cell::shown`).
     pub cells: Vec<Cell>,
+    /// Per arm and key metric, the spread across hosts of the shown cells.
     pub spread: Vec<Spread>,
+    /// Hosts with at least one failing shown cell, each with those arms.
     pub failing_hosts: Vec<Failing>,
+    /// Arms failing on at least one host, each with those hosts.
     pub failing_arms: Vec<Failing>,
     /// Arms of the protocol no run measured, duplicates, mixed versions.
     pub notes: Vec<String>,
+    /// The fleet verdict: PASS only if every run passed (a run without gates: every arm completed).
     pub verdict: Outcome,
+    /// Digests of the manifest and of this report; `None` until sealed.
     pub seal: Option<FleetSeal>,
 }
 
@@ -155,14 +197,19 @@ impl FleetReport {
 /// Why runs cannot be merged.
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
+    /// No run was given.
     #[error("no run to merge")]
     Empty,
     /// Runs of different protocols (or the same one, changed): the message
     /// names both runs, protocols and digests.
     #[error("{0}: a fleet report compares one protocol across hosts")]
     MixedProtocols(String),
+    /// A run has no seal in its receipt; `memqual report` seals it.
     #[error("{dir} is not sealed: run `memqual report {dir}` first")]
-    Unsealed { dir: String },
+    Unsealed {
+        /// The run directory as given.
+        dir: String,
+    },
 }
 
 fn host_of(r: &Receipt) -> String {

@@ -10,6 +10,7 @@ use crate::stats;
 use sampler::SeriesRow;
 use serde::{Deserialize, Serialize};
 
+/// How fresh the macOS system page counters of an arm's series really were.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SystemFreshness {
     /// Rows that carry an effective sample time.

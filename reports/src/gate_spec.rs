@@ -37,15 +37,25 @@ pub enum MemoryField {
     /// VmHWM, reset at every marker). The result names the field used.
     #[default]
     Peak,
+    /// `resident_bytes` at the marker: Linux `VmRSS`, macOS `ri_resident_size`.
     ResidentBytes,
+    /// `resident_peak_bytes`: Linux `VmHWM` since the last peak reset; absent on macOS.
     ResidentPeakBytes,
+    /// `footprint_bytes`: Linux `RssAnon + RssShmem + VmSwap`, macOS `ri_phys_footprint`.
     FootprintBytes,
+    /// `footprint_peak_bytes`: macOS `ri_lifetime_max_phys_footprint`; absent on Linux.
     FootprintPeakBytes,
+    /// `compressed_bytes`: compressed memory of the worker, where a platform reports it.
     CompressedBytes,
+    /// `swap_bytes`: Linux `VmSwap`; absent on macOS.
     SwapBytes,
+    /// `virtual_bytes`: Linux `VmSize`; absent on macOS.
     VirtualBytes,
+    /// `rss_anon_bytes`: Linux `RssAnon`.
     RssAnonBytes,
+    /// `rss_file_bytes`: Linux `RssFile`.
     RssFileBytes,
+    /// `rss_shmem_bytes`: Linux `RssShmem`.
     RssShmemBytes,
 }
 
@@ -57,6 +67,7 @@ pub struct MemoryGate {
     /// The phase whose marker is read (e.g. `state_ready`).
     #[schemars(with = "String")]
     pub phase: Phase,
+    /// Which memory value of the marker is read; default `peak`.
     #[serde(default)]
     pub field: MemoryField,
     /// Threshold = control × (1 − min_reduction); 0 ≤ min_reduction < 1.
@@ -74,6 +85,7 @@ pub struct MemoryGate {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LatencyGate {
+    /// Allowed slowdown as a fraction of the control, e.g. 0.05 for 5 %.
     #[schemars(range(min = TOLERANCE.min, max = TOLERANCE.max))]
     pub tolerance: f64,
 }
@@ -92,6 +104,7 @@ pub struct QualityGate {
     /// Absolute WER allowance, e.g. 0.01 for one point.
     #[schemars(range(min = WER_DELTA.min, max = WER_DELTA.max))]
     pub wer_delta: f64,
+    /// Categories whose every slice must have exactly the control's normalised words.
     #[serde(default)]
     pub exact_categories: Vec<String>,
 }
@@ -101,6 +114,7 @@ pub struct QualityGate {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FailClosedGate {
+    /// Text the arm's failure reasons must contain.
     pub reason: String,
 }
 
@@ -186,8 +200,10 @@ pub struct ArmGates {
     /// The run verdict is the conjunction over promoted arms.
     #[serde(default)]
     pub promote: bool,
+    /// What the arm is expected to do; default `pass`.
     #[serde(default)]
     pub expect: Expect,
+    /// The gates declared for the arm, in protocol order.
     #[serde(default)]
     pub gates: Vec<GateSpec>,
 }

@@ -79,8 +79,11 @@ impl Default for GrowthSettings {
 /// One observation: the memory value after request `request`, at monotonic `t_ns`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Point {
+    /// The request the value was read after.
     pub request: u64,
+    /// Monotonic time (ns) of the reading.
     pub t_ns: u64,
+    /// The memory value in bytes.
     pub bytes: f64,
 }
 
@@ -120,8 +123,11 @@ impl Classification {
 /// A slope with its bootstrap interval.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Slope {
+    /// The Theil–Sen slope.
     pub estimate: f64,
+    /// Lower end of the bootstrap interval.
     pub low: f64,
+    /// Upper end of the bootstrap interval.
     pub high: f64,
 }
 
@@ -130,21 +136,29 @@ pub struct Slope {
 pub struct SeriesGrowth {
     /// What was measured, e.g. `worker_footprint`, `sys_shmem`.
     pub series: String,
+    /// Plateau, step, linear growth or inconclusive.
     pub classification: Classification,
     /// Why, in words (the numbers that decided it).
     pub reason: String,
     /// Points given, and points left after the warm-up.
     pub points: usize,
+    /// Points left after the warm-up requests were dropped.
     pub analysed_points: usize,
     /// Bins judged (minima per cycle).
     pub bins: usize,
+    /// Slope over all bins, bytes per request; `None` when too few bins.
     pub bytes_per_request: Option<Slope>,
+    /// Slope over all bins, bytes per hour; `None` when too few bins.
     pub bytes_per_hour: Option<Slope>,
+    /// Slope over the last `tail_fraction` of the bins, bytes per request; it decides growth.
     pub tail_bytes_per_request: Option<Slope>,
     /// Requests at which a level jump was found.
     pub steps_at_request: Vec<u64>,
+    /// Bytes at the first analysed point; `None` without any.
     pub first_bytes: Option<f64>,
+    /// Bytes at the last analysed point.
     pub last_bytes: Option<f64>,
+    /// Largest bytes of any analysed point.
     pub max_bytes: Option<f64>,
 }
 

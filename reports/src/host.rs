@@ -11,17 +11,25 @@ pub struct HostIdentity {
     /// host's name in a fleet report, e.g. the CI runner image.
     #[serde(default)]
     pub label: Option<String>,
+    /// The host's name, as the OS reports it.
     pub hostname: Option<String>,
     /// e.g. "Debian GNU/Linux".
     pub os_name: Option<String>,
+    /// The OS version (long form where the OS gives one).
     pub os_version: Option<String>,
+    /// The kernel version.
     pub kernel: Option<String>,
+    /// The CPU architecture, e.g. `x86_64` or `arm64`.
     pub arch: String,
     /// DMI product name (Linux) or `hw.model` (macOS).
     pub hardware_model: Option<String>,
+    /// The first CPU's brand string, e.g. the processor model.
     pub cpu_brand: Option<String>,
+    /// Logical CPUs the OS lists.
     pub logical_cpus: u64,
+    /// Physical cores, when the OS reports them.
     pub physical_cores: Option<u64>,
+    /// Physical memory in bytes.
     pub ram_bytes: u64,
     /// Linux `/proc/sys/kernel/random/boot_id`: changes on every boot.
     pub boot_id: Option<String>,
@@ -44,7 +52,9 @@ impl HostIdentity {
 /// The memqual that ran.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RuntimeIdentity {
+    /// The memqual version (Cargo package version).
     pub memqual_version: String,
+    /// Path of the `memqual` executable that ran (empty when unknown).
     pub executable: String,
     /// SHA-256 of the `memqual` executable file.
     pub executable_sha256: Option<String>,
@@ -53,6 +63,8 @@ pub struct RuntimeIdentity {
 /// `host.json`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Identity {
+    /// The machine.
     pub host: HostIdentity,
+    /// The memqual that ran.
     pub runtime: RuntimeIdentity,
 }

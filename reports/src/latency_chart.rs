@@ -19,9 +19,13 @@ const FIRST_ROW: f64 = 2.0;
 pub struct LatencyMarks {
     /// Steady requests measured, and the dots drawn for them.
     pub steady: usize,
+    /// Dots drawn: `steady`, or `MAX_DOTS` evenly spaced quantiles when more.
     pub dots: usize,
+    /// Median steady latency in ms.
     pub p50_ms: f64,
+    /// 95th percentile steady latency in ms.
     pub p95_ms: f64,
+    /// Longest steady latency in ms.
     pub max_ms: f64,
 }
 

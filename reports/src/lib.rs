@@ -60,6 +60,9 @@
 //! Every file is read through [`run_dir::RunDir`], which owns the run
 //! directory's names, refuses links and special files, and bounds reads.
 
+// Every public item says what it means: the receipt schema, the harness and report readers rely on these docs.
+#![warn(missing_docs)]
+
 pub mod admission;
 pub mod assemble;
 pub mod bmf;

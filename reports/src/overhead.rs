@@ -38,6 +38,7 @@ impl Twin {
         }
     }
 
+    /// True for twin A, the run with the external sampler.
     pub fn sampled(self) -> bool {
         self == Twin::A
     }
@@ -55,18 +56,23 @@ impl Twin {
 /// One twin run in figures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TwinRun {
+    /// Which twin: A sampled, B not.
     pub label: Twin,
     /// Position in the ABAB sequence, from 0.
     pub order: u32,
     /// The run's folder, relative to the arm's folder.
     pub dir: String,
+    /// How the twin run ended.
     pub status: ArmStatus,
+    /// Every reason it failed, in order; empty when it completed.
     pub failure: Vec<String>,
     /// Measured requests (the first one included).
     pub requests: u64,
     /// Measured requests after the first, whose latency is compared.
     pub steady_requests: u64,
+    /// Median latency of the steady requests, in ns; `None` without any.
     pub steady_median_ns: Option<f64>,
+    /// 95th percentile latency of the steady requests, in ns.
     pub steady_p95_ns: Option<f64>,
 }
 
@@ -127,6 +133,7 @@ pub struct OverheadRecord {
     pub ratio: Option<f64>,
     /// Spread of the per-pair ratios.
     pub ratio_min: Option<f64>,
+    /// Largest per-pair ratio.
     pub ratio_max: Option<f64>,
     /// Why the ratio is missing (failed or missing twin runs); empty when it is not.
     pub problems: Vec<String>,

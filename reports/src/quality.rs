@@ -66,13 +66,17 @@ pub use wer::{CategoryWer, EditCounts, SliceWer, WerReport, wer_report, word_edi
 /// One request's output, as the quality measures need it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Transcription {
+    /// The fixture the request transcribed.
     pub fixture_id: String,
+    /// Which repetition of the fixture (0, 1, …).
     pub repetition: u32,
     /// Every token ID in order, specials included.
     pub token_ids: Vec<i32>,
     /// Whether the decoder produced end-of-text.
     pub eot: bool,
+    /// Why the decoder stopped, as the worker reports it.
     pub stop_reason: String,
+    /// The transcript text, exactly as produced.
     pub text: String,
 }
 
@@ -80,26 +84,43 @@ pub struct Transcription {
 /// normalisation) marks a slice without speech: silence or noise.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reference {
+    /// The fixture id, as in the fixture manifest.
     pub fixture_id: String,
+    /// The fixture's category as the fixture manifest names it (e.g. `numbers`, `noise`).
     pub category: String,
+    /// What was said; empty for a slice without speech.
     pub text: String,
 }
 
 /// Input the quality measures cannot score.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QualityError {
+    /// One (fixture, repetition) has two results.
     #[error(
         "fixture `{fixture_id}` repetition {repetition} has two results; \
          each (fixture, repetition) must appear once"
     )]
-    DuplicateResult { fixture_id: String, repetition: u32 },
+    DuplicateResult {
+        /// The fixture.
+        fixture_id: String,
+        /// The repetition that appears twice.
+        repetition: u32,
+    },
+    /// A result's fixture has no reference text.
     #[error(
         "fixture `{fixture_id}` has a result but no reference text; \
          add it to the fixture manifest or leave it out of the arm"
     )]
-    NoReference { fixture_id: String },
+    NoReference {
+        /// The fixture without a reference.
+        fixture_id: String,
+    },
+    /// Two references name the same fixture.
     #[error("fixture `{fixture_id}` has more than one reference")]
-    DuplicateReference { fixture_id: String },
+    DuplicateReference {
+        /// The fixture named twice.
+        fixture_id: String,
+    },
 }
 
 type Grouped<'a> = BTreeMap<&'a str, BTreeMap<u32, &'a Transcription>>;

@@ -16,7 +16,9 @@ use worker_contract::ArmSpec;
 pub struct Receipt {
     /// `major.minor`: the `RECEIPT_FORMAT_VERSION` it was written with.
     pub format_version: String,
+    /// What the run was: memqual version, protocol, host, arms (`run.json`).
     pub run: RunInfo,
+    /// Per arm, in run order, what it measured.
     pub arms: Vec<ArmReceipt>,
     /// Each arm that names a control, compared with it.
     pub comparisons: Vec<ControlComparison>,
@@ -36,18 +38,27 @@ pub struct Receipt {
 /// One arm's measurements.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ArmReceipt {
+    /// The arm id, as the protocol names it.
     pub id: String,
+    /// How the arm ended; `failed` when its `arm.json` is missing.
     pub status: ArmStatus,
+    /// Every reason the arm failed, in the order noticed; empty when it completed.
     pub failure: Vec<String>,
+    /// How the worker process ended; `None` when unknown.
     pub exit: Option<ExitInfo>,
+    /// True when the harness killed the worker for running past its time limit.
     pub timed_out: bool,
     /// The worker's `hello`, as sent.
     pub worker: Option<worker_contract::Hello>,
     /// The arm spec sent to the worker (typed in `worker-contract`).
     pub spec: Option<ArmSpec>,
+    /// The phase table: one row per marker, in order.
     pub phases: Vec<PhaseRow>,
+    /// The external series (`series.csv`) of the arm in figures.
     pub series: SeriesSummary,
+    /// Request results the worker sent (`results.jsonl` lines).
     pub requests: u64,
+    /// Latency over those requests; `None` when there were none.
     pub latency: Option<LatencySummary>,
     /// True when any phase's kernel peak was missed by every observation.
     pub peak_between_samples: bool,
@@ -89,42 +100,63 @@ impl ArmReceipt {
 /// transient that no sampler caught. `None` when there is no kernel peak.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PhaseRow {
+    /// The phase this marker closes.
     #[schemars(with = "String")]
     pub phase: Phase,
+    /// The marker's sequence number within the arm.
     pub seq: u64,
+    /// The request the marker belongs to (request phases); `None` otherwise.
     pub request_id: Option<u64>,
+    /// Monotonic time (ns) of the marker.
     pub t_ns: u64,
     /// The marker's snapshot (typed in `sampler`; unavailable values are null).
     pub memory: TaskMemory,
+    /// Monotonic time (ns) of the marker that opened the window (the last peak reset); `None` when the window runs from the start of the arm.
     pub window_start_ns: Option<u64>,
     /// Series rows inside the window.
     pub samples: u64,
+    /// Largest resident bytes in the series rows of the window; `None` without rows.
     pub series_max_resident_bytes: Option<u64>,
+    /// Largest footprint bytes in the series rows of the window; `None` without rows or where the platform has no footprint.
     pub series_max_footprint_bytes: Option<u64>,
+    /// Largest resident bytes seen in the window by the series or by the markers bounding it.
     pub observed_max_resident_bytes: u64,
+    /// Largest footprint bytes seen likewise; `None` where no footprint was observed.
     pub observed_max_footprint_bytes: Option<u64>,
+    /// True when the kernel peak exceeds what was observed by more than one page; `None` when there is no kernel peak.
     pub peak_between_samples: Option<bool>,
 }
 
 /// The series of one arm in figures.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SeriesSummary {
+    /// Rows in `series.csv`.
     pub samples: u64,
+    /// The sampler's period in ns (from `arm.json`); `None` when the sampler did not run or the arm has no `arm.json`.
     pub period_ns: Option<u64>,
+    /// Median time between consecutive rows, in ns; `None` with fewer than two rows.
     pub median_interval_ns: Option<f64>,
+    /// 99th percentile of the rows' lateness (start minus due time), in ns.
     pub p99_lateness_ns: Option<f64>,
+    /// Largest lateness of any row, in ns.
     pub max_lateness_ns: Option<u64>,
+    /// Ticks the sampler skipped because it fell a whole period behind, summed over rows.
     pub skipped_ticks: u64,
     /// Wall time per tick spent sampling.
     pub mean_cost_ns: Option<f64>,
+    /// Longest wall time one tick spent sampling, in ns.
     pub max_cost_ns: Option<u64>,
     /// CPU time per tick the sampler thread spent: the sampler's own overhead.
     pub mean_cost_cpu_ns: Option<f64>,
     /// Rows where the worker could not be read (it had exited or not started).
     pub rows_without_process: u64,
+    /// Largest resident bytes of the worker in the series.
     pub max_resident_bytes: Option<u64>,
+    /// Largest footprint bytes of the worker in the series; `None` where the platform has no footprint.
     pub max_footprint_bytes: Option<u64>,
+    /// Largest virtual size in bytes (Linux `VmSize`); `None` on macOS.
     pub max_virtual_bytes: Option<u64>,
+    /// System-wide change across the arm, and extremes.
     pub system: SystemDeltas,
     /// macOS: the real resolution of the system page counters.
     #[serde(default)]
@@ -134,27 +166,44 @@ pub struct SeriesSummary {
 /// System-wide change across the arm (last row minus first row), and extremes.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SystemDeltas {
+    /// Change in swap in use, in bytes.
     pub swap_used_delta_bytes: Option<i64>,
+    /// Change in Linux `pgpgin` (KiB paged in from block devices).
     pub pgpgin_delta: Option<i64>,
+    /// Change in Linux `pgpgout` (KiB paged out to block devices).
     pub pgpgout_delta: Option<i64>,
+    /// Change in Linux `pswpin` (pages swapped in).
     pub pswpin_delta: Option<i64>,
+    /// Change in Linux `pswpout` (pages swapped out).
     pub pswpout_delta: Option<i64>,
+    /// Change in macOS `pageins` (pages).
     pub pageins_delta: Option<i64>,
+    /// Change in macOS `pageouts` (pages).
     pub pageouts_delta: Option<i64>,
+    /// Change in Linux PSI memory `some total`, in microseconds.
     pub psi_some_total_delta_us: Option<i64>,
+    /// Change in Linux PSI memory `full total`, in microseconds.
     pub psi_full_total_delta_us: Option<i64>,
+    /// Highest Linux PSI memory `some avg10` seen (percent of the last 10 s).
     pub max_psi_some_avg10: Option<f64>,
+    /// Lowest Linux `MemAvailable` seen, in bytes.
     pub min_available_bytes: Option<u64>,
+    /// Highest macOS memory pressure level seen (1 normal, 2 warn, 4 critical).
     pub max_pressure_level: Option<i32>,
 }
 
 /// Latency over the measured requests.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LatencySummary {
+    /// Requests measured.
     pub count: u64,
+    /// Latency of the first request in ns (it includes cold costs).
     pub first_ns: u64,
+    /// Median latency in ns.
     pub p50_ns: f64,
+    /// 95th percentile latency in ns.
     pub p95_ns: f64,
+    /// Longest latency in ns.
     pub max_ns: u64,
 }
 

@@ -34,30 +34,48 @@ pub const MANIFEST_FORMAT_VERSION: &str = "2.0";
 /// One file of the run directory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ManifestEntry {
+    /// The file's path relative to the run directory, `/`-separated.
     pub path: String,
+    /// The file's size in bytes.
     pub bytes: u64,
+    /// SHA-256 of the file's bytes, lowercase hex.
     pub sha256: String,
 }
 
 /// `manifest.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Manifest {
+    /// `major.minor`: the `MANIFEST_FORMAT_VERSION` it was written with.
     pub format_version: String,
+    /// Every file of the directory except the sealed document, the manifest and the signature, in path order.
     pub files: Vec<ManifestEntry>,
 }
 
 /// Why a run directory could not be sealed.
 #[derive(Debug, thiserror::Error)]
 pub enum SealError {
+    /// Reading or writing the run directory failed.
     #[error(transparent)]
     RunDir(#[from] RunDirError),
+    /// A document could not be turned into canonical JSON.
     #[error("cannot serialize the {what}: {reason}")]
-    Serialize { what: &'static str, reason: String },
+    Serialize {
+        /// Which document (`receipt`, `manifest`, …).
+        what: &'static str,
+        /// The serializer's message.
+        reason: String,
+    },
+    /// The directory holds something other than a regular file or folder.
     #[error(
         "{path} is a {what}; a run directory holds only regular files and folders. \
          Remove it (it is not part of the run) and try again"
     )]
-    Irregular { path: String, what: String },
+    Irregular {
+        /// The entry's path (the run directory joined with its relative path).
+        path: String,
+        /// What kind of entry it is, in words.
+        what: String,
+    },
 }
 
 /// Files the manifest leaves out: the sealed document (`receipt.json`, or a
@@ -164,11 +182,13 @@ pub fn seal(run: &RunDir, receipt: &mut Receipt) -> Result<(), SealError> {
 /// What `verify` found wrong with one file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Problem {
+    /// The file, relative to the run (or fleet) directory.
     pub path: String,
     /// `changed`, `missing`, `added`, `invalid` (unreadable or not
     /// canonical), `irregular` (a link, FIFO or device), `resealed` (raw data
     /// accepted by `report --reseal` after the run) or `signature`.
     pub kind: String,
+    /// What was found, in words (e.g. the digests that differ).
     pub detail: String,
 }
 
@@ -184,6 +204,7 @@ pub struct Verification {
 }
 
 impl Verification {
+    /// True when no problem was found.
     pub fn holds(&self) -> bool {
         self.problems.is_empty()
     }

@@ -14,10 +14,19 @@ use std::path::Path;
 /// Why signing or reading a key failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SignError {
+    /// Reading or writing the run directory failed.
     #[error(transparent)]
     RunDir(#[from] RunDirError),
+    /// A key (or its file) could not be read or used.
     #[error("{path}: {reason}")]
-    Key { path: String, reason: String },
+    Key {
+        /// The key file.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Anything else: the receipt is missing, unsealed or not a receipt, or
+    /// generating a key or signing failed; the message says which.
     #[error("{0}")]
     Other(String),
 }

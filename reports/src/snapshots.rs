@@ -26,12 +26,15 @@ pub const PERTURBING_BELOW_MS: u64 = 1000;
 /// What the harness was asked to observe beside the arm (`probes.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProbeSettings {
+    /// Take a snapshot at every phase marker.
     pub snapshots_at_phases: bool,
+    /// Also take one every this many milliseconds; `None`: no cadence.
     pub snapshot_every_ms: Option<u64>,
     /// Census: processes whose memory moved more than this are listed.
     pub census_threshold_bytes: Option<u64>,
     /// The harness's own pid and the worker's, left out of the census.
     pub harness_pid: u32,
+    /// The worker's pid, the process the snapshots observe.
     pub worker_pid: u32,
 }
 
@@ -53,17 +56,25 @@ impl ProbeSettings {
 pub enum Trigger {
     /// Before the worker received its spec.
     BeforeArm,
+    /// A phase marker of the worker.
     Phase {
+        /// The marker's phase.
         phase: Phase,
+        /// The marker's sequence number within the arm.
         marker_seq: u64,
+        /// The request the marker belongs to (request phases only).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<u64>,
     },
     /// A cadence tick; the last phase seen before it, if any.
-    Cadence { after_phase: Option<Phase> },
+    Cadence {
+        /// The last phase marker seen before the tick; `None` before the first.
+        after_phase: Option<Phase>,
+    },
 }
 
 impl Trigger {
+    /// The trigger for worker marker `m`.
     pub fn from_marker(m: &Marker) -> Self {
         Trigger::Phase {
             phase: m.phase,
@@ -87,24 +98,36 @@ impl Trigger {
 pub struct SnapshotRecord {
     /// 0, 1, 2, … per arm, taken and skipped alike.
     pub seq: u64,
+    /// What started the snapshot.
     pub trigger: Trigger,
     /// When the trigger arrived (shared monotonic clock).
     pub due_ns: u64,
+    /// Whether it was taken (with each tool run) or skipped.
     pub outcome: SnapshotOutcome,
 }
 
+/// Whether a snapshot was taken, and what ran.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum SnapshotOutcome {
+    /// The snapshot ran its tools.
     Taken {
+        /// Monotonic time (ns) the snapshot started.
         started_ns: u64,
+        /// Monotonic time (ns) the snapshot ended, after its last tool.
         ended_ns: u64,
+        /// Each tool run or file read, in order.
         tools: Vec<ToolRun>,
     },
     /// The trigger arrived while snapshot `busy_with` was still running;
     /// `triggers` counts the triggers folded into this record (cadence
     /// ticks missed in a row are one record).
-    Skipped { busy_with: u64, triggers: u64 },
+    Skipped {
+        /// `seq` of the snapshot that was still running.
+        busy_with: u64,
+        /// Triggers folded into this record.
+        triggers: u64,
+    },
 }
 
 /// One tool (or file) read for a snapshot.
@@ -116,6 +139,7 @@ pub struct ToolRun {
     pub source: String,
     /// The raw output, relative to the arm's folder.
     pub raw_file: Option<String>,
+    /// Monotonic time (ns) the tool started.
     pub started_ns: u64,
     /// The tool's own wall time (for `vmmap`, the time the worker was suspended).
     pub wall_ns: u64,
@@ -127,20 +151,24 @@ pub struct ToolRun {
     pub unavailable: Option<String>,
     /// The parsed capture, tagged by tool.
     pub parsed: Option<Capture>,
+    /// Why the output could not be parsed; `None` when it was, or when there was nothing to parse.
     pub parse_error: Option<String>,
 }
 
 /// The snapshots of one arm in the receipt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SnapshotReceipt {
+    /// What the harness was asked to observe (`probes.json`).
     pub settings: ProbeSettings,
     /// Set when the cadence is fast enough to perturb the worker.
     pub perturbation: Option<String>,
+    /// Snapshots taken.
     pub taken: u64,
     /// Triggers that found a snapshot still running.
     pub skipped_triggers: u64,
     /// Wall time of a whole snapshot (all its tools).
     pub mean_wall_ns: Option<f64>,
+    /// Longest wall time of a whole snapshot, in ns.
     pub max_wall_ns: Option<u64>,
     /// Every record, in order, with each tool's parse.
     pub records: Vec<SnapshotRecord>,
@@ -161,10 +189,15 @@ impl SnapshotReceipt {
 /// A request's latency figure taken across a snapshot tool's run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RequestOverlap {
+    /// The request whose latency window overlaps the tool run.
     pub request_id: u64,
+    /// The snapshot the tool ran for (`SnapshotRecord::seq`).
     pub snapshot_seq: u64,
+    /// The tool's name (as in `ToolRun::tool`).
     pub tool: String,
+    /// True when the tool stops the worker while it runs, so the request's latency includes the pause.
     pub suspends_target: bool,
+    /// How long the tool run and the request window overlap, in ns.
     pub overlap_ns: u64,
 }
 

@@ -26,21 +26,35 @@ const PAST: RGBColor = RGBColor(120, 120, 120);
 /// and a point on the report's charts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Night {
+    /// When the soak started: UTC, RFC 3339.
     pub started_utc: String,
+    /// The soak's run directory, as the soak wrote it.
     pub run_dir: String,
+    /// The protocol's `name`.
     pub protocol: String,
+    /// The soak arm's id.
     pub arm: String,
+    /// SHA-256 of the model the worker loaded; `None` for arms without a speech runtime.
     pub artifact_sha256: Option<String>,
+    /// Runtime, its version and the worker's SHA-256 (`-` when unknown), space-separated; `None` without a speech runtime.
     pub runtime: Option<String>,
+    /// The host's name, when the OS reports one.
     pub host: Option<String>,
+    /// Requests the soak measured.
     pub requests: u64,
+    /// The worker's growth classification: `plateau`, `step`, `linear_growth` or `inconclusive`.
     pub classification: String,
     /// The worker's headline slope (bytes per request) and its interval.
     pub slope_bytes_per_request: Option<f64>,
+    /// Lower end of the slope's bootstrap interval, bytes per request.
     pub slope_low: Option<f64>,
+    /// Upper end of the slope's bootstrap interval, bytes per request.
     pub slope_high: Option<f64>,
+    /// Peak footprint in bytes, else peak resident bytes where the platform has no footprint.
     pub peak_footprint_bytes: Option<u64>,
+    /// 95th percentile request latency in ns.
     pub p95_latency_ns: Option<f64>,
+    /// True when a system series grew while the worker stayed flat.
     pub system_growth: bool,
     /// Why this night is worse than the recent ones (empty: no regression).
     pub regressions: Vec<String>,
@@ -49,7 +63,9 @@ pub struct Night {
 /// The nights of one protocol and arm, oldest first, the current one last.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SoakHistory {
+    /// The protocol's `name`.
     pub protocol: String,
+    /// The soak arm's id.
     pub arm: String,
     /// Oldest first; the last is the soak this file belongs to.
     pub nights: Vec<Night>,

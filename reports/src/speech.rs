@@ -14,8 +14,11 @@ use worker_contract::{
 /// One measured request's exact output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TranscriptRow {
+    /// The request's id, as in `results.jsonl`.
     pub request_id: u64,
+    /// The request's latency in ns, as the worker measured it.
     pub latency_ns: u64,
+    /// The transcription as the worker returned it (its fields appear inline).
     #[serde(flatten)]
     pub result: TranscriptionResult,
 }
@@ -33,8 +36,11 @@ pub struct SpeechLatency {
     pub first_request_ns: Option<u64>,
     /// Every measured request after the first.
     pub steady_count: u64,
+    /// Median latency of the steady requests, in ns; `None` without any.
     pub steady_p50_ns: Option<f64>,
+    /// 95th percentile latency of the steady requests, in ns.
     pub steady_p95_ns: Option<f64>,
+    /// Longest latency of a steady request, in ns.
     pub steady_max_ns: Option<u64>,
     /// Real-time factor of the steady requests: processing time / audio time.
     pub steady_rtf: Option<f64>,
@@ -45,8 +51,11 @@ pub struct SpeechLatency {
 pub struct SpeechReceipt {
     /// Runtime identity and topology (typed in `worker-contract`).
     pub runtime: Option<RuntimeReport>,
+    /// Cold load and first request apart from the steady requests.
     pub latency: SpeechLatency,
+    /// Every measured request's output, in request order.
     pub transcripts: Vec<TranscriptRow>,
+    /// WER, determinism and silence false alarms against the references.
     pub quality: QualityReport,
 }
 
@@ -54,14 +63,18 @@ pub struct SpeechReceipt {
 /// repetitions, and false alarms on slices without speech.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QualityReport {
+    /// WER per slice and category; `None` when it could not be computed (see `errors`).
     pub wer: Option<quality::WerReport>,
+    /// Whether repetitions of a fixture gave the same output; `None` when it could not be computed.
     pub determinism: Option<quality::DeterminismReport>,
+    /// Words produced on slices without speech; `None` when it could not be computed.
     pub silence: Option<quality::SilenceReport>,
     /// Why a measure could not be computed (e.g. a result without a reference).
     pub errors: Vec<String>,
 }
 
 impl QualityReport {
+    /// Measure `results` against `references`; a measure that cannot be computed is `None`, with the reason in `errors`.
     pub fn build(results: &[Transcription], references: &[Reference]) -> QualityReport {
         let mut errors = Vec::new();
         fn keep<T>(errors: &mut Vec<String>, r: Result<T, quality::QualityError>) -> Option<T> {
@@ -88,7 +101,9 @@ impl QualityReport {
 /// An arm against its control.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ControlComparison {
+    /// The arm id.
     pub arm: String,
+    /// Its control arm's id.
     pub control: String,
     /// `Err` when the outputs cannot be compared (duplicate results).
     pub parity: Result<quality::ParityReport, String>,
@@ -100,12 +115,17 @@ pub struct ControlComparison {
     pub logged_model_bytes_delta: Option<i64>,
 }
 
+/// One phase's memory, arm minus control.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PhaseDelta {
+    /// The phase compared (its first marker in each arm).
     #[schemars(with = "String")]
     pub phase: Phase,
+    /// Resident bytes at the marker: arm minus control.
     pub resident_delta_bytes: i64,
+    /// Resident peak bytes at the marker: arm minus control; `None` where either lacks it.
     pub resident_peak_delta_bytes: Option<i64>,
+    /// Footprint bytes at the marker: arm minus control; `None` where either lacks it.
     pub footprint_delta_bytes: Option<i64>,
 }
 
@@ -203,6 +223,8 @@ fn references(fixtures: &[FixtureInput]) -> Vec<Reference> {
 
 /// Both arms' outputs in the quality module's form.
 pub struct ControlResults {
+    /// The arm's transcriptions.
     pub arm: Vec<Transcription>,
+    /// The control's transcriptions.
     pub control: Vec<Transcription>,
 }

@@ -36,6 +36,7 @@ pub struct SoakSettings {
 /// The soak verdict of one arm.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Stability {
+    /// The thresholds the soak was judged with (the protocol's `[soak]` table).
     pub settings: SoakSettings,
     /// `request_end` markers seen.
     pub requests: u64,
@@ -57,8 +58,11 @@ pub struct Stability {
     /// System series that grow linearly while the worker's own memory is
     /// bounded (the pattern a resident-only soak calls healthy).
     pub system_growth_while_worker_flat: Vec<String>,
+    /// Largest footprint in bytes at any `request_end` marker; `None` where the platform has no footprint.
     pub peak_footprint_bytes: Option<u64>,
+    /// Largest resident bytes at any `request_end` marker.
     pub peak_resident_bytes: Option<u64>,
+    /// 95th percentile request latency in ns.
     pub p95_latency_ns: Option<f64>,
     /// `Some(true)`: bounded worker and no system growth; `Some(false)`:
     /// growth found; `None`: inconclusive, which is never a pass.

@@ -10,8 +10,11 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Outcome {
+    /// Every check held.
     Pass,
+    /// At least one check failed.
     Fail,
+    /// A check could not be evaluated (a value or the control is missing), or there was nothing to check.
     NotEvaluated,
 }
 
@@ -35,6 +38,7 @@ impl Outcome {
         }
     }
 
+    /// The outcome as written in reports: `PASS`, `FAIL` or `NOT_EVALUATED`.
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Pass => "PASS",
@@ -48,7 +52,9 @@ impl Outcome {
 /// (RFC 6901) into it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Evidence {
+    /// The file, relative to the run directory (e.g. `receipt.json`).
     pub file: String,
+    /// The JSON Pointer to the value inside that file.
     pub pointer: String,
 }
 
@@ -57,10 +63,13 @@ pub struct Evidence {
 pub struct Check {
     /// What is compared, e.g. "state_ready resident_peak_bytes".
     pub name: String,
+    /// Whether the measured value held to the threshold.
     pub outcome: Outcome,
     /// The limit the measured value is held to (unit in `unit`).
     pub threshold: Option<f64>,
+    /// The arm's value (unit in `unit`); `None` when it was not measured.
     pub measured: Option<f64>,
+    /// The control arm's value, for checks against a control; `None` otherwise.
     pub control: Option<f64>,
     /// `bytes`, `ns`, `ratio`, `count`, `bool` (1 true, 0 false).
     pub unit: String,
@@ -73,22 +82,32 @@ pub struct Check {
 /// One gate's result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct GateResult {
+    /// The gate kind as the protocol names it (`memory`, `latency`, …).
     pub kind: String,
     /// False for the `validity` gate added by default.
     pub declared: bool,
+    /// The gate's parameters, as declared.
     pub spec: GateSpec,
+    /// All checks combined: FAIL if any fails, NOT_EVALUATED if any is or there are none, else PASS.
     pub outcome: Outcome,
+    /// Each comparison the gate made, in order.
     pub checks: Vec<Check>,
 }
 
 /// One arm's gates and verdict.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ArmVerdict {
+    /// The arm id.
     pub arm: String,
+    /// The control arm the gates compare with, when the arm names one.
     pub control: Option<String>,
+    /// True when the arm is marked `promote = true`.
     pub promote: bool,
+    /// What the arm is expected to do (complete, or fail closed).
     pub expect: Expect,
+    /// Each gate's result: the declared ones, then the default `validity` gate where it applies.
     pub gates: Vec<GateResult>,
+    /// The arm's verdict: all its gates combined.
     pub verdict: Outcome,
 }
 
@@ -105,8 +124,12 @@ pub enum JudgedArms {
 /// Every arm's gates, and the run's verdict.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct GateReport {
+    /// Every arm with gates, in run order.
     pub arms: Vec<ArmVerdict>,
+    /// Which arms the run verdict is taken over.
     pub judged: JudgedArms,
+    /// The ids of those arms.
     pub judged_arms: Vec<String>,
+    /// The run verdict: the judged arms' verdicts combined.
     pub verdict: Outcome,
 }

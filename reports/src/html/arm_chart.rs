@@ -15,8 +15,11 @@ const MIB: f64 = 1048576.0;
 /// footprint in MiB.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Point {
+    /// Seconds since the arm's first series row.
     pub t_s: f64,
+    /// Resident memory in MiB; `None` where the row has none.
     pub resident_mib: Option<f64>,
+    /// Footprint in MiB; `None` where the platform has no footprint.
     pub footprint_mib: Option<f64>,
 }
 

@@ -11,6 +11,7 @@ use crate::record::ArmStatus;
 use sampler::Phase;
 use std::collections::BTreeMap;
 
+/// Bytes in one MiB (2^20), for writing byte values in MiB.
 pub const MIB: f64 = 1048576.0;
 
 /// The arm `arm` is compared with, when it names one that has measurements.
@@ -22,8 +23,11 @@ pub fn control_of<'a>(r: &'a Receipt, arm: &str) -> Option<&'a ArmReceipt> {
 /// A value and its difference from the control's (absolute and in %).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Cell {
+    /// The arm's value, in the column's unit before scaling (bytes, ns or a ratio); `None` when the arm has none.
     pub value: Option<f64>,
+    /// `value - control`; `None` when either is missing.
     pub delta: Option<f64>,
+    /// `delta` as a percentage of the control's value; `None` when the control is 0 or missing.
     pub pct: Option<f64>,
 }
 
@@ -50,7 +54,9 @@ pub enum Unit {
 
 /// One key metric of the matrix.
 pub struct Column {
+    /// The column heading.
     pub name: &'static str,
+    /// How the column's values are written.
     pub unit: Unit,
     value: fn(&ArmReceipt) -> Option<f64>,
 }
@@ -160,25 +166,31 @@ pub const COLUMNS: [Column; 8] = [
 /// One arm in the matrix.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MatrixRow {
+    /// The arm id.
     pub arm: String,
     /// The arm it is compared with, when it names one.
     pub control: Option<String>,
     /// Another arm names this one as its control.
     pub is_control: bool,
+    /// How the arm ended.
     pub status: ArmStatus,
     /// The arm verdict, for arms with gates.
     pub verdict: Option<Outcome>,
     /// Outputs against the control: `exact`, `N of M differ`, or why not compared.
     pub outputs: Option<String>,
+    /// One cell per column of [`Matrix::columns`], in order.
     pub cells: Vec<Cell>,
 }
 
 /// Arms as rows, key metrics as columns, Δ against each arm's control.
 pub struct Matrix {
+    /// The key metrics at least one arm has a value for, in [`COLUMNS`] order.
     pub columns: Vec<&'static Column>,
+    /// One row per arm, in receipt order.
     pub rows: Vec<MatrixRow>,
 }
 
+/// The arm matrix of `r`: each arm's key metrics with Δ against its control.
 pub fn matrix(r: &Receipt) -> Matrix {
     let columns: Vec<&'static Column> = COLUMNS
         .iter()
@@ -243,7 +255,9 @@ pub const PHASE_GROUPS: [(&str, &[Phase]); 7] = [
 /// One arm's value of a memory field in every phase group (bytes).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ArmPeaks {
+    /// The arm id.
     pub arm: String,
+    /// The arm's largest value of the field per group of [`PHASE_GROUPS`], in bytes; `None` where no marker of the group has it.
     pub per_group: Vec<Option<f64>>,
 }
 
@@ -251,16 +265,22 @@ pub struct ArmPeaks {
 /// control, and how far it is from the limit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GateMark {
+    /// The arm id.
     pub arm: String,
+    /// The gate's outcome.
     pub outcome: Outcome,
+    /// What the gate's first check measured (bytes).
     pub measured: Option<f64>,
+    /// The control's value that check compared with (bytes); `None` for an absolute ceiling.
     pub control: Option<f64>,
+    /// The limit the check applied (bytes).
     pub threshold: Option<f64>,
     /// How the threshold was set (the check's note).
     pub note: String,
 }
 
 impl GateMark {
+    /// The measured value with its Δ and Δ% against the control.
     pub fn delta(&self) -> Cell {
         Cell::new(self.measured, self.control)
     }
@@ -282,12 +302,15 @@ impl GateMark {
 /// every arm gated on them against it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MemoryFigure {
+    /// The gated phase.
     pub phase: Phase,
     /// The field read, as the check names it (`resident_peak_bytes`, …).
     pub field: String,
+    /// The control arm the gates compare with; `None` for absolute ceilings.
     pub control: Option<String>,
     /// The control first, then each gated arm.
     pub arms: Vec<ArmPeaks>,
+    /// One mark per gated arm, in the order judged.
     pub marks: Vec<GateMark>,
 }
 
@@ -321,7 +344,9 @@ fn arm_peaks(arm: &ArmReceipt, field: crate::gates::MemoryField) -> ArmPeaks {
 /// A latency gate's limits for one arm (ns).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LatencyMark {
+    /// The arm id.
     pub arm: String,
+    /// The gate's outcome.
     pub outcome: Outcome,
     /// (check name, measured, threshold), e.g. steady p95 and steady max.
     pub limits: Vec<(String, Option<f64>, Option<f64>)>,
@@ -331,16 +356,20 @@ pub struct LatencyMark {
 /// checks (shown as a compact card).
 #[derive(Debug, Clone, PartialEq)]
 pub struct GateCard<'a> {
+    /// The arm id.
     pub arm: String,
+    /// The gate's result, with its spec and checks.
     pub gate: &'a GateResult,
 }
 
 /// All gate pictures of a run, failing gates first.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GatePictures<'a> {
+    /// Memory gates, grouped by phase, field and control.
     pub memory: Vec<MemoryFigure>,
     /// Control id → the arms whose latency gate compares with it.
     pub latency: Vec<(String, Vec<LatencyMark>)>,
+    /// Gates drawn as cards, failing first.
     pub cards: Vec<GateCard<'a>>,
 }
 
@@ -352,6 +381,7 @@ fn rank(o: Outcome) -> u8 {
     }
 }
 
+/// The gate pictures of `r`'s gates, failing gates first; empty when the run has no gates.
 pub fn gate_pictures(r: &Receipt) -> GatePictures<'_> {
     let mut out = GatePictures::default();
     let Some(report) = &r.gates else { return out };
@@ -437,9 +467,13 @@ pub fn gate_pictures(r: &Receipt) -> GatePictures<'_> {
 /// arm and its control.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StateCost {
+    /// The arm id.
     pub arm: String,
+    /// The control arm id.
     pub control: String,
+    /// States the arm's runtime logged.
     pub arm_states: usize,
+    /// States the control's runtime logged.
     pub control_states: usize,
     /// Logged kv + compute buffers of every state: arm − control.
     pub logged_delta: Option<i64>,
@@ -524,11 +558,15 @@ pub fn state_costs(r: &Receipt) -> Vec<StateCost> {
 /// the reason the receipt gives for it where it has one.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Headline {
+    /// The check's outcome (fail or not evaluated).
     pub outcome: Outcome,
+    /// The arm id.
     pub arm: String,
+    /// The gate kind (`memory`, `latency`, …).
     pub gate: String,
     /// The check, what it measured against what limit.
     pub text: String,
+    /// Why, from whisper.cpp's logged state buffers (memory gates at `state_ready` only); `None` otherwise.
     pub why: Option<String>,
 }
 
@@ -615,9 +653,11 @@ fn why_text(s: &StateCost) -> Option<String> {
 /// arms, and those every arm shares.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IdentityDiff {
+    /// Arm ids, in receipt order; the order of each value list in `differing`.
     pub arms: Vec<String>,
     /// Key → each arm's value (`None`: the arm lacks the key).
     pub differing: Vec<(String, Vec<Option<String>>)>,
+    /// Key → the value every arm shares.
     pub same: Vec<(String, String)>,
 }
 
@@ -736,6 +776,7 @@ fn identity_of(a: &ArmReceipt) -> BTreeMap<String, String> {
     out
 }
 
+/// The identity and topology keys of `r`'s arms (spec, hello, runtime), split into those that differ and those all arms share.
 pub fn identity_diff(r: &Receipt) -> IdentityDiff {
     let per_arm: Vec<BTreeMap<String, String>> = r.arms.iter().map(identity_of).collect();
     let mut keys: Vec<&String> = per_arm.iter().flat_map(|m| m.keys()).collect();

@@ -40,6 +40,7 @@ const CANDIDATES: [RGBColor; 6] = [
 pub struct Palette(Vec<(String, RGBColor)>);
 
 impl Palette {
+    /// Colours for every arm of `r`: controls in greys, the others in distinct hues, in run order.
     pub fn new(r: &Receipt) -> Palette {
         let (mut c, mut k) = (0, 0);
         Palette(
@@ -59,6 +60,7 @@ impl Palette {
         )
     }
 
+    /// The colour of `arm`; black for an arm the palette does not know.
     pub fn colour(&self, arm: &str) -> RGBColor {
         self.0
             .iter()
@@ -296,8 +298,11 @@ pub fn align(b: &[f64; 9], t: f64) -> f64 {
 
 /// One arm's data for the aligned curves.
 pub struct ArmCurve<'a> {
+    /// The arm's receipt (markers and phase peaks).
     pub arm: &'a ArmReceipt,
+    /// Monotonic time (ns) of the arm's first series row: time zero on its curve.
     pub t0_ns: u64,
+    /// The arm's external series.
     pub points: &'a [Point],
 }
 
@@ -433,9 +438,11 @@ pub const MAX_STEPS: usize = 1000;
 
 /// One arm's latencies for the ECDF.
 pub struct ArmLatency<'a> {
+    /// The arm id.
     pub arm: &'a str,
     /// Measured requests in order: the first is drawn apart.
     pub latencies_ns: &'a [u64],
+    /// Context load time in ns, when the runtime reported it.
     pub cold_load_ns: Option<u64>,
 }
 

@@ -15,25 +15,39 @@ pub enum Difference {
     /// First index where the token sequences differ; when one is a prefix of
     /// the other, the shorter length (and `None` on that side).
     TokenIds {
+        /// First differing index, or the shorter length when one is a prefix.
         index: usize,
+        /// Arm a's token id there; `None` when its sequence ended.
         a: Option<i32>,
+        /// Arm b's token id there; `None` when its sequence ended.
         b: Option<i32>,
+        /// Tokens in a's output.
         a_count: usize,
+        /// Tokens in b's output.
         b_count: usize,
     },
+    /// Whether the output ended with the end-of-text token differs.
     Eot {
+        /// Whether a's output ended with end-of-text.
         a: bool,
+        /// Whether b's output ended with end-of-text.
         b: bool,
     },
+    /// The worker's stop reason differs.
     StopReason {
+        /// a's stop reason.
         a: String,
+        /// b's stop reason.
         b: String,
     },
     /// First differing byte of the UTF-8 texts, with up to 32 bytes of each
     /// from there (lossily decoded: the offset may split a character).
     Text {
+        /// Offset of the first differing byte.
         byte_offset: usize,
+        /// Up to 32 bytes of a's text from that offset.
         a_from: String,
+        /// Up to 32 bytes of b's text from that offset.
         b_from: String,
     },
 }
@@ -92,8 +106,11 @@ fn excerpt(text: &str, byte_offset: usize) -> String {
 /// repetition, the baseline).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OutputMismatch {
+    /// The fixture both outputs are of.
     pub fixture_id: String,
+    /// The repetition of the first output (arm a, or the baseline).
     pub repetition_a: u32,
+    /// The repetition of the second output (arm b, or the differing repetition).
     pub repetition_b: u32,
     /// `differences[0]` is the first differing field.
     pub differences: Vec<Difference>,
@@ -117,9 +134,11 @@ impl OutputMismatch {
 pub struct ParityReport {
     /// Fixtures both arms ran.
     pub fixtures_compared: usize,
+    /// Fixtures whose outputs differ, in fixture id order.
     pub mismatches: Vec<OutputMismatch>,
     /// Fixtures only one arm ran (parity cannot be shown for them).
     pub only_in_a: Vec<String>,
+    /// Fixtures only arm b ran.
     pub only_in_b: Vec<String>,
 }
 
@@ -161,7 +180,9 @@ pub fn parity(a: &[Transcription], b: &[Transcription]) -> Result<ParityReport, 
 /// Whether one arm produced identical output for every repetition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DeterminismReport {
+    /// Fixtures the arm ran.
     pub fixtures: usize,
+    /// Transcription results the arm returned, repetitions included.
     pub results: usize,
     /// Fixtures run only once: no evidence either way.
     pub single_repetition: Vec<String>,
@@ -170,6 +191,7 @@ pub struct DeterminismReport {
 }
 
 impl DeterminismReport {
+    /// True when no repetition differs from its fixture's baseline.
     pub fn is_deterministic(&self) -> bool {
         self.failures.is_empty()
     }

@@ -7,11 +7,15 @@ use super::{Normalisation, QualityError, Reference, Transcription, normalise};
 /// One transcript with words on a slice without speech.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FalseAlarm {
+    /// The slice transcribed.
     pub fixture_id: String,
+    /// The slice's category.
     pub category: String,
+    /// Which repetition of the fixture.
     pub repetition: u32,
     /// The text as produced.
     pub text: String,
+    /// The words left after standard normalisation, joined by spaces.
     pub normalised: String,
 }
 
@@ -20,6 +24,7 @@ pub struct FalseAlarm {
 pub struct SilenceReport {
     /// Results (every repetition) on slices without speech.
     pub results_checked: usize,
+    /// Each result with words on such a slice.
     pub false_alarms: Vec<FalseAlarm>,
 }
 

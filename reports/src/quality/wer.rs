@@ -9,13 +9,18 @@ use super::{Normalisation, QualityError, Reference, Transcription, normalise, re
     Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
 )]
 pub struct EditCounts {
+    /// Reference words replaced by another word.
     pub substitutions: u64,
+    /// Reference words missing from the hypothesis.
     pub deletions: u64,
+    /// Hypothesis words not in the reference.
     pub insertions: u64,
+    /// Words in the normalised reference.
     pub reference_words: u64,
 }
 
 impl EditCounts {
+    /// Substitutions + deletions + insertions.
     pub fn edits(&self) -> u64 {
         self.substitutions + self.deletions + self.insertions
     }
@@ -76,12 +81,17 @@ pub fn word_edits<R: AsRef<str>, H: AsRef<str>>(reference: &[R], hypothesis: &[H
 /// WER of one fixture's transcript.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SliceWer {
+    /// The fixture scored.
     pub fixture_id: String,
+    /// The fixture's category (from the fixture manifest).
     pub category: String,
     /// The repetition scored (the lowest; determinism covers the others).
     pub repetition: u32,
+    /// The reference after normalisation, words joined by spaces.
     pub reference_normalised: String,
+    /// The transcript after normalisation, words joined by spaces.
     pub hypothesis_normalised: String,
+    /// Edits from the reference to the transcript.
     pub counts: EditCounts,
     /// `None` for a slice without reference words (silence, noise).
     pub wer: Option<f64>,
@@ -90,15 +100,20 @@ pub struct SliceWer {
 /// Sum of edits over sum of reference words for one category.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CategoryWer {
+    /// The category, as the fixture manifest names it.
     pub category: String,
+    /// Slices of the category the arm ran.
     pub slices: u32,
+    /// Edits summed over those slices.
     pub counts: EditCounts,
+    /// Edits over reference words; `None` when the category has no reference words.
     pub wer: Option<f64>,
 }
 
 /// WER per slice and per category for one arm.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WerReport {
+    /// How reference and transcript were normalised before scoring.
     pub normalisation: Normalisation,
     /// In the order of `references`; fixtures the arm did not run are absent.
     pub slices: Vec<SliceWer>,
