@@ -22,11 +22,16 @@ use worker_contract::{ArmSpec, CONTRACT_VERSION, EXIT_NOT_RUNNABLE, MESSAGE_FD, 
 /// Harness-side failures that stop an arm before its worker could run.
 #[derive(Debug, thiserror::Error)]
 pub enum ArmSetupError {
+    /// The arm's folder in the run directory could not be created or written.
     #[error(transparent)]
     Create(#[from] RunDirError),
+    /// The worker could not be started: creating its message pipe or
+    /// lifeline, or spawning `exe`, failed.
     #[error("cannot start worker {exe}: {source}")]
     Spawn {
+        /// Path of the worker executable.
         exe: PathBuf,
+        /// The underlying OS error.
         #[source]
         source: std::io::Error,
     },

@@ -17,8 +17,11 @@ pub const EMBEDDED_PROTOCOL: &str = include_str!("../../protocols/calibration.to
 /// `calibration.json` in the run directory and the `--json` output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CalibrationReport {
+    /// The run directory the checks were made on.
     pub run_dir: String,
+    /// True when there is at least one check and every check passed.
     pub passed: bool,
+    /// One check per pattern quantity of every calibration arm, in arm order.
     pub checks: Vec<CalibrationCheck>,
 }
 
@@ -55,6 +58,8 @@ pub fn command(path: Option<&Path>, opts: &SessionOptions) -> Result<u8, Failure
     Ok(session::run_exit(&result, report.passed))
 }
 
+/// Check every calibration arm of `receipt` against its known allocations.
+/// A pure function of the receipt; `run_dir` is only recorded.
 pub fn evaluate(run_dir: &str, receipt: &Receipt) -> CalibrationReport {
     let checks: Vec<CalibrationCheck> = receipt.arms.iter().flat_map(check_arm).collect();
     CalibrationReport {
@@ -64,6 +69,7 @@ pub fn evaluate(run_dir: &str, receipt: &Receipt) -> CalibrationReport {
     }
 }
 
+/// The checks as a table for people, one line each, then the overall result.
 pub fn human(report: &CalibrationReport) -> String {
     let mut out = String::new();
     let _ = writeln!(

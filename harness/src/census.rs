@@ -75,6 +75,7 @@ impl CensusPlan {
         self.filter().unwrap_or(MarkerFilter::ALL)
     }
 
+    /// `threshold_mib` in bytes, rounded to the nearest byte.
     pub fn threshold_bytes(&self) -> u64 {
         (self.threshold_mib * 1048576.0).round() as u64
     }

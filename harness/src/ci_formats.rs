@@ -23,7 +23,9 @@ pub const STEP_SUMMARY_LIMIT: usize = 1024 * 1024;
 /// The CI files one command was asked for.
 #[derive(Debug, Clone, Default)]
 pub struct CiOutputs {
+    /// `--junit FILE`: JUnit XML, one test case per gate check.
     pub junit: Option<PathBuf>,
+    /// `--export-bmf FILE`: the metrics in Bencher Metric Format.
     pub bmf: Option<PathBuf>,
 }
 

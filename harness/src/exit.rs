@@ -17,7 +17,9 @@ pub const INTERRUPTED: u8 = 130;
 
 /// A failure with the exit code it maps to.
 pub struct Failure {
+    /// The process exit code: `USAGE`, `HARNESS`, `ARM_FAILED`, …
     pub code: u8,
+    /// What failed, printed with its context chain.
     pub error: anyhow::Error,
 }
 

@@ -117,26 +117,37 @@ impl ModelName {
 /// A wheel a model was built from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceWheel {
+    /// PyPI package name.
     pub package: String,
+    /// Package version.
     pub version: String,
+    /// Wheel file name, as in `<cache>/wheels/`.
     pub file: String,
+    /// Pinned SHA-256 of the wheel file (lowercase hex).
     pub sha256: String,
 }
 
 /// A verified model in the cache.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelFile {
+    /// Model name (`tiny.en`, `base`).
     pub model: String,
+    /// The model's path in the cache (`<cache>/models/`).
     pub path: PathBuf,
+    /// Size in bytes of the model file.
     pub bytes: u64,
+    /// SHA-256 of the model file (lowercase hex), checked against the pin.
     pub sha256: String,
+    /// The pinned wheels the model is built from, in concatenation order.
     pub source_wheels: Vec<SourceWheel>,
 }
 
 /// Whether to print progress on stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Progress {
+    /// Print nothing.
     Quiet,
+    /// Progress lines and spinners on stderr.
     Stderr,
 }
 

@@ -26,7 +26,9 @@ pub const MAX_SHARDS: u32 = 1000;
 /// `--shard I/N`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shard {
+    /// This shard's number, 1-based (`I`).
     pub index: u32,
+    /// How many shards the protocol is split into (`N`).
     pub count: u32,
 }
 

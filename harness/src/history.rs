@@ -215,8 +215,14 @@ fn median(v: Vec<f64>) -> Option<f64> {
 /// Thresholds of the regression check (from the protocol's `[soak]` table).
 #[derive(Debug, Clone, Copy)]
 pub struct RegressionRule {
+    /// How many of the most recent past nights (same protocol and arm) a
+    /// night is compared with.
     pub window: usize,
+    /// A slope above the window's median by more than this many bytes per
+    /// request is a regression.
     pub slope_bytes_per_request: f64,
+    /// A peak footprint above the window's median by more than this percentage
+    /// is a regression.
     pub peak_pct: f64,
 }
 
@@ -265,7 +271,6 @@ pub fn regressions(past: &[Night], night: &Night, rule: RegressionRule) -> Vec<S
     out
 }
 
-/// The trend as a table, oldest first.
 /// `memqual history`: the nights in `path` (only `arm`'s), as a table or JSON.
 pub fn command(path: &Path, arm: Option<&str>, json: bool) -> Result<u8, crate::exit::Failure> {
     let nights = load_existing(path, arm).map_err(crate::exit::usage)?;
@@ -277,6 +282,7 @@ pub fn command(path: &Path, arm: Option<&str>, json: bool) -> Result<u8, crate::
     Ok(crate::exit::PASS)
 }
 
+/// The trend as a table, oldest first.
 pub fn human(nights: &[Night]) -> String {
     if nights.is_empty() {
         return "no soaks recorded\n".into();

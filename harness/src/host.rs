@@ -107,6 +107,8 @@ pub fn host(label: Option<&str>) -> HostIdentity {
     }
 }
 
+/// This memqual: its version, the path of its executable and that file's
+/// SHA-256 (`None` when it cannot be read).
 pub fn runtime() -> RuntimeIdentity {
     let exe = std::env::current_exe().ok();
     RuntimeIdentity {
@@ -118,6 +120,8 @@ pub fn runtime() -> RuntimeIdentity {
     }
 }
 
+/// The host and memqual identity recorded in `host.json`; `label` is the
+/// `--host-label` name for fleet reports.
 pub fn identity(label: Option<&str>) -> Identity {
     Identity {
         host: host(label),

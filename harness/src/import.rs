@@ -13,7 +13,9 @@ use std::path::Path;
 /// What `import --json` prints.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ImportReport {
+    /// The capture file as given on the command line.
     pub file: String,
+    /// The parsed capture, its fields inlined into this JSON object.
     #[serde(flatten)]
     pub parsed: Parsed<Capture>,
 }
@@ -78,6 +80,9 @@ pub fn command(
     Ok(crate::exit::PASS)
 }
 
+/// Read the capture `file` (a regular file of bounded size) and parse it as
+/// `tool`'s output. Fails when it cannot be read, is not UTF-8 (unless
+/// `opts.lenient`), or does not parse; the error names the file.
 pub fn import(tool: Tool, file: &Path, opts: ParseOptions) -> anyhow::Result<ImportReport> {
     let bytes = run_dir::input::read(file, run_dir::limits::CAPTURE)?;
     let text = match String::from_utf8(bytes) {

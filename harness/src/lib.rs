@@ -7,6 +7,8 @@
 
 // Printing goes through `console` (never panics on a closed pipe).
 #![deny(clippy::print_stdout, clippy::print_stderr)]
+// Every public item says what it means (units, sources, failure cases): issue 17.
+#![warn(missing_docs)]
 
 // First, so that its macros reach every module below.
 #[macro_use]

@@ -23,6 +23,8 @@ pub const MAX_TOTAL: usize = 1 << 20;
 
 /// Parameters as declared, with where each came from (for messages).
 pub struct Declared<'a> {
+    /// The protocol's `[params]` with the `--param` overrides, by name, not yet
+    /// expanded.
     pub values: &'a BTreeMap<String, String>,
     /// `file:line:col` of a `[params]` entry, or `--param NAME`.
     pub origin: &'a dyn Fn(&str) -> String,
@@ -32,7 +34,9 @@ pub struct Declared<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct ParamError {
+    /// The parameter the error is about.
     pub name: String,
+    /// What is wrong with it.
     pub message: String,
 }
 

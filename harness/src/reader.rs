@@ -12,31 +12,44 @@ use worker_contract::{CONTRACT_VERSION, WorkerMessage, decode_line};
 
 /// What the watcher hears while the worker runs.
 pub enum Event {
+    /// The worker exited (or waiting for it failed).
     Exited(std::io::Result<std::process::ExitStatus>),
+    /// A contract violation, or the arm's files could not be written: the
+    /// watcher stops the worker at once.
     Violation,
 }
 
 /// What the reader saw, once the channel closed.
 #[derive(Debug, Default)]
 pub struct ReaderReport {
+    /// The worker's `hello`, once one in this memqual's contract version arrived.
     pub hello: Option<worker_contract::Hello>,
+    /// The worker ended its protocol with `bye`.
     pub bye: bool,
     /// The worker sent its `runtime` report (written to `runtime.json`).
     pub runtime: bool,
+    /// Accepted phase markers.
     pub markers: u64,
+    /// Accepted `result` messages.
     pub results: u64,
     /// `settled` snapshots (soak arms with a settle period).
     pub settled: u64,
+    /// Messages of the worker's `error` reports, in order.
     pub worker_errors: Vec<String>,
     /// Contract violations, each with the line number on the channel.
     pub violations: Vec<String>,
     /// Failures to write the arm's files.
     pub harness_errors: Vec<String>,
+    /// Every phase of the contract was marked, in order.
     pub phases_complete: bool,
+    /// The last phase accepted; `None` before the first marker.
     pub last_phase: Option<String>,
+    /// The phase(s) the contract expected next, as "`a` or `b`" (empty when
+    /// complete).
     pub expected_next: String,
 }
 
+/// The message reader's thread, started on a worker's fd-3 pipe.
 pub struct ChannelReader {
     handle: JoinHandle<ReaderReport>,
 }
@@ -329,6 +342,8 @@ impl ChannelReader {
         ChannelReader { handle }
     }
 
+    /// Wait for the reader to finish (the channel closed) and return what it
+    /// saw; a panicked reader thread becomes a harness error in the report.
     pub fn join(self) -> ReaderReport {
         self.handle.join().unwrap_or_else(|_| ReaderReport {
             harness_errors: vec!["the message reader thread panicked".into()],

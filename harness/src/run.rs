@@ -104,8 +104,11 @@ pub struct RunOptions {
 pub struct RunResult {
     /// The run directory, still held (locked) by this process.
     pub run: RunDir,
+    /// The run directory's path.
     pub dir: PathBuf,
+    /// The sealed receipt assembled from the run directory.
     pub receipt: reports::Receipt,
+    /// True when a SIGINT/SIGTERM stopped the run early (arms may be missing).
     pub interrupted: bool,
     /// The host was refused (without `--force`) and the run stopped: why.
     pub refused: Option<Vec<String>>,
@@ -146,6 +149,7 @@ fn admit(
 }
 
 impl RunResult {
+    /// True when every arm of the protocol ran and completed.
     pub fn all_completed(&self) -> bool {
         self.receipt.arms.len() == self.receipt.run.arms.len()
             && self

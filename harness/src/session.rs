@@ -31,6 +31,8 @@ pub struct SessionOptions {
 }
 
 impl SessionOptions {
+    /// The options of one run: these session options plus whether to draw the
+    /// per-arm progress display.
     pub fn run_options(&self, progress: bool) -> run::RunOptions {
         run::RunOptions {
             force: self.force,
@@ -43,6 +45,9 @@ impl SessionOptions {
 /// Set on the first SIGINT/SIGTERM; a second one exits at once.
 pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
+/// Install the SIGINT/SIGTERM handler: the first signal sets `INTERRUPTED`
+/// (the run stops its worker and writes the receipt), a second exits 130 at
+/// once. Fails (exit 3) when the handler cannot be installed.
 pub fn install_interrupt_handler() -> Result<(), Failure> {
     ctrlc::set_handler(|| {
         if INTERRUPTED.swap(true, Ordering::SeqCst) {

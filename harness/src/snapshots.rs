@@ -84,6 +84,7 @@ impl SnapshotPlan {
         self.filter().unwrap_or(MarkerFilter::ALL)
     }
 
+    /// True when any snapshot is taken: at phase markers or on a cadence.
     pub fn enabled(&self) -> bool {
         self.at_phases || self.every_ms.is_some()
     }

@@ -15,32 +15,48 @@ use std::path::Path;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
     /// The receipt format this summary was made from.
+    /// Version of the receipt format this summary was made from.
     pub receipt_format_version: String,
+    /// The run directory, as given or created.
     pub run_dir: String,
+    /// True when every arm of the protocol ran and completed.
     pub all_completed: bool,
+    /// One entry per arm, in protocol order.
     pub arms: Vec<ArmSummary>,
     /// Each arm against its control.
     pub comparisons: Vec<ComparisonSummary>,
     /// The run verdict over the judged arms; `None` when no arm declares gates.
     pub verdict: Option<Outcome>,
+    /// Ids of the arms the verdict is taken over: those marked `promote`, else
+    /// every arm with gates.
     pub judged_arms: Vec<String>,
     /// Per arm with gates: each gate's outcome.
     pub gates: Vec<ArmGatesSummary>,
 }
 
+/// One arm's declared gates and their outcomes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ArmGatesSummary {
+    /// Arm id.
     pub arm: String,
+    /// Whether the protocol marks this arm `promote` (its verdict counts toward
+    /// the run verdict).
     pub promote: bool,
+    /// The arm's verdict over all its gates (conjunctive).
     pub verdict: Outcome,
+    /// Each declared gate, in declaration order.
     pub gates: Vec<GateLine>,
 }
 
 /// One gate: its kind, outcome, and the first check that did not pass (or the last).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GateLine {
+    /// Gate kind, as declared in the protocol.
     pub kind: String,
+    /// This gate's outcome.
     pub outcome: Outcome,
+    /// `name: note` of the first check that did not pass, else of the last
+    /// check; empty when the gate has no checks.
     pub detail: String,
 }
 
@@ -75,51 +91,98 @@ fn gate_lines(report: &GateReport) -> Vec<ArmGatesSummary> {
 /// Whisper arms: latency with the cold parts apart, WER, determinism.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SpeechSummary {
+    /// Context load time in ns (`whisper_init_*`); `None` without a runtime report.
     pub cold_load_ns: Option<u64>,
+    /// Time of the first measured request in ns, kept apart from the steady ones.
     pub first_request_ns: Option<u64>,
+    /// Median time in ns of the measured requests after the first; `None` when
+    /// there are none.
     pub steady_p50_ns: Option<f64>,
+    /// 95th percentile time in ns of the measured requests after the first.
     pub steady_p95_ns: Option<f64>,
+    /// Longest time in ns of the measured requests after the first.
     pub steady_max_ns: Option<u64>,
     /// (category, WER) with numbers normalised; `None` for categories without words.
     pub wer_by_category: Vec<(String, Option<f64>)>,
+    /// Whether every repetition of each fixture produced the same output;
+    /// `None` when determinism was not evaluated.
     pub deterministic: Option<bool>,
+    /// Transcripts with words on slices without speech; `None` when no such
+    /// slice was run.
     pub silence_false_alarms: Option<usize>,
+    /// States alive at `state_ready` (working plus extras), from the runtime
+    /// report; `None` without one.
     pub state_count: Option<u32>,
 }
 
+/// One arm against its declared control.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ComparisonSummary {
+    /// Arm id.
     pub arm: String,
+    /// Id of the control arm it is compared with.
     pub control: String,
+    /// True when both ran the same fixtures and every output matched exactly;
+    /// `None` when the outputs could not be compared.
     pub parity_exact: Option<bool>,
+    /// Resident bytes at the `state_ready` marker, arm minus control; `None`
+    /// when either lacks that marker.
     pub state_ready_resident_delta_bytes: Option<i64>,
+    /// Sum of every state's kv and compute buffers as whisper.cpp logged them,
+    /// in bytes, arm minus control; `None` when either log lacks them.
     pub logged_state_bytes_delta: Option<i64>,
 }
 
+/// One arm's outcome and memory figures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ArmSummary {
+    /// Arm id.
     pub id: String,
+    /// Whether the arm completed, failed or could not run.
     pub status: ArmStatus,
+    /// Every reason the arm failed, in the order they were noticed.
     pub failure: Vec<String>,
+    /// Memory at each phase marker, in order.
     pub phases: Vec<PhaseMemory>,
+    /// Rows in the arm's external sampler series.
     pub series_samples: u64,
+    /// Median interval between sampler ticks in ns.
     pub median_tick_interval_ns: Option<f64>,
+    /// 99th percentile of how late sampler ticks fired, in ns.
     pub p99_lateness_ns: Option<f64>,
+    /// Sampler ticks skipped because the sampler fell a whole period behind.
     pub skipped_ticks: u64,
+    /// Largest resident set size in bytes the series saw.
     pub max_sampled_resident_bytes: Option<u64>,
+    /// Largest footprint in bytes the series saw; `None` where footprint is
+    /// unavailable.
     pub max_sampled_footprint_bytes: Option<u64>,
+    /// True when any phase's kernel peak exceeded everything observed in that
+    /// phase by more than a page: a transient no sample caught.
     pub peak_between_samples: bool,
+    /// Speech figures; `None` for non-whisper arms.
     pub speech: Option<SpeechSummary>,
 }
 
+/// The memory snapshot taken at one phase marker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PhaseMemory {
+    /// The phase the marker closes.
     pub phase: Phase,
+    /// Measured request the marker belongs to; `None` outside requests.
     pub request_id: Option<u64>,
+    /// Resident set size in bytes (Linux `VmRSS`, macOS `resident_size`).
     pub resident_bytes: u64,
+    /// Kernel peak resident size in bytes (Linux `VmHWM` since the previous
+    /// marker; macOS lifetime peak); `None` when not reported.
     pub resident_peak_bytes: Option<u64>,
+    /// Footprint in bytes (macOS `phys_footprint`; Linux `RssAnon + RssShmem +
+    /// VmSwap`); `None` when unavailable.
     pub footprint_bytes: Option<u64>,
+    /// Lifetime footprint peak in bytes (macOS only; `None` on Linux).
     pub footprint_peak_bytes: Option<u64>,
+    /// True when the kernel peak exceeded every observation in the phase's
+    /// window by more than a page; `None` when there is no kernel peak.
     pub peak_between_samples: Option<bool>,
 }
 
@@ -186,6 +249,8 @@ fn comparison_summary(c: &ControlComparison) -> ComparisonSummary {
     }
 }
 
+/// The `--json` summary of a finished run in `dir`: pure function of its
+/// receipt; `all_completed` is passed in by the caller.
 pub fn run_summary(dir: &Path, receipt: &Receipt, all_completed: bool) -> RunSummary {
     RunSummary {
         receipt_format_version: reports::RECEIPT_FORMAT_VERSION.to_string(),

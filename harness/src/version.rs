@@ -23,8 +23,11 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 /// What a worker says about itself.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkerInfo {
+    /// Worker binary name (`memqual-whisper`, `memqual-calibrate`).
     pub name: String,
+    /// Where the binary was looked for: the worker directory joined with its name.
     pub path: String,
+    /// True when that path is a regular file.
     pub present: bool,
     /// The worker's own version, when it reports one.
     pub version: Option<String>,
@@ -32,6 +35,8 @@ pub struct WorkerInfo {
     pub whisper_cpp: Option<String>,
     /// Backends compiled in: `metal`, `coreml`, `cuda` (empty: CPU only).
     pub features: Vec<String>,
+    /// Capabilities the worker reports with `--capabilities` (what an arm's
+    /// `requires` may name); empty when it was not asked or could not answer.
     pub capabilities: Vec<String>,
     /// Why the worker could not be asked.
     pub problem: Option<String>,
@@ -40,11 +45,17 @@ pub struct WorkerInfo {
 /// `memqual version --verbose --json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VersionInfo {
+    /// memqual's version (the crate version).
     pub version: String,
+    /// The git commit memqual was built from, or `unknown`.
     pub commit: String,
+    /// The Rust target triple memqual was built for.
     pub target: String,
+    /// The cargo profile memqual was built with (`debug` or `release`).
     pub profile: String,
+    /// The directory the worker binaries are taken from.
     pub worker_dir: String,
+    /// Each worker binary memqual runs, and what it says about itself.
     pub workers: Vec<WorkerInfo>,
 }
 

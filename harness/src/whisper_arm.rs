@@ -41,11 +41,13 @@ pub struct WhisperArmDecl {
     /// `{ strategy = "greedy", best_of = 1 }` (default) or `{ strategy = "beam", beam_size = 5 }`.
     #[serde(default)]
     pub decoding: Decoding,
+    /// Spoken language code passed to whisper.cpp (default `en`).
     #[serde(default = "default_language")]
     pub language: String,
     /// Default true: plain transcripts whose token stream ends in end-of-text.
     #[serde(default = "yes")]
     pub no_timestamps: bool,
+    /// Use flash attention (context parameter `flash_attn`; default false).
     #[serde(default)]
     pub flash_attn: bool,
     /// Default false (CPU); Metal arms set it on a Mac.
@@ -66,6 +68,8 @@ pub struct WhisperArmDecl {
     /// `no_state` (default: the no-state context plus exactly one state) or `default`.
     #[serde(default = "default_initializer")]
     pub initializer: Initializer,
+    /// States created beyond the one that works (default 0): the duplicate-state
+    /// anti-pattern, to measure what each extra state costs.
     #[serde(default)]
     #[schemars(range(min = worker_contract::bounds::EXTRA_STATES.min, max = worker_contract::bounds::EXTRA_STATES.max))]
     pub extra_states: u32,
@@ -85,6 +89,8 @@ pub struct WhisperArmDecl {
     /// length (e.g. a short cut for a quick check); needs `long_form`.
     #[schemars(range(min = crate::limits::LONG_FORM_S.min, max = crate::limits::LONG_FORM_S.max))]
     pub long_form_s: Option<u32>,
+    /// Times each fixture is measured (default 1); request ids count fixtures ×
+    /// repetitions.
     #[serde(default = "one")]
     #[schemars(range(min = crate::limits::REPETITIONS.min, max = crate::limits::REPETITIONS.max))]
     pub repetitions: u32,
@@ -105,10 +111,12 @@ pub struct WhisperArmDecl {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum LongFormName {
+    /// Every slice but the full-span ones, 250 ms apart, cycled to 730 s.
     Soak,
 }
 
 impl LongFormName {
+    /// The recipe's name as written in protocols (`soak`).
     pub fn as_str(self) -> &'static str {
         match self {
             LongFormName::Soak => "soak",
@@ -145,6 +153,7 @@ pub fn default_threads() -> u32 {
 /// The speech fixtures an arm can name.
 #[derive(Debug, Clone, Default)]
 pub struct FixtureCatalog {
+    /// Every fixture slice in the manifest, with its path and digest.
     pub slices: Vec<FixtureInput>,
     /// The fixtures folder, where long-form inputs are composed from
     /// (`None`: no long-form input can be named).
@@ -231,7 +240,11 @@ impl FixtureCatalog {
 /// A model an arm names: one memqual builds, or a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ModelRef {
+    /// A model memqual builds and caches, by name (`tiny.en`, `base`); it may
+    /// need building before the run.
     Named(String),
+    /// A GGML file, by path (relative paths already joined to the protocol's
+    /// directory).
     File(PathBuf),
 }
 
@@ -239,6 +252,7 @@ pub enum ModelRef {
 pub trait ModelCatalog {
     /// The cache path and pinned digest of a named model, without building it.
     fn locate(&self, name: &str) -> Option<(PathBuf, String)>;
+    /// Every name `locate` knows, for the error that lists the choices.
     fn names(&self) -> Vec<String>;
 }
 

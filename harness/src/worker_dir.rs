@@ -22,6 +22,8 @@ impl WorkerDir {
         ))
     }
 
+    /// The path of worker `name` in this directory. Fails, saying how to build
+    /// or point at it, when no regular file is there.
     pub fn executable(&self, name: &str) -> anyhow::Result<PathBuf> {
         let path = self.0.join(name);
         if !path.is_file() {

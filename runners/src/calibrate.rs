@@ -15,7 +15,10 @@ use worker_contract::{
     ResultBody, SamplerSchedule,
 };
 
+/// Worker name sent in `hello` and used as the prefix of its stderr lines.
 pub const WORKER_NAME: &str = "memqual-calibrate";
+/// Calibration patterns and controls this worker implements, sent in `hello`;
+/// an arm's `requires` must be a subset of them.
 pub const CAPABILITIES: [&str; 11] = [
     "plateau",
     "leak",
@@ -36,6 +39,8 @@ pub struct TouchedBlock {
 }
 
 impl TouchedBlock {
+    /// Maps `bytes` (at least one byte) of anonymous memory and writes one byte on
+    /// every page. Fails when the size does not fit in `usize` or `mmap` fails.
     pub fn new(bytes: u64) -> anyhow::Result<Self> {
         let len = usize::try_from(bytes.max(1)).context("block size does not fit in memory")?;
         let mut map = MmapOptions::new()
@@ -49,10 +54,12 @@ impl TouchedBlock {
         Ok(TouchedBlock { map })
     }
 
+    /// Mapped length in bytes (the requested size, at least 1).
     pub fn len(&self) -> u64 {
         self.map.len() as u64
     }
 
+    /// True for a zero-length map (never the case: `new` maps at least one byte).
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
@@ -64,6 +71,8 @@ pub struct Reservation {
 }
 
 impl Reservation {
+    /// Reserves `bytes` of anonymous address space without touching it. Fails
+    /// when the size does not fit in `usize` or `mmap` fails.
     pub fn new(bytes: u64) -> anyhow::Result<Self> {
         let len = usize::try_from(bytes).context("reservation does not fit")?;
         let map = MmapOptions::new()
@@ -83,6 +92,9 @@ pub struct MappedFile {
 }
 
 impl MappedFile {
+    /// Writes `bytes` of a fixed pattern to `calibration-file-map.bin` in `dir`,
+    /// maps it read-only and reads one byte per page so it is resident; the file
+    /// is removed on drop. Fails when the file cannot be written, opened or mapped.
     pub fn new(dir: &Path, bytes: u64) -> anyhow::Result<Self> {
         let path = dir.join("calibration-file-map.bin");
         let mut file =
@@ -112,10 +124,12 @@ impl MappedFile {
         Ok(MappedFile { map, path })
     }
 
+    /// Mapped length in bytes (the file's size).
     pub fn len(&self) -> u64 {
         self.map.len() as u64
     }
 
+    /// True when the mapped file is empty (`bytes` was 0).
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }

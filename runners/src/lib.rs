@@ -15,6 +15,9 @@
 //! Workers measure and report; they never judge. Judging is the harness's
 //! and the reports crate's job.
 
+// Every public item says what it means (units, sources, failure cases): issue 17.
+#![warn(missing_docs)]
+
 pub mod calibrate;
 pub mod last_words;
 pub mod session;

@@ -76,6 +76,8 @@ impl WorkerSession {
         Ok(())
     }
 
+    /// Send a free-form `log` line for the arm's `worker.log`. Fails when fd 3
+    /// cannot be written (the harness has gone).
     pub fn log(&mut self, level: LogLevel, message: impl Into<String>) -> anyhow::Result<()> {
         self.channel.send(&WorkerMessage::Log(LogMessage {
             level,
@@ -84,17 +86,22 @@ impl WorkerSession {
         Ok(())
     }
 
+    /// Send one measured request's `result`. Fails when fd 3 cannot be written.
     pub fn result(&mut self, result: RequestResult) -> anyhow::Result<()> {
         self.channel.send(&WorkerMessage::Result(result))?;
         Ok(())
     }
 
+    /// Send the `runtime` report (once, after `state_ready`). Fails when fd 3
+    /// cannot be written.
     pub fn runtime(&mut self, report: RuntimeReport) -> anyhow::Result<()> {
         self.channel
             .send(&WorkerMessage::Runtime(Box::new(report)))?;
         Ok(())
     }
 
+    /// Send an `error` message: the failure the worker reports before exiting.
+    /// Fails when fd 3 cannot be written.
     pub fn error(&mut self, message: impl Into<String>) -> anyhow::Result<()> {
         self.channel.send(&WorkerMessage::Error(WorkerError {
             message: message.into(),
@@ -102,6 +109,8 @@ impl WorkerSession {
         Ok(())
     }
 
+    /// End the session with `bye`, giving how many measured requests ran.
+    /// Consumes the session; fails when fd 3 cannot be written.
     pub fn bye(mut self, requests: u64) -> anyhow::Result<()> {
         self.channel.send(&WorkerMessage::Bye(Bye { requests }))?;
         Ok(())

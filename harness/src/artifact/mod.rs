@@ -106,12 +106,16 @@ pub enum ArtifactCommand {
 /// Quantization targets on the command line.
 #[derive(clap::ValueEnum, Debug, Clone, Copy)]
 pub enum QuantTarget {
+    /// 4-bit, blocks of 32 with one f16 scale.
     #[value(name = "q4_0")]
     Q4_0,
+    /// 5-bit, blocks of 32 with one f16 scale.
     #[value(name = "q5_0")]
     Q5_0,
+    /// 5-bit, blocks of 32 with an f16 scale and minimum.
     #[value(name = "q5_1")]
     Q5_1,
+    /// 8-bit, blocks of 32 with one f16 scale.
     #[value(name = "q8_0")]
     Q8_0,
 }
@@ -129,7 +133,9 @@ impl QuantTarget {
 
 /// How a command ended: the artifact passed its checks, or was rejected.
 pub enum Outcome {
+    /// The artifact passed every check (exit 0).
     Passed,
+    /// The artifact was rejected; the reason was printed (exit 1).
     Rejected,
 }
 
@@ -194,6 +200,9 @@ fn inputs(command: &ArtifactCommand) -> Vec<&Path> {
     }
 }
 
+/// Run one artifact subcommand, printing its result (JSON or human) to
+/// stdout. Every input path is opened first, so a FIFO or missing file fails
+/// at once. `Err` is memqual's own failure (I/O, exit 3).
 pub fn main(command: ArtifactCommand) -> anyhow::Result<Outcome> {
     for path in inputs(&command) {
         run_dir::input::open(path)?;

@@ -23,16 +23,22 @@ use worker_contract::{CalibrationSpec, FieldError, WorkerSpec};
 /// The protocol format version this memqual reads.
 pub const PROTOCOL_SCHEMA_VERSION: u32 = 1;
 
+/// A memqual protocol file: the arms to run, how they are sampled and judged.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Protocol {
+    /// Protocol format version; must equal the version this memqual reads (1).
     pub schema_version: u32,
+    /// Protocol name, recorded in the run record and printed when the run starts.
     #[schemars(with = "String")]
     pub name: toml::Spanned<String>,
+    /// Free-form description, printed when the run starts.
     #[serde(default)]
     pub description: String,
+    /// External sampler settings for every arm (an arm may override them).
     #[serde(default)]
     pub sampling: Sampling,
+    /// Defaults every arm inherits.
     #[serde(default)]
     pub defaults: Defaults,
     /// Named strings that `${name}` in model paths refers to; `--param name=value` overrides.
@@ -41,6 +47,7 @@ pub struct Protocol {
     /// Quiet-host admission thresholds and window.
     #[serde(default)]
     pub admission: AdmissionThresholds,
+    /// The arms (`[[arm]]`), run in this order.
     #[serde(rename = "arm", default)]
     pub arms: Vec<ArmDecl>,
     /// Tool snapshots at phase boundaries, and an optional cadence.
@@ -75,6 +82,7 @@ impl Default for Sampling {
     }
 }
 
+/// Settings every arm inherits unless it sets its own.
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Defaults {
@@ -100,12 +108,18 @@ impl Default for Defaults {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ArmDecl {
+    /// Arm id: 1 to 64 letters, digits, '.', '_' or '-', not starting with '.';
+    /// unique in the protocol.
     #[schemars(with = "String")]
     pub id: toml::Spanned<String>,
+    /// Free-form description, printed when the arm starts.
     #[serde(default)]
     pub description: String,
+    /// Seconds this arm may run before its worker's process group is killed
+    /// (default: `defaults.arm_timeout_s`).
     #[schemars(range(min = crate::limits::TIMEOUT_S.min, max = crate::limits::TIMEOUT_S.max))]
     pub timeout_s: Option<u64>,
+    /// Sampler settings for this arm (default: the protocol's `sampling`).
     pub sampling: Option<Sampling>,
     /// The arm this one is compared with (parity, gates).
     #[schemars(with = "Option<String>")]
@@ -121,22 +135,33 @@ pub struct ArmDecl {
     #[serde(rename = "gate", default)]
     #[schemars(with = "Vec<GateSpec>")]
     pub gates: Vec<toml::Spanned<GateSpec>>,
+    /// A calibration arm: known allocations run by `memqual-calibrate`.
     pub calibrate: Option<CalibrationSpec>,
+    /// A whisper arm: real inference run by `memqual-whisper`.
     pub whisper: Option<WhisperArmDecl>,
 }
 
 /// A validated arm, ready to run.
 #[derive(Debug, Clone)]
 pub struct Arm {
+    /// Arm id, unique in the protocol.
     pub id: String,
+    /// Free-form description from the protocol.
     pub description: String,
+    /// How long the arm may run before its worker's process group is killed.
     pub timeout: Duration,
+    /// External sampler tick period.
     pub period: Duration,
+    /// What the worker runs, sent to it as its arm spec.
     pub worker: WorkerSpec,
+    /// Id of the arm this one is compared with (parity, gates); always another
+    /// arm of the same protocol.
     pub control: Option<String>,
     /// The model a whisper arm loads, as named (a named model may need building first).
     pub model: Option<ModelRef>,
+    /// Tool snapshots at phase boundaries (the protocol's `[snapshots]`).
     pub snapshots: SnapshotPlan,
+    /// The process census and its threshold (the protocol's `[census]`).
     pub census: CensusPlan,
     /// Declared gates, `promote` and `expect`.
     pub gates: ArmGates,
@@ -149,13 +174,19 @@ pub struct Arm {
 /// A protocol that parsed and validated, with its source text kept verbatim.
 #[derive(Debug, Clone)]
 pub struct LoadedProtocol {
+    /// The protocol file as given (used in messages and reports).
     pub path: PathBuf,
+    /// Protocol name.
     pub name: String,
+    /// Free-form protocol description.
     pub description: String,
+    /// The protocol's source text, verbatim, for the run record.
     pub text: String,
     /// Parameters after `--param` overrides.
     pub params: BTreeMap<String, String>,
+    /// Quiet-host admission thresholds and window.
     pub admission: AdmissionThresholds,
+    /// Validated arms, in protocol order.
     pub arms: Vec<Arm>,
     /// The `[soak]` table, if any (`memqual soak` uses defaults without it).
     pub soak: Option<SoakDecl>,
@@ -166,9 +197,14 @@ pub struct LoadedProtocol {
 /// What parsing needs from outside the file: parameter overrides, the
 /// directory relative paths start from, and the fixture and model catalogs.
 pub struct ParseContext<'a> {
+    /// `--param name=value` overrides of the protocol's `params`.
     pub overrides: BTreeMap<String, String>,
+    /// Directory relative paths in the protocol start from (the protocol file's
+    /// directory when loaded with `load`).
     pub base_dir: PathBuf,
+    /// Fixtures a whisper arm may name.
     pub fixtures: &'a FixtureCatalog,
+    /// Named models a whisper arm may refer to.
     pub models: &'a dyn ModelCatalog,
     /// This host's RAM: a calibration arm whose patterns would hold more is
     /// refused (`None`: unknown, not checked).
@@ -179,16 +215,25 @@ pub struct ParseContext<'a> {
 #[derive(Debug, thiserror::Error)]
 #[error("{file}:{line}:{col}: {message}")]
 pub struct ProtocolError {
+    /// The protocol file as named in messages.
     pub file: String,
+    /// 1-based line of the key the error is about (or of the nearest enclosing
+    /// table written in the file).
     pub line: usize,
+    /// 1-based column on that line.
     pub col: usize,
+    /// What is wrong and, where possible, what to do.
     pub message: String,
 }
 
+/// Why a protocol could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
+    /// The file could not be read: absent, not a regular file, too large or not
+    /// UTF-8.
     #[error("cannot read the protocol: {0}")]
     Read(#[from] run_dir::RunDirError),
+    /// The file was read but does not parse or validate.
     #[error(transparent)]
     Invalid(#[from] ProtocolError),
 }

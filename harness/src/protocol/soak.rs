@@ -39,10 +39,14 @@ pub struct SoakDecl {
     /// More steps than this is inconclusive.
     #[schemars(range(min = MAX_STEPS.min, max = MAX_STEPS.max))]
     pub max_steps: usize,
+    /// Bootstrap resamples for the slope's confidence interval.
     #[schemars(range(min = BOOTSTRAP.min, max = BOOTSTRAP.max))]
     pub bootstrap_resamples: usize,
+    /// Two-sided confidence of the slope's interval, strictly between 0.5 and 1
+    /// (e.g. 0.95).
     #[schemars(extend("exclusiveMinimum" = CONFIDENCE.min, "exclusiveMaximum" = CONFIDENCE.max))]
     pub confidence: f64,
+    /// Seed of the bootstrap's random generator, so the analysis is repeatable.
     pub seed: u64,
     /// Seconds between slow snapshots of the worker (0: only at `idle_end`).
     #[schemars(range(min = SNAPSHOT_INTERVAL_S.min, max = SNAPSHOT_INTERVAL_S.max))]

@@ -28,7 +28,10 @@ use worker_contract::WorkerSpec;
 pub enum Length {
     /// As the protocol says.
     AsDeclared,
+    /// Exactly this many measured requests (`--requests`).
     Requests(u64),
+    /// Measured requests until this much time has passed (`--duration`);
+    /// whisper arms only.
     Duration(Duration),
 }
 
@@ -141,12 +144,18 @@ pub fn prepare(
 
 /// Everything a finished (or interrupted) soak produced.
 pub struct SoakResult {
+    /// The run's result: its directory, receipt and whether it was interrupted.
     pub run: RunResult,
+    /// Id of the soaked arm.
     pub arm_id: String,
+    /// What the watcher did (slow snapshots taken, and their errors).
     pub watch: WatchReport,
 }
 
 /// Run the (already prepared) single-arm protocol as a soak into `dir`.
+/// Fails when the protocol has no arm or the run itself fails (run
+/// directory, spawning the worker); `total` is the expected request count
+/// for the progress bar (`None`: open-ended).
 // The run's inputs, kept apart so the call site reads like `memqual run`'s.
 #[allow(clippy::too_many_arguments)]
 pub fn run_soak(

@@ -12,15 +12,21 @@ use std::path::{Path, PathBuf};
 /// What `memqual soak` was asked for, beside the common options.
 #[derive(Debug, Clone)]
 pub struct SoakRequest {
+    /// The protocol file to soak.
     pub protocol: PathBuf,
+    /// How long to soak: as declared, `--requests N` or `--duration D`.
     pub length: Length,
     /// Overrides `[soak] arm`.
     pub arm: Option<String>,
     /// The history to compare with and append to (`None`: `--no-history`).
     pub history: Option<PathBuf>,
+    /// `--param name=value` overrides, in command-line order.
     pub params: Vec<(String, String)>,
 }
 
+/// Run `memqual soak` to its exit code: 0 when the arm completed, is stable,
+/// did not regress against the history and passed its declared gates; 1 when
+/// not; 130 when interrupted. `Err` for a usage (2) or harness (3) failure.
 pub fn command(req: &SoakRequest, opts: &SessionOptions) -> Result<u8, Failure> {
     let mut loaded = session::load_protocol(Some(&req.protocol), ("", ""), &req.params)?;
     let mut decl = loaded.soak.clone().unwrap_or_default();

@@ -21,13 +21,19 @@ const RUNNING_WINDOW: usize = 128;
 /// What the progress line shows; bounded whatever the soak's length.
 #[derive(Debug, Default)]
 pub struct Progress {
+    /// Measured requests finished (`request_end` markers seen).
     pub requests: u64,
+    /// Footprint in bytes at the last `request_end` (resident bytes where
+    /// footprint is unavailable); `None` before the first.
     pub footprint_bytes: Option<u64>,
+    /// True once the `idle_end` marker was seen.
     pub idle_seen: bool,
     recent: VecDeque<(f64, f64)>,
 }
 
 impl Progress {
+    /// Take one marker into account: `request_end` counts a request and its
+    /// footprint, `idle_end` sets `idle_seen`; other phases are ignored.
     pub fn ingest(&mut self, m: &Marker) {
         match m.phase {
             Phase::RequestEnd => {
@@ -51,6 +57,7 @@ impl Progress {
         growth::theil_sen(&pts)
     }
 
+    /// Points held for the running slope (at most 128).
     #[cfg(test)]
     pub fn retained(&self) -> usize {
         self.recent.len()
@@ -98,7 +105,9 @@ fn worker_pid(run: &RunDir, arm_dir: &Rel) -> Option<u32> {
 /// What the watcher did, for the arm's record.
 #[derive(Debug, Default)]
 pub struct WatchReport {
+    /// Slow snapshots written.
     pub snapshots: u32,
+    /// Why a snapshot could not be taken, one line each.
     pub snapshot_errors: Vec<String>,
 }
 
@@ -164,6 +173,8 @@ pub fn watch(
     report
 }
 
+/// The soak's progress bar on stderr (2 Hz): a bar toward `total` requests,
+/// or a spinner when the soak is open-ended.
 pub fn progress_bar(total: Option<u64>) -> ProgressBar {
     let bar = match total {
         Some(n) => ProgressBar::new(n).with_style(

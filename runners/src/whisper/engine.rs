@@ -21,14 +21,24 @@ use worker_contract::{Decoding, Initializer};
 /// Settings for context creation and every `whisper_full` call.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RunSettings {
+    /// `whisper_full` threads (`n_threads`).
     pub threads: u32,
+    /// Sampling strategy: greedy with `best_of`, or beam search with `beam_size`.
     pub decoding: Decoding,
+    /// Language code passed to whisper.cpp (e.g. `en`); must contain no NUL byte.
     pub language: String,
+    /// Decode without timestamp tokens (`no_timestamps`).
     pub no_timestamps: bool,
+    /// Encoder context length (`audio_ctx`); 0 keeps the model's.
     pub audio_ctx: u32,
+    /// Upper bound on tokens per segment (`max_tokens`); 0 leaves whisper.cpp's.
     pub max_tokens: u32,
+    /// Keep whisper.cpp's temperature fallback; false sets `temperature_inc` to 0.
     pub temperature_fallback: bool,
+    /// Let whisper.cpp use a GPU backend when the build has one (context
+    /// parameter `use_gpu`).
     pub use_gpu: bool,
+    /// Flash attention (context parameter `flash_attn`).
     pub flash_attn: bool,
 }
 
@@ -37,26 +47,44 @@ pub struct RunSettings {
 pub struct RawTranscript {
     /// Token ids per segment.
     pub segments: Vec<Vec<i32>>,
+    /// Concatenated segment text as whisper.cpp returned it; raw bytes, since it
+    /// need not be valid UTF-8.
     pub text: Vec<u8>,
 }
 
+/// Why loading the model, creating a state or running a request failed.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
+    /// The language setting contains a NUL byte, so it cannot be passed to C.
     #[error("language {0:?} contains a NUL byte")]
     BadLanguage(String),
+    /// whisper.cpp returned no context: it rejected the model.
     #[error(
         "whisper.cpp could not load the model {path} (it read {read} of its {bytes} bytes; \
          see the whisper.cpp log lines above)"
     )]
-    Load { path: String, read: u64, bytes: u64 },
+    Load {
+        /// Model path as given in the arm spec.
+        path: String,
+        /// Bytes whisper.cpp consumed through the loader before giving up.
+        read: u64,
+        /// Length in bytes of the checked model file.
+        bytes: u64,
+    },
+    /// whisper.cpp loaded the model, but not the bytes that were checked.
     #[error(transparent)]
     NotTheCheckedBytes(#[from] NotTheCheckedBytes),
+    /// `whisper_init_state` failed for the state at this index (0 is the
+    /// working state, then the extras).
     #[error("whisper.cpp could not create state {0} (see the whisper.cpp log lines above)")]
     State(usize),
+    /// The request had no samples.
     #[error("no audio samples")]
     NoSamples,
+    /// More samples than fit in a C `int`.
     #[error("too many samples for whisper.cpp ({0})")]
     TooLong(usize),
+    /// `whisper_full` returned this non-zero code.
     #[error("whisper_full failed with code {0}")]
     Full(c_int),
 }
@@ -256,11 +284,14 @@ impl Engine {
         out
     }
 
+    /// Id of the end-of-text token in the loaded vocabulary (`whisper_token_eot`).
     pub fn token_eot(&self) -> i32 {
         // SAFETY: ctx is live.
         unsafe { sys::whisper_token_eot(self.ctx) }
     }
 
+    /// Id of the first timestamp token, `<|0.00|>` (`whisper_token_beg`); ids
+    /// at or above it are timestamps.
     pub fn token_beg(&self) -> i32 {
         // SAFETY: ctx is live.
         unsafe { sys::whisper_token_beg(self.ctx) }

@@ -32,11 +32,14 @@ pub fn sha256_file(path: &Path) -> anyhow::Result<(String, u64)> {
 
 /// One fixture's samples, ready for whisper.cpp (16 kHz mono f32 in [-1, 1)).
 pub struct Audio {
+    /// Fixture id from the arm spec.
     pub id: String,
+    /// Mono samples at 16 kHz, scaled to [-1, 1).
     pub samples: Vec<f32>,
 }
 
 impl Audio {
+    /// Audio length in milliseconds, from the sample count at 16 kHz (rounded down).
     pub fn duration_ms(&self) -> u64 {
         self.samples.len() as u64 * 1000 / 16_000
     }

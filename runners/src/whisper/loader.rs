@@ -29,7 +29,9 @@ const BUFFER: usize = 64 << 10;
 /// What whisper.cpp consumed through the loader.
 #[derive(Debug)]
 pub struct Consumed {
+    /// Bytes handed to whisper.cpp (zero-filled parts past a short read excluded).
     pub bytes: u64,
+    /// Lowercase hex SHA-256 of those bytes.
     pub sha256: String,
     /// Time spent hashing (inside the load), so the cold-load time can be
     /// reported without the worker's own check.

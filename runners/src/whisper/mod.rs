@@ -32,6 +32,7 @@ use worker_contract::{
     ArmSpec, Encoder, LogLevel, RequestResult, ResultBody, RuntimeReport, Topology, WhisperSpec,
 };
 
+/// Worker name sent in `hello` and used as the prefix of its stderr lines.
 pub const WORKER_NAME: &str = "memqual-whisper";
 
 /// What this build can do. An arm's `requires` must be a subset.

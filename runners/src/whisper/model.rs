@@ -22,6 +22,8 @@ use worker_contract::{ModelIdentity, ModelInput, ModelLayout};
 #[derive(Debug)]
 pub struct VerifiedModel {
     file: File,
+    /// Path, size, SHA-256 and parsed layout of the checked file, as reported to
+    /// the harness.
     pub identity: ModelIdentity,
 }
 
@@ -33,10 +35,15 @@ pub struct VerifiedModel {
      the check and the load{reason}; nothing was run on it"
 )]
 pub struct NotTheCheckedBytes {
+    /// Model path as given in the arm spec.
     pub path: String,
+    /// Size in bytes of the checked file.
     pub bytes: u64,
+    /// Lowercase hex SHA-256 of the checked file.
     pub sha256: String,
+    /// Bytes whisper.cpp consumed through the loader.
     pub loaded_bytes: u64,
+    /// Lowercase hex SHA-256 of the bytes whisper.cpp consumed.
     pub loaded_sha256: String,
     /// `" (read error: …)"` when a read error cut the load short.
     pub reason: String,

@@ -11,11 +11,15 @@ use worker_contract::{StopReason, TranscriptionResult};
 /// Special token ids of the loaded vocabulary that the derivation needs.
 #[derive(Debug, Clone, Copy)]
 pub struct Specials {
+    /// End-of-text token id (`whisper_token_eot`).
     pub eot: i32,
     /// `<|0.00|>`: every id above it is a timestamp.
     pub beg: i32,
 }
 
+/// Why decoding stopped, judged from the request's last token: `NoSegments`
+/// when nothing was produced, `Eot` on end-of-text, `TimestampEnd` on a
+/// timestamp token (id at or above `beg`), otherwise `Truncated`.
 pub fn stop_reason(tokens: &[i32], segments: usize, specials: Specials) -> StopReason {
     match tokens.last() {
         _ if segments == 0 => StopReason::NoSegments,
@@ -31,6 +35,9 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The contract's `TranscriptionResult` for one request: every segment's
+/// tokens flattened, the stop reason, and the text (lossily decoded when it is
+/// not UTF-8, with the raw bytes then kept as hex).
 pub fn result(
     raw: RawTranscript,
     fixture_id: &str,
