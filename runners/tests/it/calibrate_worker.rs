@@ -33,21 +33,9 @@ struct Started {
 }
 
 fn start_worker(spec: &ArmSpec) -> Started {
-    let (reader, writer) = std::io::pipe().unwrap();
-    let (lifeline_reader, lifeline) = std::io::pipe().unwrap();
     let mut cmd = Command::new(EXE);
     cmd.stdin(Stdio::piped()).stderr(Stdio::piped());
-    cmd.fd_mappings(vec![
-        FdMapping {
-            parent_fd: writer.into(),
-            child_fd: MESSAGE_FD,
-        },
-        FdMapping {
-            parent_fd: lifeline_reader.into(),
-            child_fd: LIFELINE_FD,
-        },
-    ])
-    .unwrap();
+    let (reader, lifeline) = crate::channels::attach(&mut cmd);
     let mut child = cmd.spawn().unwrap();
     drop(cmd);
     child

@@ -2,4 +2,5 @@
 //! and `memqual-whisper` executables under the worker contract.
 
 mod calibrate_worker;
+mod channels;
 mod worker_last_words;

@@ -3,13 +3,11 @@
 //! disk fills): the error still reaches memqual over fd 3, the exit code is
 //! the worker's own, and nothing panics (a panic would exit 101).
 
-use command_fds::{CommandFdExt, FdMapping};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use worker_contract::{
-    ArmSpec, CONTRACT_VERSION, CalibrationSpec, LIFELINE_FD, MESSAGE_FD, WorkerMessage, WorkerSpec,
-    decode_line,
+    ArmSpec, CONTRACT_VERSION, CalibrationSpec, WorkerMessage, WorkerSpec, decode_line,
 };
 
 const CALIBRATE: &str = env!("CARGO_BIN_EXE_memqual-calibrate");
@@ -25,24 +23,12 @@ fn full_disk() -> Stdio {
 
 /// Run `exe` with `stdin` as its spec, stdout and stderr on `/dev/full`.
 fn run_on_full_disk(exe: &str, stdin: &[u8]) -> (Vec<WorkerMessage>, Option<i32>) {
-    let (reader, writer) = std::io::pipe().unwrap();
-    // The worker's lifeline: this test holds the write end until the worker ends.
-    let (lifeline_reader, _lifeline) = std::io::pipe().unwrap();
     let mut cmd = Command::new(exe);
     cmd.stdin(Stdio::piped())
         .stdout(full_disk())
         .stderr(full_disk());
-    cmd.fd_mappings(vec![
-        FdMapping {
-            parent_fd: writer.into(),
-            child_fd: MESSAGE_FD,
-        },
-        FdMapping {
-            parent_fd: lifeline_reader.into(),
-            child_fd: LIFELINE_FD,
-        },
-    ])
-    .unwrap();
+    // The worker's lifeline: this test holds the write end until the worker ends.
+    let (reader, _lifeline) = crate::channels::attach(&mut cmd);
     let mut child = cmd.spawn().unwrap();
     drop(cmd);
     child.stdin.take().unwrap().write_all(stdin).unwrap();
