@@ -79,6 +79,21 @@ fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
+/// The legend in the upper left, then the figure written out.
+fn finish<'a, CT: plotters::coord::CoordTranslate>(
+    root: &DrawingArea<SVGBackend<'a>, plotters::coord::Shift>,
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
+}
+
 fn label_style(size: u32, colour: RGBColor, h: HPos, v: VPos) -> TextStyle<'static> {
     ("sans-serif", size)
         .into_font()
@@ -201,14 +216,7 @@ pub fn peak_by_phase(fig: &MemoryFigure, palette: &Palette) -> Result<String, St
             ))
             .map_err(err)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
-        root.present().map_err(err)?;
+        finish(&root, &mut chart)?;
     }
     Ok(svg)
 }
@@ -420,14 +428,7 @@ pub fn aligned_memory(curves: &[ArmCurve], palette: &Palette) -> Result<String, 
             ))
             .map_err(err)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
-        root.present().map_err(err)?;
+        finish(&root, &mut chart)?;
     }
     Ok(svg)
 }
@@ -603,14 +604,7 @@ pub fn latency_ecdf(
                 .map_err(err)?;
             }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
-        root.present().map_err(err)?;
+        finish(&root, &mut chart)?;
     }
     Ok(Some(svg))
 }
