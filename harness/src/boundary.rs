@@ -162,7 +162,7 @@ struct LatestPhase(Arc<AtomicU8>);
 
 impl LatestPhase {
     fn set(&self, phase: Phase) {
-        let index = Phase::ALL.iter().position(|p| *p == phase).unwrap_or(0);
+        let index = Phase::EVERY.iter().position(|p| *p == phase).unwrap_or(0);
         self.0.store(index as u8 + 1, Ordering::Relaxed);
     }
 
@@ -170,7 +170,7 @@ impl LatestPhase {
         let stored = usize::from(self.0.load(Ordering::Relaxed));
         stored
             .checked_sub(1)
-            .and_then(|i| Phase::ALL.get(i).copied())
+            .and_then(|i| Phase::EVERY.get(i).copied())
     }
 }
 

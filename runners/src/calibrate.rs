@@ -474,6 +474,7 @@ pub fn run(
             request_id,
             latency_ns,
             body: ResultBody::Calibration(result),
+            timing: None,
         })?;
         session.settle(request_id, spec.settle_ms)?;
     }

@@ -31,6 +31,11 @@ pub enum Phase {
     RequestBegin,
     /// Immediately after a measured request's final result.
     RequestEnd,
+    /// An idle-residency policy freed the context and states (between requests).
+    Release,
+    /// Context and states created again at speech start, inside a request
+    /// (after its `request_begin`, while its audio still arrives).
+    Reload,
     /// After the idle interval that follows the requests.
     IdleEnd,
     /// After explicit state and context teardown.
@@ -38,7 +43,8 @@ pub enum Phase {
 }
 
 impl Phase {
-    /// Every phase, in the order a complete worker emits them (requests may repeat).
+    /// Every phase a complete worker emits, in order (requests may repeat);
+    /// [`Phase::POLICY`] phases come on top, only under an idle policy.
     pub const ALL: [Phase; 8] = [
         Phase::ProcessStart,
         Phase::ModelLoaded,
@@ -46,6 +52,23 @@ impl Phase {
         Phase::WarmupDone,
         Phase::RequestBegin,
         Phase::RequestEnd,
+        Phase::IdleEnd,
+        Phase::TeardownDone,
+    ];
+
+    /// The phases only an idle-residency policy emits (never required).
+    pub const POLICY: [Phase; 2] = [Phase::Release, Phase::Reload];
+
+    /// Every phase there is: [`Phase::ALL`] and [`Phase::POLICY`].
+    pub const EVERY: [Phase; 10] = [
+        Phase::ProcessStart,
+        Phase::ModelLoaded,
+        Phase::StateReady,
+        Phase::WarmupDone,
+        Phase::RequestBegin,
+        Phase::RequestEnd,
+        Phase::Release,
+        Phase::Reload,
         Phase::IdleEnd,
         Phase::TeardownDone,
     ];
@@ -59,6 +82,8 @@ impl Phase {
             Phase::WarmupDone => "warmup_done",
             Phase::RequestBegin => "request_begin",
             Phase::RequestEnd => "request_end",
+            Phase::Release => "release",
+            Phase::Reload => "reload",
             Phase::IdleEnd => "idle_end",
             Phase::TeardownDone => "teardown_done",
         }
@@ -130,7 +155,10 @@ pub enum PhaseError {
 /// Checks markers against the phase order:
 /// `process_start, model_loaded, state_ready, warmup_done,
 /// (request_begin, request_end)*, idle_end, teardown_done`,
-/// with sequence numbers 0, 1, 2, … and increasing request ids.
+/// with sequence numbers 0, 1, 2, … and increasing request ids. Under an
+/// idle policy a `release` may follow `warmup_done` or a `request_end`
+/// (once: nothing is released twice), and after a release the next request
+/// must `reload` between its `request_begin` and `request_end`.
 #[derive(Debug, Clone, Default)]
 pub struct PhaseTracker {
     next_seq: u64,
@@ -138,6 +166,10 @@ pub struct PhaseTracker {
     open_request: Option<u64>,
     last_request: Option<u64>,
     requests_done: u64,
+    /// A `release` came and no `reload` since: the context is gone.
+    released: bool,
+    releases: u64,
+    reloads: u64,
 }
 
 impl PhaseTracker {
@@ -153,10 +185,14 @@ impl PhaseTracker {
             Some(Phase::ProcessStart) => &[Phase::ModelLoaded],
             Some(Phase::ModelLoaded) => &[Phase::StateReady],
             Some(Phase::StateReady) => &[Phase::WarmupDone],
-            Some(Phase::WarmupDone) | Some(Phase::RequestEnd) => {
+            Some(Phase::WarmupDone) | Some(Phase::RequestEnd) if !self.released => {
+                &[Phase::RequestBegin, Phase::Release, Phase::IdleEnd]
+            }
+            Some(Phase::WarmupDone) | Some(Phase::RequestEnd) | Some(Phase::Release) => {
                 &[Phase::RequestBegin, Phase::IdleEnd]
             }
-            Some(Phase::RequestBegin) => &[Phase::RequestEnd],
+            Some(Phase::RequestBegin) if self.released => &[Phase::Reload],
+            Some(Phase::RequestBegin) | Some(Phase::Reload) => &[Phase::RequestEnd],
             Some(Phase::IdleEnd) => &[Phase::TeardownDone],
             Some(Phase::TeardownDone) => &[],
         }
@@ -219,9 +255,35 @@ impl PhaseTracker {
                 self.requests_done += 1;
             }
         }
+        match phase {
+            Phase::Release => {
+                self.released = true;
+                self.releases += 1;
+            }
+            Phase::Reload => {
+                self.released = false;
+                self.reloads += 1;
+            }
+            _ => {}
+        }
         self.last = Some(phase);
         self.next_seq += 1;
         Ok(())
+    }
+
+    /// `release` markers accepted so far.
+    pub fn releases(&self) -> u64 {
+        self.releases
+    }
+
+    /// `reload` markers accepted so far.
+    pub fn reloads(&self) -> u64 {
+        self.reloads
+    }
+
+    /// True between a `release` and the next `reload`.
+    pub fn is_released(&self) -> bool {
+        self.released
     }
 
     /// True once `teardown_done` has been accepted.
@@ -370,9 +432,100 @@ mod tests {
         );
     }
 
+    fn accept_all(t: &mut PhaseTracker, phases: &[(Phase, Option<u64>)]) -> Result<(), PhaseError> {
+        for (p, r) in phases {
+            let seq = t.next_seq;
+            t.accept(seq, *p, *r)?;
+        }
+        Ok(())
+    }
+
+    const START: [(Phase, Option<u64>); 4] = [
+        (Phase::ProcessStart, None),
+        (Phase::ModelLoaded, None),
+        (Phase::StateReady, None),
+        (Phase::WarmupDone, None),
+    ];
+
+    #[test]
+    fn a_release_must_be_followed_by_a_reload_inside_the_next_request() {
+        // load_on_speech: release after warmup and after every final.
+        let mut t = PhaseTracker::new();
+        accept_all(&mut t, &START).unwrap();
+        accept_all(
+            &mut t,
+            &[
+                (Phase::Release, None),
+                (Phase::RequestBegin, Some(0)),
+                (Phase::Reload, None),
+                (Phase::RequestEnd, Some(0)),
+                (Phase::Release, None),
+                (Phase::IdleEnd, None),
+                (Phase::TeardownDone, None),
+            ],
+        )
+        .unwrap();
+        assert_eq!((t.releases(), t.reloads()), (2, 1));
+        assert!(t.is_complete());
+
+        // A request after a release that skips the reload is refused.
+        let mut t = PhaseTracker::new();
+        accept_all(&mut t, &START).unwrap();
+        accept_all(
+            &mut t,
+            &[(Phase::Release, None), (Phase::RequestBegin, Some(0))],
+        )
+        .unwrap();
+        let err = accept_all(&mut t, &[(Phase::RequestEnd, Some(0))]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "phase `request_end` out of order: expected `reload`"
+        );
+
+        // Nothing is released twice, and nothing reloads what is loaded.
+        let mut t = PhaseTracker::new();
+        accept_all(&mut t, &START).unwrap();
+        accept_all(&mut t, &[(Phase::Release, None)]).unwrap();
+        assert!(accept_all(&mut t, &[(Phase::Release, None)]).is_err());
+        let mut t = PhaseTracker::new();
+        accept_all(&mut t, &START).unwrap();
+        accept_all(&mut t, &[(Phase::RequestBegin, Some(0))]).unwrap();
+        let err = accept_all(&mut t, &[(Phase::Reload, None)]).unwrap_err();
+        assert!(err.to_string().contains("expected `request_end`"), "{err}");
+        // Neither comes with a request id.
+        let mut t = PhaseTracker::new();
+        accept_all(&mut t, &START).unwrap();
+        assert!(accept_all(&mut t, &[(Phase::Release, Some(0))]).is_err());
+    }
+
+    #[test]
+    fn unload_after_idle_releases_only_between_requests() {
+        let mut t = PhaseTracker::new();
+        accept_all(&mut t, &START).unwrap();
+        accept_all(
+            &mut t,
+            &[
+                (Phase::RequestBegin, Some(0)),
+                (Phase::RequestEnd, Some(0)),
+                // A short gap: still loaded.
+                (Phase::RequestBegin, Some(1)),
+                (Phase::RequestEnd, Some(1)),
+                // A long gap: released, reloaded at speech start.
+                (Phase::Release, None),
+                (Phase::RequestBegin, Some(2)),
+                (Phase::Reload, None),
+                (Phase::RequestEnd, Some(2)),
+                (Phase::IdleEnd, None),
+            ],
+        )
+        .unwrap();
+        // Never after idle_end.
+        assert!(accept_all(&mut t, &[(Phase::Release, None)]).is_err());
+    }
+
     #[test]
     fn phase_names_round_trip_through_serde() {
-        for p in Phase::ALL {
+        for p in Phase::EVERY {
             let json = serde_json::to_string(&p).unwrap();
             assert_eq!(json, format!("\"{}\"", p.as_str()));
             let back: Phase = serde_json::from_str(&json).unwrap();

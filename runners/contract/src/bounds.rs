@@ -244,6 +244,14 @@ pub const BEAM_SIZE: IntBound = IntBound::new(2, 8, "whisper.cpp's decoder limit
 /// A soak's `max_duration_s`: at most 7 days.
 pub const SOAK_SECONDS: IntBound = IntBound::new(1, 7 * 24 * 3600, "seconds, at most 7 days");
 
+/// A real-time request's chunk: 10 ms (a tenth of a typical capture
+/// buffer) to 1 s; smaller chunks only add wake-ups, larger ones stop being
+/// "as a person speaks".
+pub const CHUNK_MS: IntBound = IntBound::new(10, 1000, "milliseconds per chunk");
+
+/// Entries of an arm's `gaps_ms` schedule (it is cycled, so a few suffice).
+pub const GAPS: IntBound = IntBound::new(0, 64, "entries; the schedule is cycled");
+
 /// Converts `mib` to bytes, refusing what does not fit a `u64`.
 pub fn mib_to_bytes(key: &str, mib: u64) -> Result<u64, FieldError> {
     mib.checked_mul(crate::MIB).ok_or_else(|| {

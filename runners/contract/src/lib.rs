@@ -27,6 +27,7 @@ mod calibrate;
 mod channel;
 mod lifeline;
 mod message;
+mod realtime;
 mod runtime;
 mod spec;
 mod whisper;
@@ -40,6 +41,9 @@ pub use lifeline::Lifeline;
 pub use message::{
     Bye, CalibrationResult, DecodeError, Hello, LogLevel, LogMessage, RequestResult, ResultBody,
     Settled, WorkerError, WorkerMessage, decode_line,
+};
+pub use realtime::{
+    IdlePolicy, RequestMode, RequestTiming, gap_before, validate as validate_realtime,
 };
 pub use runtime::{
     CoremlIdentity, LoggedSize, ModelIdentity, RuntimeReport, StateBuffers, Topology,
@@ -55,7 +59,9 @@ pub use whisper::{
 /// 4: `shm_file` has no `dir` (the worker's shared-memory file has no path);
 /// every number of a spec is bounded ([`bounds`]).
 /// 5: the lifeline on fd 4 (workers refuse to start without it).
-pub const CONTRACT_VERSION: u32 = 5;
+/// 6: whisper specs may carry `request_mode`, `idle_policy` and `gaps_ms`;
+/// markers may be `release` and `reload`; results may carry `timing`.
+pub const CONTRACT_VERSION: u32 = 6;
 
 /// The file descriptor workers write their messages to.
 pub const MESSAGE_FD: i32 = 3;

@@ -1,6 +1,6 @@
 //! Messages a worker writes to fd 3, one JSON object per line.
 
-use crate::{RuntimeReport, TranscriptionResult};
+use crate::{RequestTiming, RuntimeReport, TranscriptionResult};
 use sampler::{Marker, TaskMemory};
 use serde::{Deserialize, Serialize};
 
@@ -101,6 +101,10 @@ pub struct RequestResult {
     pub latency_ns: u64,
     /// What the request produced, by worker kind.
     pub body: ResultBody,
+    /// Whisper requests: speech start, stop, final text and any reload, so
+    /// stop-to-final latency stands apart from `latency_ns` (the compute).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<RequestTiming>,
 }
 
 /// Worker-specific result payload, tagged by `kind`.
@@ -263,6 +267,29 @@ mod tests {
                     spike_bytes: 0,
                     spike_resident_ns: None,
                     spike_freed_ns: None,
+                }),
+                timing: None,
+            }),
+            WorkerMessage::Result(RequestResult {
+                request_id: 4,
+                latency_ns: 10,
+                body: ResultBody::Calibration(CalibrationResult {
+                    held_bytes: 1,
+                    leaked_bytes: 2,
+                    spike_bytes: 0,
+                    spike_resident_ns: None,
+                    spike_freed_ns: None,
+                }),
+                timing: Some(crate::RequestTiming {
+                    mode: "realtime".into(),
+                    chunk_ms: 100,
+                    chunks: 12,
+                    gap_ms: 2000,
+                    speech_start_ns: 1,
+                    audio_end_ns: 1_200_000_001,
+                    final_ns: 1_300_000_001,
+                    stop_to_final_ns: 100_000_000,
+                    reload_ns: Some(90_000_000),
                 }),
             }),
             WorkerMessage::Error(WorkerError {

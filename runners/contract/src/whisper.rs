@@ -9,6 +9,7 @@ use crate::bounds::{
     AUDIO_CTX, BEAM_SIZE, BEST_OF, EXTRA_STATES, FieldError, MAX_TOKENS, MILLIS, REQUESTS,
     SOAK_SECONDS, WARMUP, WHISPER_THREADS,
 };
+use crate::{IdlePolicy, RequestMode};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -221,6 +222,17 @@ pub struct WhisperSpec {
     /// Capabilities the arm needs; a worker lacking one refuses the arm.
     #[serde(default)]
     pub requires: Vec<String>,
+    /// How each request's audio arrives: a whole file (default) or chunks
+    /// at real-time pace.
+    #[serde(default, skip_serializing_if = "RequestMode::is_file")]
+    pub request_mode: RequestMode,
+    /// What stays loaded between requests (default `resident`).
+    #[serde(default, skip_serializing_if = "IdlePolicy::is_resident")]
+    pub idle_policy: IdlePolicy,
+    /// Idle milliseconds before each measured request, cycled (request i
+    /// waits `gaps_ms[i % len]`); empty: no gaps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gaps_ms: Vec<u64>,
 }
 
 impl WhisperSpec {
@@ -241,6 +253,7 @@ impl WhisperSpec {
         EXTRA_STATES.check("extra_states", u64::from(self.extra_states))?;
         WARMUP.check("warmup", u64::from(self.warmup))?;
         MILLIS.check("idle_ms", self.idle_ms)?;
+        crate::validate_realtime(&self.request_mode, &self.idle_policy, &self.gaps_ms)?;
         match (&self.long_form, self.fixtures.is_empty()) {
             (None, true) => {
                 return Err(FieldError::new(
@@ -408,6 +421,9 @@ mod tests {
             idle_ms: 0,
             encoder: Encoder::Native,
             requires: vec![],
+            request_mode: RequestMode::File,
+            idle_policy: IdlePolicy::Resident,
+            gaps_ms: vec![],
         }
     }
 
@@ -461,7 +477,15 @@ mod tests {
     #[test]
     fn every_number_is_bounded_and_named() {
         type Break = fn(&mut WhisperSpec);
-        let cases: [(&str, Break); 10] = [
+        let cases: [(&str, Break); 14] = [
+            ("chunk_ms", |s| {
+                s.request_mode = RequestMode::Realtime { chunk_ms: 5 }
+            }),
+            ("idle_policy.after_ms", |s| {
+                s.idle_policy = IdlePolicy::UnloadAfterIdle { after_ms: u64::MAX }
+            }),
+            ("gaps_ms", |s| s.gaps_ms = vec![0; 65]),
+            ("gaps_ms[1]", |s| s.gaps_ms = vec![0, 3_600_001]),
             ("threads", |s| s.threads = 0),
             ("threads", |s| s.threads = u32::MAX),
             ("decoding.best_of", |s| {

@@ -6,6 +6,9 @@
 //! fixture (`warmup_done`) → measured requests (`request_begin` /
 //! `request_end` around the `whisper_full` call, then a `result`) → idle
 //! (`idle_end`) → explicit teardown of states and context (`teardown_done`).
+//! Under an idle policy ([`residency`]) `release` markers come between
+//! requests and a `reload` inside the request that follows; in real-time
+//! mode ([`delivery`]) a request's audio arrives in chunks ([`request`]).
 //!
 //! Every input is checked before whisper.cpp sees it, and what is checked is
 //! what is used: the spec, the required capabilities, the model (opened once;
@@ -16,11 +19,14 @@
 //! ML sidecar ([`coreml`]).
 
 pub mod coreml;
+pub mod delivery;
 pub mod engine;
 pub mod inputs;
 pub mod loader;
 pub mod logcapture;
 pub mod model;
+pub mod request;
+pub mod residency;
 pub mod transcript;
 
 use crate::session::WorkerSession;
@@ -103,7 +109,10 @@ pub fn check_runnable(spec: &WhisperSpec) -> Result<(), NotRunnable> {
 }
 
 /// Forward captured whisper.cpp lines to the harness and keep them for the topology.
-fn forward_log(session: &mut WorkerSession, kept: &mut Vec<String>) -> anyhow::Result<()> {
+pub(crate) fn forward_log(
+    session: &mut WorkerSession,
+    kept: &mut Vec<String>,
+) -> anyhow::Result<()> {
     for (level, line) in logcapture::drain() {
         session.log(level, format!("whisper.cpp: {line}"))?;
         kept.push(line);
@@ -194,6 +203,13 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
         flash_attn: spec.flash_attn,
     };
     let settings_json = serde_json::to_value(&settings)?;
+    let recipe = residency::LoadRecipe {
+        model: &model,
+        sidecar: sidecar.as_ref(),
+        initializer: spec.initializer,
+        extra_states: spec.extra_states,
+        settings: settings.clone(),
+    };
     let t0 = clock::monotonic_ns();
     let loaded = within(sidecar.as_ref(), || {
         Engine::load(&model, spec.initializer, settings)
@@ -269,6 +285,9 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
         )?;
     }
     session.mark(Phase::WarmupDone, None)?;
+    // From here the idle policy holds the engine (see `residency`).
+    let mut held = residency::Residency::new(engine, spec.idle_policy);
+    request::speech_ended(session, &mut held)?;
 
     let mut request_id = 0u64;
     let deadline = spec
@@ -282,27 +301,47 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
             {
                 break 'requests;
             }
+            let gap_ms = worker_contract::gap_before(&spec.gaps_ms, request_id);
+            if gap_ms > 0 {
+                let until = clock::monotonic_ns().saturating_add(gap_ms.saturating_mul(1_000_000));
+                request::idle(session, &mut held, until)?;
+            }
             session.mark(Phase::RequestBegin, Some(request_id))?;
-            let t0 = clock::monotonic_ns();
-            let raw = engine.transcribe(&clip.samples);
-            let latency_ns = clock::monotonic_ns() - t0;
-            let raw = raw.with_context(|| format!("request {request_id} on {}", clip.id))?;
+            let outcome = request::run(
+                session,
+                &mut held,
+                &recipe,
+                spec.request_mode,
+                &clip.samples,
+                gap_ms,
+                &mut log_lines,
+            )
+            .with_context(|| format!("request {request_id} on {}", clip.id))?;
             session.mark(Phase::RequestEnd, Some(request_id))?;
-            let body = transcript::result(raw, &clip.id, repetition, clip.duration_ms(), specials);
+            let body = transcript::result(
+                outcome.raw,
+                &clip.id,
+                repetition,
+                clip.duration_ms(),
+                specials,
+            );
             session.result(RequestResult {
                 request_id,
-                latency_ns,
+                latency_ns: outcome.compute_ns,
                 body: ResultBody::Transcription(body),
+                timing: Some(outcome.timing),
             })?;
             forward_log(session, &mut log_lines)?;
             session.settle(request_id, arm.settle_ms)?;
+            request::speech_ended(session, &mut held)?;
             request_id += 1;
         }
     }
 
-    std::thread::sleep(std::time::Duration::from_millis(spec.idle_ms));
+    let until = clock::monotonic_ns().saturating_add(spec.idle_ms.saturating_mul(1_000_000));
+    request::idle(session, &mut held, until)?;
     session.mark(Phase::IdleEnd, None)?;
-    engine.teardown();
+    held.teardown();
     forward_log(session, &mut log_lines)?;
     session.mark(Phase::TeardownDone, None)?;
     Ok(request_id)
