@@ -37,6 +37,7 @@ mod probes;
 pub mod progress;
 pub mod protocol;
 pub mod reader;
+pub mod realtime_arm;
 pub mod review;
 pub mod run;
 pub mod session;

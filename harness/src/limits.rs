@@ -34,6 +34,13 @@ pub const THRESHOLD_MIB: FloatBound = FloatBound::closed(0.0, 1_048_576.0, "MiB,
 /// `idle_s` of a whisper arm: at most an hour.
 pub const IDLE_S: FloatBound = FloatBound::closed(0.0, 3600.0, "seconds, at most 1 hour");
 
+/// One entry of a whisper arm's `gaps_s`: at most an hour of silence.
+pub const GAP_S: FloatBound = FloatBound::closed(0.0, 3600.0, "seconds, at most 1 hour");
+
+/// `unload_after_idle_s`: at most an hour without speech.
+pub const UNLOAD_AFTER_IDLE_S: FloatBound =
+    FloatBound::closed(0.0, 3600.0, "seconds, at most 1 hour");
+
 /// `long_form_s`: an hour of 16 kHz audio is already 230 MB of samples in the worker.
 pub const LONG_FORM_S: IntBound = IntBound::new(1, 3600, "seconds, at most 1 hour");
 

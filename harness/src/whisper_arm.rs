@@ -4,6 +4,7 @@
 
 use crate::limits::{IDLE_S, LONG_FORM_S, REPETITIONS};
 use crate::params::substitute;
+use crate::realtime_arm::{IdlePolicyName, RealtimeDecl, RequestModeName};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -105,6 +106,26 @@ pub struct WhisperArmDecl {
     /// an arm whose worker lacks one is NOT_RUNNABLE and is never run as something else.
     #[serde(default)]
     pub requires: Vec<String>,
+    /// `file` (default): each request hands the whole fixture over;
+    /// `realtime`: the fixture arrives at real-time pace in `chunk_ms`
+    /// chunks, and stop-to-final latency runs from its last chunk.
+    #[serde(default)]
+    pub request_mode: RequestModeName,
+    /// Milliseconds of audio per chunk with `request_mode = "realtime"` (default 100).
+    #[schemars(range(min = worker_contract::bounds::CHUNK_MS.min, max = worker_contract::bounds::CHUNK_MS.max))]
+    pub chunk_ms: Option<u32>,
+    /// What stays loaded between requests: `resident` (default),
+    /// `load_on_speech` or `unload_after_idle` (with `unload_after_idle_s`).
+    #[serde(default)]
+    pub idle_policy: IdlePolicyName,
+    /// Seconds without speech before `unload_after_idle` releases the context and states.
+    #[schemars(range(min = crate::limits::UNLOAD_AFTER_IDLE_S.min, max = crate::limits::UNLOAD_AFTER_IDLE_S.max))]
+    pub unload_after_idle_s: Option<f64>,
+    /// Idle seconds before each measured request, cycled (request i waits
+    /// `gaps_s[i % len]`, the first one after warmup included); default none.
+    #[serde(default)]
+    #[schemars(length(max = worker_contract::bounds::GAPS.max))]
+    pub gaps_s: Vec<f64>,
 }
 
 /// The long-form recipes a protocol can name.
@@ -328,6 +349,13 @@ pub fn resolve(
         }
         (None, None) => None,
     };
+    let (request_mode, idle_policy, gaps_ms) = crate::realtime_arm::resolve(&RealtimeDecl {
+        request_mode: decl.request_mode,
+        chunk_ms: decl.chunk_ms,
+        idle_policy: decl.idle_policy,
+        unload_after_idle_s: decl.unload_after_idle_s,
+        gaps_s: &decl.gaps_s,
+    })?;
     let spec = WhisperSpec {
         model: ModelInput {
             path,
@@ -359,6 +387,9 @@ pub fn resolve(
         idle_ms: (idle_s * 1000.0).round() as u64,
         encoder: decl.encoder,
         requires: decl.requires.clone(),
+        request_mode,
+        idle_policy,
+        gaps_ms,
     };
     spec.validate()?;
     Ok((spec, model_ref))

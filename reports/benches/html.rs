@@ -100,6 +100,7 @@ fn arm() -> (ArmReceipt, Vec<Point>) {
         census: None,
         stability: None,
         overhead: None,
+        residency: None,
     };
     (arm, points)
 }

@@ -26,6 +26,9 @@ pub enum GateSpec {
     Overhead(OverheadGate),
     /// A soak found the arm's memory bounded, the worker's and the system's.
     Stability(StabilityGate),
+    /// An idle-residency policy lowers idle RAM against the control while
+    /// stop-to-final latency stays under a ceiling.
+    IdleResidency(IdleResidencyGate),
 }
 
 /// Which memory value of a phase marker a memory gate reads.
@@ -183,6 +186,21 @@ impl Default for OverheadGate {
 #[serde(deny_unknown_fields)]
 pub struct StabilityGate {}
 
+/// The arm's mean idle footprint ≤ the control's × (1 − `min_reduction`),
+/// and its stop-to-final p95 ≤ `stop_to_final_ceiling_ms` (reloads
+/// included). Both read the receipt's `residency` section; an arm without
+/// one is NOT_EVALUATED.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IdleResidencyGate {
+    /// Required idle-RAM reduction as a fraction of the control, `[0, 1)`.
+    #[schemars(range(min = MIN_REDUCTION.min), extend("exclusiveMaximum" = MIN_REDUCTION.max))]
+    pub min_reduction: f64,
+    /// Stop-to-final p95 ceiling in milliseconds.
+    #[schemars(range(max = STOP_TO_FINAL_MS.max), extend("exclusiveMinimum" = STOP_TO_FINAL_MS.min))]
+    pub stop_to_final_ceiling_ms: f64,
+}
+
 /// What an arm is expected to do.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -220,6 +238,7 @@ impl GateSpec {
             GateSpec::Validity(_) => "validity",
             GateSpec::Overhead(_) => "overhead",
             GateSpec::Stability(_) => "stability",
+            GateSpec::IdleResidency(_) => "idle_residency",
         }
     }
 
@@ -227,7 +246,10 @@ impl GateSpec {
     pub fn needs_control(&self) -> bool {
         match self {
             GateSpec::Memory(m) => m.ceiling_mib.is_none(),
-            GateSpec::Latency(_) | GateSpec::Parity(_) | GateSpec::Quality(_) => true,
+            GateSpec::Latency(_)
+            | GateSpec::Parity(_)
+            | GateSpec::Quality(_)
+            | GateSpec::IdleResidency(_) => true,
             GateSpec::FailClosed(_) | GateSpec::Validity(_) | GateSpec::Overhead(_) => false,
             GateSpec::Stability(_) => false,
         }
@@ -305,6 +327,11 @@ impl GateSpec {
             }
             GateSpec::Parity(_) => Ok(()),
             GateSpec::Stability(_) => Ok(()),
+            GateSpec::IdleResidency(g) => {
+                MIN_REDUCTION.check("min_reduction", g.min_reduction)?;
+                STOP_TO_FINAL_MS.check("stop_to_final_ceiling_ms", g.stop_to_final_ceiling_ms)?;
+                Ok(())
+            }
         }
     }
 }
@@ -322,6 +349,9 @@ pub const WER_DELTA: FloatBound = FloatBound::closed(0.0, 1.0, "absolute WER, 0.
 /// `max_skipped_fraction`: a fraction of the ticks due.
 pub const SKIPPED_FRACTION: FloatBound =
     FloatBound::closed(0.0, 1.0, "a fraction of the ticks due");
+/// `stop_to_final_ceiling_ms`: positive, at most an hour.
+pub const STOP_TO_FINAL_MS: FloatBound =
+    FloatBound::above(0.0, 3_600_000.0, "milliseconds, at most 1 hour");
 /// `pairs`: each pair runs the arm twice more.
 pub const OVERHEAD_PAIRS: IntBound = IntBound::new(1, 50, "each pair runs the arm twice more");
 

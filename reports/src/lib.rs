@@ -85,6 +85,7 @@ pub mod quality;
 pub mod receipt;
 pub mod record;
 pub mod render;
+pub mod residency;
 pub mod seal;
 pub mod series;
 pub mod sign;
@@ -102,7 +103,7 @@ pub use receipt::Receipt;
 
 /// Version of the receipt format, `major.minor`: the major changes when a
 /// field changes meaning or disappears, the minor when fields are added.
-pub const RECEIPT_FORMAT_VERSION: &str = "4.1";
+pub const RECEIPT_FORMAT_VERSION: &str = "4.2";
 
 /// The JSON Schema of `receipt.json`, generated from the types (committed as
 /// `reports/receipt.schema.json`).

@@ -77,6 +77,10 @@ pub struct ArmReceipt {
     /// declare an `overhead` gate.
     #[serde(default)]
     pub overhead: Option<crate::overhead::OverheadRecord>,
+    /// Whisper arms with real-time requests, an idle policy or idle gaps:
+    /// stop-to-final latency, idle RAM, releases and reloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub residency: Option<crate::residency::ResidencyReceipt>,
 }
 
 impl ArmReceipt {

@@ -83,6 +83,7 @@ pub fn summary_markdown(r: &Receipt) -> String {
             a.requests
         );
     }
+    out.push_str(&crate::residency::markdown(&r.arms));
     if let Some(g) = &r.gates {
         let _ = writeln!(out, "\n## Gates\n");
         let _ = writeln!(

@@ -44,6 +44,11 @@ pub struct SpeechLatency {
     pub steady_max_ns: Option<u64>,
     /// Real-time factor of the steady requests: processing time / audio time.
     pub steady_rtf: Option<f64>,
+    /// From the end of each request's audio to its final text, over every
+    /// measured request (reloads included); the latencies above are the
+    /// decode alone. Absent for results without a timing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_to_final: Option<crate::residency::StopToFinal>,
 }
 
 /// Everything speech-specific about one arm.
@@ -172,6 +177,7 @@ pub fn assemble(
         steady_p95_ns: stats::percentile(&steady_ns, 95.0),
         steady_max_ns: steady.iter().map(|(r, _)| r.latency_ns).max(),
         steady_rtf: (steady_audio_ns > 0).then(|| steady_proc_ns as f64 / steady_audio_ns as f64),
+        stop_to_final: crate::residency::StopToFinal::of(done.iter().map(|(r, _)| *r)),
     };
     let transcripts = done
         .iter()

@@ -235,6 +235,13 @@ pub fn assemble_arm(
         _ => None,
     };
     let speech = crate::speech::assemble(&results, runtime, &fixtures, warmup_ns);
+    let residency = match spec.as_ref().map(|s| &s.worker) {
+        Some(WorkerSpec::Whisper(w)) if crate::residency::applies(w) => {
+            let rows = crate::residency::read_rows(run, &arm.join(files::SERIES))?;
+            Some(crate::residency::build(w, &markers, &results, &rows))
+        }
+        _ => None,
+    };
     let stability = match run.read_json(&arm.join(files::SOAK))? {
         Some(settings) => Some(crate::stability::analyse_arm(
             run, arm, &markers, &results, &settings,
@@ -276,6 +283,7 @@ pub fn assemble_arm(
         census,
         stability,
         overhead,
+        residency,
     })
 }
 

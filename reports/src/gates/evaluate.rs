@@ -120,5 +120,6 @@ fn gate_checks(ctx: &Context, spec: &GateSpec) -> Vec<Check> {
         GateSpec::Validity(g) => g.checks(ctx),
         GateSpec::Overhead(g) => g.checks(ctx),
         GateSpec::Stability(g) => g.checks(ctx),
+        GateSpec::IdleResidency(g) => g.checks(ctx),
     }
 }

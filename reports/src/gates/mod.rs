@@ -21,6 +21,7 @@
 mod context;
 mod evaluate;
 mod fail_closed;
+mod idle;
 mod latency;
 mod memory;
 mod overhead;
@@ -31,8 +32,8 @@ mod validity;
 
 pub use crate::gate_spec::StabilityGate;
 pub use crate::gate_spec::{
-    ArmGates, Expect, FailClosedGate, GateSpec, LatencyGate, MemoryField, MemoryGate, OverheadGate,
-    ParityGate, QualityGate, ValidityGate,
+    ArmGates, Expect, FailClosedGate, GateSpec, IdleResidencyGate, LatencyGate, MemoryField,
+    MemoryGate, OverheadGate, ParityGate, QualityGate, ValidityGate,
 };
 pub use crate::verdict::{
     ArmVerdict, Check, Evidence, GateReport, GateResult, JudgedArms, Outcome,

@@ -99,6 +99,7 @@ fn arm(id: &str, state_peak_mib: u64, steady: (f64, u64), outputs: &[Transcripti
                 steady_p95_ns: Some(steady.0),
                 steady_max_ns: Some(steady.1),
                 steady_rtf: None,
+                stop_to_final: None,
             },
             transcripts: vec![],
             quality: QualityReport::build(outputs, &references()),
@@ -107,6 +108,7 @@ fn arm(id: &str, state_peak_mib: u64, steady: (f64, u64), outputs: &[Transcripti
         census: None,
         stability: None,
         overhead: None,
+        residency: None,
     }
 }
 
@@ -939,4 +941,114 @@ fn stability_is_not_evaluated_without_a_soak_or_when_inconclusive() {
             .note
             .starts_with("inconclusive (worker inconclusive)")
     );
+}
+
+fn with_residency(mut a: ArmReceipt, idle_mib: f64, stop_to_final_ms: Option<f64>) -> ArmReceipt {
+    let stop_to_final = stop_to_final_ms.map(|ms| crate::residency::StopToFinal {
+        count: 3,
+        p50_ns: ms * 0.5e6,
+        p95_ns: ms * 1e6,
+        max_ns: (ms * 1.2e6) as u64,
+    });
+    a.residency = Some(crate::residency::ResidencyReceipt {
+        policy: "load_on_speech".into(),
+        unload_after_idle_ms: None,
+        request_mode: "realtime".into(),
+        chunk_ms: Some(100),
+        releases: 3,
+        reloads: 3,
+        stop_to_final,
+        idle_mean_footprint_bytes: Some(idle_mib * MIB as f64),
+        idle_min_footprint_bytes: Some((idle_mib * MIB as f64) as u64),
+        peak_footprint_bytes: None,
+        peak_resident_bytes: None,
+        by_gap: vec![],
+        windows: vec![],
+        release_drops: vec![],
+        requests: vec![],
+    });
+    a
+}
+
+fn idle_gate(min_reduction: f64, ceiling_ms: f64) -> GateSpec {
+    GateSpec::IdleResidency(IdleResidencyGate {
+        min_reduction,
+        stop_to_final_ceiling_ms: ceiling_ms,
+    })
+}
+
+fn idle_checks(control_idle: f64, arm_idle: f64, stf: Option<f64>, gate: GateSpec) -> GateResult {
+    let control = with_residency(
+        arm("ctl", 100, (10.0, 12), &good_outputs()),
+        control_idle,
+        Some(400.0),
+    );
+    let cand = with_residency(arm("cand", 100, (10.0, 12), &good_outputs()), arm_idle, stf);
+    let r = receipt(control, cand, gates(vec![gate]));
+    let report = evaluate(&r).unwrap();
+    report.arms[0]
+        .gates
+        .iter()
+        .find(|g| g.kind == "idle_residency")
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn idle_residency_passes_with_less_idle_ram_under_the_ceiling() {
+    // 160 MiB idle resident against 40 MiB released: a 75 % cut.
+    let g = idle_checks(160.0, 40.0, Some(900.0), idle_gate(0.5, 1000.0));
+    assert_eq!(g.outcome, Outcome::Pass, "{g:?}");
+    assert_eq!(g.checks[0].name, "idle mean footprint");
+    assert_eq!(g.checks[0].threshold, Some(80.0 * MIB as f64));
+    assert_eq!(g.checks[0].measured, Some(40.0 * MIB as f64));
+    assert_eq!(
+        g.checks[0].evidence[0].pointer,
+        "/arms/1/residency/idle_mean_footprint_bytes"
+    );
+    assert_eq!(g.checks[1].measured, Some(900e6));
+    assert_eq!(g.checks[1].threshold, Some(1000e6));
+}
+
+#[test]
+fn idle_residency_fails_on_too_little_saving_or_a_slow_final() {
+    let g = idle_checks(160.0, 100.0, Some(900.0), idle_gate(0.5, 1000.0));
+    assert_eq!(g.outcome, Outcome::Fail);
+    assert_eq!(g.checks[0].outcome, Outcome::Fail);
+    assert_eq!(g.checks[1].outcome, Outcome::Pass);
+    let g = idle_checks(160.0, 40.0, Some(1500.0), idle_gate(0.5, 1000.0));
+    assert_eq!(g.outcome, Outcome::Fail);
+    assert_eq!(g.checks[0].outcome, Outcome::Pass);
+    assert_eq!(g.checks[1].outcome, Outcome::Fail);
+}
+
+#[test]
+fn idle_residency_without_timings_or_a_residency_section_is_not_evaluated() {
+    let g = idle_checks(160.0, 40.0, None, idle_gate(0.5, 1000.0));
+    assert_eq!(g.outcome, Outcome::NotEvaluated);
+    assert!(g.checks[1].note.contains("no request timings"), "{g:?}");
+    let control = arm("ctl", 100, (10.0, 12), &good_outputs());
+    let cand = with_residency(
+        arm("cand", 100, (10.0, 12), &good_outputs()),
+        40.0,
+        Some(10.0),
+    );
+    let r = receipt(control, cand, gates(vec![idle_gate(0.5, 1000.0)]));
+    let report = evaluate(&r).unwrap();
+    let g = &report.arms[0].gates[0];
+    assert_eq!(g.checks[0].outcome, Outcome::NotEvaluated);
+    assert!(g.checks[0].note.contains("no idle footprint"));
+    assert_eq!(report.arms[0].verdict, Outcome::NotEvaluated);
+}
+
+#[test]
+fn idle_residency_parameters_are_bounded() {
+    for (gate, key) in [
+        (idle_gate(1.0, 100.0), "min_reduction"),
+        (idle_gate(0.5, 0.0), "stop_to_final_ceiling_ms"),
+        (idle_gate(0.5, f64::NAN), "stop_to_final_ceiling_ms"),
+    ] {
+        assert_eq!(gate.validate().unwrap_err().key, key);
+    }
+    assert!(gates(vec![idle_gate(0.5, 100.0)]).validate(false).is_err());
 }

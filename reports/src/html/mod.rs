@@ -30,6 +30,7 @@
 mod arm_chart;
 pub mod compare;
 pub mod compare_charts;
+mod residency;
 mod sections;
 
 pub use arm_chart::{Point, envelope, memory_chart};

@@ -831,6 +831,7 @@ fn arm_details(r: &Receipt, arm: &ArmReceipt, data: &PageData) -> Markup {
             h3 { "Latency" }
             (latency_table(arm))
             @if let Some(l) = data.latencies_ns.get(&arm.id) { (latency_figure(arm, l)) }
+            (super::residency::section(arm))
             (overhead_table(arm))
             (transcript_diff(r, arm))
             (wer_table(arm))
