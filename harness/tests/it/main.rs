@@ -20,6 +20,7 @@ mod cmake_bootstrap;
 mod failures;
 mod fixtures;
 mod gates;
+mod idle_policies;
 mod import;
 mod integrity;
 mod loaded_bytes;
