@@ -3,4 +3,5 @@
 
 mod calibrate_worker;
 mod channels;
+mod realtime_worker;
 mod worker_last_words;
