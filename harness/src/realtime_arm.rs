@@ -95,7 +95,7 @@ pub fn resolve(d: &RealtimeDecl) -> Result<(RequestMode, IdlePolicy, Vec<u64>), 
         FieldError::new(
             "gaps_s",
             format!(
-                "gaps_s holds {} entries: {} (the schedule is cycled)",
+                "gaps_s holds {} entries: {}",
                 d.gaps_s.len(),
                 GAPS
             ),
