@@ -52,6 +52,9 @@ pub fn capabilities() -> Vec<&'static str> {
         "decoding:beam",
         "encoder:native",
         "model_prevalidation:strict_ggml",
+        "request_mode:realtime",
+        "idle_policy:load_on_speech",
+        "idle_policy:unload_after_idle",
     ];
     if cfg!(feature = "coreml") {
         caps.push("encoder:coreml");
