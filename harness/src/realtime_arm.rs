@@ -94,11 +94,7 @@ pub fn resolve(d: &RealtimeDecl) -> Result<(RequestMode, IdlePolicy, Vec<u64>), 
     GAPS.check("gaps_s", d.gaps_s.len() as u64).map_err(|_| {
         FieldError::new(
             "gaps_s",
-            format!(
-                "gaps_s holds {} entries: {}",
-                d.gaps_s.len(),
-                GAPS
-            ),
+            format!("gaps_s holds {} entries: {}", d.gaps_s.len(), GAPS),
         )
     })?;
     let gaps_ms = d
@@ -153,6 +149,32 @@ mod tests {
             resolve(&d).unwrap().0,
             RequestMode::Realtime { chunk_ms: 20 }
         );
+    }
+
+    #[test]
+    fn the_accepted_edges_resolve() {
+        let gaps = [0.0, 3600.0];
+        let d = RealtimeDecl {
+            request_mode: RequestModeName::Realtime,
+            chunk_ms: Some(1000),
+            idle_policy: IdlePolicyName::UnloadAfterIdle,
+            unload_after_idle_s: Some(0.0),
+            gaps_s: &gaps,
+        };
+        assert_eq!(
+            resolve(&d).unwrap(),
+            (
+                RequestMode::Realtime { chunk_ms: 1000 },
+                IdlePolicy::UnloadAfterIdle { after_ms: 0 },
+                vec![0, 3_600_000]
+            )
+        );
+        let d = RealtimeDecl {
+            chunk_ms: Some(10),
+            ..d
+        };
+        assert!(resolve(&d).is_ok());
+        assert!(resolve(&decl(&[0.0; 64])).is_ok());
     }
 
     #[test]

@@ -259,3 +259,34 @@ fn other_numeric_flags_name_their_range() {
         flag_refused(&["artifact", "estimate", c, flag, value], flag, range);
     }
 }
+
+#[test]
+fn real_time_keys_are_bounded_and_located() {
+    let arm = "\n[[arm]]\nid = \"a\"\n[arm.whisper]\nmodel = \"tiny.en\"\nfixtures = [\"s3\"]\n";
+    for (line, at, message) in [
+        (
+            "request_mode = \"realtime\"\nchunk_ms = 5",
+            "10:12",
+            "chunk_ms = 5 is out of range: allowed 10..=1000 (milliseconds per chunk)",
+        ),
+        (
+            "gaps_s = [2.0, 3600.5]",
+            "9:16",
+            "gaps_s[1] = 3600.5 is out of range: allowed a finite number in [0, 3600] (seconds, at most 1 hour)",
+        ),
+        (
+            "idle_policy = \"unload_after_idle\"\nunload_after_idle_s = nan",
+            "10:23",
+            "unload_after_idle_s = NaN is out of range: allowed a finite number in [0, 3600] (seconds, at most 1 hour)",
+        ),
+    ] {
+        let (r, err) = refused(&format!("{arm}{line}\n"));
+        assert_eq!(
+            first_line(&err),
+            format!(
+                "memqual: error: {}:{at}: arm `a`: whisper: {message}",
+                r.protocol.display()
+            )
+        );
+    }
+}
