@@ -46,8 +46,9 @@ pub use runtime::{
 };
 pub use spec::{ArmSpec, SamplerSchedule, WorkerSpec};
 pub use whisper::{
-    Decoding, Encoder, FixtureInput, Initializer, LongFormInput, ModelInput, ModelLayout,
-    StopReason, TranscriptionResult, WhisperSpec, is_sha256_hex,
+    CancelSpec, CancelledRequest, Conversion, Decoding, Encoder, FixtureInput, Initializer,
+    LongFormInput, ModelInput, ModelLayout, StopReason, TranscriptionResult, WhisperSpec,
+    is_sha256_hex,
 };
 
 /// Version of the spec and message formats. Bump on any incompatible change.
@@ -55,7 +56,8 @@ pub use whisper::{
 /// 4: `shm_file` has no `dir` (the worker's shared-memory file has no path);
 /// every number of a spec is bounded ([`bounds`]).
 /// 5: the lifeline on fd 4 (workers refuse to start without it).
-pub const CONTRACT_VERSION: u32 = 5;
+/// 6: a whisper spec's `cancel` and a fixture's `conversion`; the `cancelled` result body.
+pub const CONTRACT_VERSION: u32 = 6;
 
 /// The file descriptor workers write their messages to.
 pub const MESSAGE_FD: i32 = 3;

@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::path::Path;
-use worker_contract::{FixtureInput, LongFormInput};
+use worker_contract::{Conversion, FixtureInput, LongFormInput};
 
 /// SHA-256 of a file, streamed, with its length.
 pub fn sha256_file(path: &Path) -> anyhow::Result<(String, u64)> {
@@ -59,6 +59,9 @@ pub fn load_fixture(fixture: &FixtureInput) -> anyhow::Result<Audio> {
             fixture.sha256
         );
     }
+    if let Some(conversion) = &fixture.conversion {
+        return convert(fixture, conversion, &bytes);
+    }
     let samples = speech_fixtures::wav::decode_i16(path, &bytes)
         .with_context(|| format!("fixture {} ({})", fixture.id, path.display()))?;
     if samples.is_empty() {
@@ -67,6 +70,32 @@ pub fn load_fixture(fixture: &FixtureInput) -> anyhow::Result<Audio> {
     Ok(Audio {
         id: fixture.id.clone(),
         samples: speech_fixtures::wav::to_f32(&samples),
+    })
+}
+
+/// A fixture of another layout (a user's corpus): decode, average the
+/// channels and resample to 16 kHz, after checking the file is the layout
+/// the harness found.
+fn convert(fixture: &FixtureInput, conversion: &Conversion, bytes: &[u8]) -> anyhow::Result<Audio> {
+    let path = &fixture.path;
+    let (samples, format) = speech_fixtures::convert::to_whisper_input(path, bytes)
+        .with_context(|| format!("fixture {}", fixture.id))?;
+    let declared = speech_fixtures::convert::SourceFormat {
+        sample_rate_hz: conversion.sample_rate_hz,
+        channels: conversion.channels,
+        bits_per_sample: conversion.bits_per_sample,
+        float: conversion.float,
+    };
+    if format != declared {
+        bail!(
+            "fixture {} ({}) is {format}, the spec says {declared}",
+            fixture.id,
+            path.display()
+        );
+    }
+    Ok(Audio {
+        id: fixture.id.clone(),
+        samples,
     })
 }
 
@@ -107,6 +136,7 @@ mod tests {
             path: path.to_path_buf(),
             sha256: sha256.into(),
             reference: String::new(),
+            conversion: None,
         }
     }
 

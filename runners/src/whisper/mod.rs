@@ -15,6 +15,7 @@
 //! (each read once, digested and decoded from the same bytes) and the Core
 //! ML sidecar ([`coreml`]).
 
+pub mod cancel;
 pub mod coreml;
 pub mod engine;
 pub mod inputs;
@@ -29,7 +30,8 @@ use engine::{Engine, RunSettings};
 use sampler::{Phase, clock};
 use std::path::PathBuf;
 use worker_contract::{
-    ArmSpec, Encoder, LogLevel, RequestResult, ResultBody, RuntimeReport, Topology, WhisperSpec,
+    ArmSpec, CancelledRequest, Encoder, LogLevel, RequestResult, ResultBody, RuntimeReport,
+    Topology, WhisperSpec,
 };
 
 /// Worker name sent in `hello` and used as the prefix of its stderr lines.
@@ -46,6 +48,8 @@ pub fn capabilities() -> Vec<&'static str> {
         "decoding:beam",
         "encoder:native",
         "model_prevalidation:strict_ggml",
+        "cancel",
+        "input:convert",
     ];
     if cfg!(feature = "coreml") {
         caps.push("encoder:coreml");
@@ -284,15 +288,49 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
             }
             session.mark(Phase::RequestBegin, Some(request_id))?;
             let t0 = clock::monotonic_ns();
-            let raw = engine.transcribe(&clip.samples);
+            let outcome = match spec.cancel.filter(|c| c.request == request_id) {
+                Some(c) => cancel::run(&mut engine, &clip.samples, c.after_ms),
+                None => engine
+                    .transcribe(&clip.samples)
+                    .map(cancel::Outcome::Finished),
+            };
             let latency_ns = clock::monotonic_ns() - t0;
-            let raw = raw.with_context(|| format!("request {request_id} on {}", clip.id))?;
+            let outcome =
+                outcome.with_context(|| format!("request {request_id} on {}", clip.id))?;
             session.mark(Phase::RequestEnd, Some(request_id))?;
-            let body = transcript::result(raw, &clip.id, repetition, clip.duration_ms(), specials);
+            let body =
+                match outcome {
+                    cancel::Outcome::Finished(raw) => ResultBody::Transcription(
+                        transcript::result(raw, &clip.id, repetition, clip.duration_ms(), specials),
+                    ),
+                    cancel::Outcome::Aborted {
+                        abort_latency_ns,
+                        code,
+                    } => ResultBody::Cancelled(CancelledRequest {
+                        fixture_id: clip.id.clone(),
+                        repetition,
+                        after_ms: spec.cancel.map_or(0, |c| c.after_ms),
+                        abort_latency_ns,
+                        code,
+                        audio_ms: clip.duration_ms(),
+                    }),
+                };
+            if spec.cancel.is_some_and(|c| c.request == request_id)
+                && matches!(body, ResultBody::Transcription(_))
+            {
+                session.log(
+                    LogLevel::Warn,
+                    format!(
+                        "cancel: request {request_id} finished in {:.1} ms, before whisper.cpp \
+                         saw the abort; it is an ordinary result",
+                        latency_ns as f64 / 1e6
+                    ),
+                )?;
+            }
             session.result(RequestResult {
                 request_id,
                 latency_ns,
-                body: ResultBody::Transcription(body),
+                body,
             })?;
             forward_log(session, &mut log_lines)?;
             session.settle(request_id, arm.settle_ms)?;
