@@ -116,14 +116,15 @@ fn a_user_corpus_runs_with_wer_by_its_own_categories() {
         .iter()
         .map(|t| t.result.fixture_id.as_str())
         .collect();
+    // Manifest order: folders, then file names, byte by byte (`-` before `.`).
     assert_eq!(
         ids,
         [
             "figures/s2-44k",
             "meetings/clean-01",
             "meetings/s3-44k",
-            "people/s1",
             "people/s1-44k",
+            "people/s1",
             "people/s4-44k"
         ]
     );
