@@ -4,13 +4,12 @@
 //! 16 kHz mono 16-bit are marked for conversion by the worker, or refused
 //! when the arm asks for `strict_input`.
 
-use crate::whisper_arm::FixtureCatalog;
 use speech_fixtures::fixture_set::FixtureSet;
 use std::path::Path;
 use worker_contract::{Conversion, FixtureInput};
 
 /// The fixtures of the set whose manifest is `manifest`, each file checked.
-pub fn catalog(manifest: &Path, strict_input: bool) -> Result<FixtureCatalog, String> {
+pub fn fixtures(manifest: &Path, strict_input: bool) -> Result<Vec<FixtureInput>, String> {
     let set = FixtureSet::open(manifest).map_err(|e| format!("fixture_set: {e}"))?;
     let mut slices = Vec::with_capacity(set.manifest.fixtures.len());
     for entry in &set.manifest.fixtures {
@@ -51,5 +50,5 @@ pub fn catalog(manifest: &Path, strict_input: bool) -> Result<FixtureCatalog, St
             conversion,
         });
     }
-    Ok(FixtureCatalog { slices, dir: None })
+    Ok(slices)
 }

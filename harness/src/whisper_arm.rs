@@ -331,10 +331,11 @@ pub fn resolve(
                     .map_err(|e| FieldError::new("fixture_set", e))?,
             );
             let p = if p.is_relative() { base.join(p) } else { p };
-            Some(
-                crate::user_corpus::catalog(&p, decl.strict_input)
+            Some(FixtureCatalog {
+                slices: crate::user_corpus::fixtures(&p, decl.strict_input)
                     .map_err(|e| FieldError::new("fixture_set", e))?,
-            )
+                dir: None,
+            })
         }
         None if decl.strict_input => {
             return Err(FieldError::new(
