@@ -88,3 +88,63 @@ pub fn assemble(
         footprint_delta_bytes,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sampler::TaskMemory;
+    use worker_contract::CancelledRequest;
+
+    fn marker(phase: Phase, seq: u64, resident: u64, footprint: Option<u64>) -> Marker {
+        Marker {
+            phase,
+            seq,
+            request_id: Some(0),
+            t_ns: seq * 1000,
+            memory: TaskMemory {
+                resident_bytes: resident,
+                footprint_bytes: footprint,
+                ..TaskMemory::default()
+            },
+        }
+    }
+
+    #[test]
+    fn an_aborted_request_reports_its_latency_and_the_memory_it_left() {
+        let cancel = CancelSpec {
+            request: 0,
+            after_ms: 5,
+        };
+        let markers = [
+            marker(Phase::RequestBegin, 4, 100 << 20, Some(90 << 20)),
+            marker(Phase::RequestEnd, 5, 96 << 20, None),
+        ];
+        let results = [RequestResult {
+            request_id: 0,
+            latency_ns: 7_000_000,
+            body: ResultBody::Cancelled(CancelledRequest {
+                fixture_id: "s1".into(),
+                repetition: 0,
+                after_ms: 5,
+                abort_latency_ns: 2_000_000,
+                code: -6,
+                audio_ms: 4000,
+            }),
+        }];
+        let r = assemble(&cancel, &results, &markers);
+        assert!(r.cancelled);
+        assert_eq!(r.fixture_id.as_deref(), Some("s1"));
+        assert_eq!(
+            (r.abort_latency_ns, r.code, r.request_ns),
+            (Some(2_000_000), Some(-6), Some(7_000_000))
+        );
+        assert_eq!(r.resident_delta_bytes, Some(-(4 << 20)));
+        // The footprint is compared only where both markers have it.
+        assert_eq!(r.footprint_delta_bytes, None);
+
+        // Nothing arrived for the request: nothing is claimed.
+        let r = assemble(&cancel, &[], &markers[..1]);
+        assert!(!r.cancelled);
+        assert_eq!((r.fixture_id, r.resident_delta_bytes), (None, None));
+    }
+}

@@ -159,6 +159,55 @@ mod tests {
     }
 
     #[test]
+    fn a_converted_fixture_is_checked_then_downmixed_and_resampled() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("f.wav");
+        let spec = hound::WavSpec {
+            channels: 2,
+            sample_rate: 48_000,
+            bits_per_sample: 16,
+            sample_format: hound::SampleFormat::Int,
+        };
+        let mut w = hound::WavWriter::create(&path, spec).unwrap();
+        for _ in 0..48_000 {
+            w.write_sample(8192i16).unwrap();
+            w.write_sample(0i16).unwrap();
+        }
+        w.finalize().unwrap();
+        let sha = ggml_container::digest::sha256_hex(&std::fs::read(&path).unwrap());
+        let mut f = fixture(&path, &sha);
+        let declared = Conversion {
+            sample_rate_hz: 48_000,
+            channels: 2,
+            bits_per_sample: 16,
+            float: false,
+        };
+        f.conversion = Some(declared);
+        let audio = load_fixture(&f).unwrap();
+        // One second at 16 kHz; the two channels average to 0.125.
+        assert_eq!(audio.samples.len(), 16_000);
+        assert!(
+            (audio.samples[8000] - 0.125).abs() < 1e-3,
+            "{}",
+            audio.samples[8000]
+        );
+        // A file of another layout than the harness found is refused.
+        f.conversion = Some(Conversion {
+            sample_rate_hz: 44_100,
+            ..declared
+        });
+        let err = format!("{:#}", load_fixture(&f).err().unwrap());
+        assert!(
+            err.contains("is 48000 Hz, 2 channels, 16-bit PCM, the spec says 44100 Hz"),
+            "{err}"
+        );
+        // And its digest is checked first, as for any fixture.
+        f.sha256 = "0".repeat(64);
+        let err = format!("{:#}", load_fixture(&f).err().unwrap());
+        assert!(err.contains("the manifest says 000"), "{err}");
+    }
+
+    #[test]
     fn a_fifo_or_an_oversized_fixture_is_refused_without_reading_it() {
         let tmp = tempfile::tempdir().unwrap();
         let fifo = tmp.path().join("fifo.wav");
