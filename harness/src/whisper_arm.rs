@@ -78,10 +78,26 @@ pub struct WhisperArmDecl {
     #[serde(default = "one")]
     #[schemars(range(min = worker_contract::bounds::WARMUP.min, max = worker_contract::bounds::WARMUP.max))]
     pub warmup: u32,
-    /// Fixture ids from fixtures/audio/manifest.toml, `category:<name>`, or
-    /// `all`. Leave out when `long_form` is set.
+    /// Fixture ids from fixtures/audio/manifest.toml (or from `fixture_set`),
+    /// `category:<name>`, or `all`. Leave out when `long_form` is set; with
+    /// `fixture_set`, leaving it out runs every file of the set.
     #[serde(default)]
     pub fixtures: Vec<String>,
+    /// A user's own corpus instead of the built-in slices: the manifest
+    /// `memqual fixtures manifest DIR` wrote (relative paths are relative to
+    /// the protocol file). Every file's digest and layout are checked against
+    /// it before the run; files other than 16 kHz mono 16-bit are resampled
+    /// (rubato) by the worker and recorded as converted.
+    pub fixture_set: Option<String>,
+    /// With `fixture_set`: refuse any file that is not 16 kHz mono 16-bit PCM
+    /// with a plain header instead of converting it (default false).
+    #[serde(default)]
+    pub strict_input: bool,
+    /// Abort one measured request mid-decode through whisper.cpp's abort
+    /// callback: `{ request = K, after_ms = T }` signals the abort T ms after
+    /// request K starts (0: before it starts). The receipt records the abort's
+    /// latency and the memory at the next marker against the request's start.
+    pub cancel: Option<worker_contract::CancelSpec>,
     /// Instead of `fixtures`, one long input the worker composes from the
     /// slices: `soak` is every slice but the full-span ones, 250 ms apart,
     /// cycled to 730 s (the file of seed 001). Every request runs all of it.
@@ -323,6 +339,42 @@ pub fn resolve(
         None => None,
     };
     let idle_s = IDLE_S.check("idle_s", decl.idle_s)?;
+    let user_set = match &decl.fixture_set {
+        Some(_) if decl.long_form.is_some() => {
+            return Err(FieldError::new(
+                "fixture_set",
+                "long_form is composed from the built-in slices: leave fixture_set out",
+            ));
+        }
+        Some(text) => {
+            let p = PathBuf::from(
+                substitute("fixture_set", text, params)
+                    .map_err(|e| FieldError::new("fixture_set", e))?,
+            );
+            let p = if p.is_relative() { base.join(p) } else { p };
+            Some(FixtureCatalog {
+                slices: crate::user_corpus::fixtures(&p, decl.strict_input)
+                    .map_err(|e| FieldError::new("fixture_set", e))?,
+                dir: None,
+            })
+        }
+        None if decl.strict_input => {
+            return Err(FieldError::new(
+                "strict_input",
+                "strict_input applies to a fixture_set (the built-in slices are 16 kHz mono already)",
+            ));
+        }
+        None => None,
+    };
+    let selected = match &user_set {
+        Some(set) if decl.fixtures.is_empty() => set.slices.clone(),
+        Some(set) => set
+            .select(&decl.fixtures)
+            .map_err(|e| FieldError::new("fixtures", e))?,
+        None => fixtures
+            .select(&decl.fixtures)
+            .map_err(|e| FieldError::new("fixtures", e))?,
+    };
     REPETITIONS.check("repetitions", u64::from(decl.repetitions))?;
     let long_form = match (decl.long_form, decl.long_form_s) {
         (None, Some(_)) => {
@@ -376,9 +428,7 @@ pub fn resolve(
         initializer: decl.initializer,
         extra_states: decl.extra_states,
         warmup: decl.warmup,
-        fixtures: fixtures
-            .select(&decl.fixtures)
-            .map_err(|e| FieldError::new("fixtures", e))?,
+        fixtures: selected,
         long_form,
         repetitions: decl.repetitions,
         max_requests: None,
@@ -390,6 +440,7 @@ pub fn resolve(
         request_mode,
         idle_policy,
         gaps_ms,
+        cancel: decl.cancel,
     };
     spec.validate()?;
     Ok((spec, model_ref))
@@ -422,6 +473,7 @@ mod tests {
             path: format!("/fx/{id}.wav").into(),
             sha256: "b".repeat(64),
             reference: String::new(),
+            conversion: None,
         };
         FixtureCatalog {
             slices: vec![f("s1", "names"), f("s2", "numbers"), f("sil", "silence")],

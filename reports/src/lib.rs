@@ -67,6 +67,7 @@ pub mod admission;
 pub mod assemble;
 pub mod bmf;
 pub mod calibration;
+pub mod cancel;
 pub mod census;
 pub mod compare;
 mod error;

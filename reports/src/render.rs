@@ -153,6 +153,7 @@ pub fn summary_markdown(r: &Receipt) -> String {
             );
         }
     }
+    cancellations_and_conversions(&mut out, r);
     if let Some(adm) = &r.admission {
         let refused = adm.checks.iter().filter(|c| !c.admitted).count();
         let _ = writeln!(
@@ -170,6 +171,53 @@ pub fn summary_markdown(r: &Receipt) -> String {
         );
     }
     out
+}
+
+/// Per whisper arm: what its `cancel` did, and which inputs were converted.
+fn cancellations_and_conversions(out: &mut String, r: &Receipt) {
+    for a in &r.arms {
+        let Some(speech) = &a.speech else { continue };
+        if let Some(c) = &speech.cancellation {
+            let what = if c.cancelled {
+                format!(
+                    "cancelled: the abort took {} ms (signal to whisper_full's return, code {}), \
+                     resident {} MiB at request_end against request_begin",
+                    ms(c.abort_latency_ns.map(|n| n as f64)),
+                    c.code.map_or("–".to_string(), |c| c.to_string()),
+                    c.resident_delta_bytes.map_or("–".to_string(), |d| format!(
+                        "{:+.2}",
+                        d as f64 / 1048576.0
+                    ))
+                )
+            } else {
+                "not cancelled: the request finished before whisper.cpp saw the abort".to_string()
+            };
+            let _ = writeln!(
+                out,
+                "\nArm `{}`: cancel of request {} at {} ms: {what}.",
+                a.id, c.request, c.after_ms
+            );
+        }
+        if !speech.converted_inputs.is_empty() {
+            let list: Vec<String> = speech
+                .converted_inputs
+                .iter()
+                .map(|c| {
+                    format!(
+                        "`{}` ({} Hz, {} ch)",
+                        c.fixture_id, c.from.sample_rate_hz, c.from.channels
+                    )
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                "\nArm `{}`: {} inputs resampled to 16 kHz mono: {}.",
+                a.id,
+                list.len(),
+                list.join(", ")
+            );
+        }
+    }
 }
 
 /// `phases.csv`: one row per marker of every arm.

@@ -62,6 +62,22 @@ pub struct SpeechReceipt {
     pub transcripts: Vec<TranscriptRow>,
     /// WER, determinism and silence false alarms against the references.
     pub quality: QualityReport,
+    /// Inputs the worker converted to 16 kHz mono (a user's fixture set), with
+    /// the layout each had.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub converted_inputs: Vec<ConvertedInput>,
+    /// What the arm's `cancel` did; `None` without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancellation: Option<crate::cancel::CancellationReport>,
+}
+
+/// One input decoded, downmixed and resampled by the worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ConvertedInput {
+    /// The fixture's id.
+    pub fixture_id: String,
+    /// Its layout before conversion.
+    pub from: worker_contract::Conversion,
 }
 
 /// WER (numbers normalised) per slice and category, determinism across
@@ -189,11 +205,22 @@ pub fn assemble(
         .collect();
     let outputs: Vec<Transcription> = done.iter().map(|(_, t)| to_quality(t)).collect();
     let quality = QualityReport::build(&outputs, &references(fixtures));
+    let converted_inputs = fixtures
+        .iter()
+        .filter_map(|f| {
+            f.conversion.map(|from| ConvertedInput {
+                fixture_id: f.id.clone(),
+                from,
+            })
+        })
+        .collect();
     Some(SpeechReceipt {
         runtime,
         latency,
         transcripts,
         quality,
+        converted_inputs,
+        cancellation: None,
     })
 }
 

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 /// The tiny.en F16 model, built (once per test binary) if the cache lacks it.
-fn tiny_en() -> &'static Path {
+pub(crate) fn tiny_en() -> &'static Path {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
         let out = memqual(&["fixtures", "model", "tiny.en", "--json"]);

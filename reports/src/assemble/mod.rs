@@ -234,7 +234,13 @@ pub fn assemble_arm(
         (Some(a), Some(b)) => Some(b.saturating_sub(a)),
         _ => None,
     };
-    let speech = crate::speech::assemble(&results, runtime, &fixtures, warmup_ns);
+    let mut speech = crate::speech::assemble(&results, runtime, &fixtures, warmup_ns);
+    if let (Some(speech), Some(WorkerSpec::Whisper(w))) =
+        (speech.as_mut(), spec.as_ref().map(|s| &s.worker))
+        && let Some(cancel) = &w.cancel
+    {
+        speech.cancellation = Some(crate::cancel::assemble(cancel, &results, &markers));
+    }
     let residency = match spec.as_ref().map(|s| &s.worker) {
         Some(WorkerSpec::Whisper(w)) if crate::residency::applies(w) => {
             let rows = crate::residency::read_rows(run, &arm.join(files::SERIES))?;

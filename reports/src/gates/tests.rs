@@ -103,6 +103,8 @@ fn arm(id: &str, state_peak_mib: u64, steady: (f64, u64), outputs: &[Transcripti
             },
             transcripts: vec![],
             quality: QualityReport::build(outputs, &references()),
+            converted_inputs: vec![],
+            cancellation: None,
         }),
         snapshots: None,
         census: None,

@@ -50,8 +50,9 @@ pub use runtime::{
 };
 pub use spec::{ArmSpec, SamplerSchedule, WorkerSpec};
 pub use whisper::{
-    Decoding, Encoder, FixtureInput, Initializer, LongFormInput, ModelInput, ModelLayout,
-    StopReason, TranscriptionResult, WhisperSpec, is_sha256_hex,
+    CancelSpec, CancelledRequest, Conversion, Decoding, Encoder, FixtureInput, Initializer,
+    LongFormInput, ModelInput, ModelLayout, StopReason, TranscriptionResult, WhisperSpec,
+    is_sha256_hex,
 };
 
 /// Version of the spec and message formats. Bump on any incompatible change.
@@ -61,6 +62,7 @@ pub use whisper::{
 /// 5: the lifeline on fd 4 (workers refuse to start without it).
 /// 6: whisper specs may carry `request_mode`, `idle_policy` and `gaps_ms`;
 /// markers may be `release` and `reload`; results may carry `timing`.
+/// 6: a whisper spec's `cancel` and a fixture's `conversion`; the `cancelled` result body.
 pub const CONTRACT_VERSION: u32 = 6;
 
 /// The file descriptor workers write their messages to.

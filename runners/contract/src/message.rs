@@ -115,6 +115,8 @@ pub enum ResultBody {
     Calibration(CalibrationResult),
     /// From `memqual-whisper`: the transcript and its tokens.
     Transcription(TranscriptionResult),
+    /// From `memqual-whisper`: a request aborted by the spec's `cancel`.
+    Cancelled(crate::CancelledRequest),
 }
 
 /// What the calibration worker held and did during one request.

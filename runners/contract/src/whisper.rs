@@ -124,6 +124,61 @@ pub struct FixtureInput {
     /// The reference transcript, carried so the run directory alone can score WER.
     #[serde(default)]
     pub reference: String,
+    /// Set when the file is not 16 kHz mono 16-bit: the source format the
+    /// harness found, which the worker checks and converts (downmix, then
+    /// resample to 16 kHz) after the digest matched. Unset: the file must
+    /// be 16 kHz mono 16-bit as it stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversion: Option<Conversion>,
+}
+
+/// The source format of a fixture the worker converts to Whisper's input
+/// (16 kHz mono) before the request; recorded so a receipt shows which
+/// inputs were converted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Conversion {
+    /// The file's sample rate in Hz.
+    pub sample_rate_hz: u32,
+    /// The file's channel count (averaged to one).
+    pub channels: u16,
+    /// The file's bits per sample (integer PCM 8/16/24/32 or 32-bit float).
+    pub bits_per_sample: u16,
+    /// IEEE float samples (else signed integer PCM).
+    #[serde(default)]
+    pub float: bool,
+}
+
+/// Abort one measured request mid-decode through whisper.cpp's abort
+/// callback (`[arm.whisper] cancel = { request = K, after_ms = T }`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CancelSpec {
+    /// The measured request (0-based request id) to abort.
+    pub request: u64,
+    /// Milliseconds after the request starts at which the abort is signalled;
+    /// 0 signals it before `whisper_full` starts (the abort then lands at
+    /// whisper.cpp's first check, after the first encoder pass).
+    #[schemars(range(min = MILLIS.min, max = MILLIS.max))]
+    pub after_ms: u64,
+}
+
+/// A request aborted through whisper.cpp's abort callback: no transcript,
+/// only what the abort cost.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CancelledRequest {
+    /// The fixture the request was transcribing.
+    pub fixture_id: String,
+    /// 0-based repetition of this fixture.
+    pub repetition: u32,
+    /// The spec's `after_ms`: when, after the request started, the abort was signalled.
+    pub after_ms: u64,
+    /// From the abort signal to `whisper_full`'s return, in nanoseconds.
+    pub abort_latency_ns: u64,
+    /// `whisper_full`'s return code (non-zero: it stopped at an abort check).
+    pub code: i32,
+    /// Audio length in milliseconds.
+    pub audio_ms: u64,
 }
 
 /// One long input the worker composes itself from the committed slices
@@ -163,6 +218,7 @@ impl LongFormInput {
             path: self.fixtures_dir.clone(),
             sha256: self.samples_sha256.clone(),
             reference: self.reference.clone(),
+            conversion: None,
         }
     }
 }
@@ -233,6 +289,9 @@ pub struct WhisperSpec {
     /// waits `gaps_ms[i % len]`); empty: no gaps.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gaps_ms: Vec<u64>,
+    /// Abort one measured request mid-decode (see [`CancelSpec`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel: Option<CancelSpec>,
 }
 
 impl WhisperSpec {
@@ -301,6 +360,22 @@ impl WhisperSpec {
                     self.repetitions, REQUESTS
                 ),
             ));
+        }
+        if let Some(cancel) = self.cancel {
+            MILLIS.check("cancel.after_ms", cancel.after_ms)?;
+            if self.max_requests.is_none()
+                && self.max_duration_s.is_none()
+                && cancel.request >= planned
+            {
+                return Err(FieldError::new(
+                    "cancel.request",
+                    format!(
+                        "cancel.request = {} is past the last request ({planned} requests run, ids 0 to {})",
+                        cancel.request,
+                        planned.saturating_sub(1)
+                    ),
+                ));
+            }
         }
         if self.language.is_empty() || self.language.len() > 8 {
             return Err(FieldError::new(
@@ -415,6 +490,7 @@ mod tests {
                 path: "a.wav".into(),
                 sha256: "0".repeat(64),
                 reference: "a".into(),
+                conversion: None,
             }],
             long_form: None,
             repetitions: 1,
@@ -424,6 +500,7 @@ mod tests {
             request_mode: RequestMode::File,
             idle_policy: IdlePolicy::Resident,
             gaps_ms: vec![],
+            cancel: None,
         }
     }
 
@@ -516,6 +593,29 @@ mod tests {
         assert_eq!(s.validate().unwrap_err().key, "repetitions");
         s.max_duration_s = Some(3600);
         assert_eq!(s.validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_cancel_past_the_last_request_is_refused() {
+        let mut s = spec();
+        s.repetitions = 2;
+        s.cancel = Some(CancelSpec {
+            request: 1,
+            after_ms: 0,
+        });
+        assert_eq!(s.validate(), Ok(()));
+        s.cancel = Some(CancelSpec {
+            request: 2,
+            after_ms: 0,
+        });
+        let err = s.validate().unwrap_err();
+        assert_eq!(err.key, "cancel.request");
+        assert!(err.message.contains("2 requests run, ids 0 to 1"), "{err}");
+        s.cancel = Some(CancelSpec {
+            request: 0,
+            after_ms: u64::MAX,
+        });
+        assert_eq!(s.validate().unwrap_err().key, "cancel.after_ms");
     }
 
     #[test]

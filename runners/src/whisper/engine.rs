@@ -14,7 +14,8 @@
 
 use super::loader::FileLoader;
 use super::model::{NotTheCheckedBytes, VerifiedModel};
-use std::ffi::{CStr, CString, c_int};
+use std::ffi::{CStr, CString, c_int, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
 use whisper_rs::whisper_rs_sys as sys;
 use worker_contract::{Decoding, Initializer};
 
@@ -222,14 +223,38 @@ impl Engine {
 
     /// Run one request to its final text and read the result back.
     pub fn transcribe(&mut self, samples: &[f32]) -> Result<RawTranscript, EngineError> {
+        self.run_full(samples, None)
+    }
+
+    /// [`Engine::transcribe`] with whisper.cpp's abort callback polling
+    /// `abort`: once it is set, `whisper_full` returns at its next check
+    /// (after an encoder or decoder pass) with [`EngineError::Full`].
+    pub fn transcribe_abortable(
+        &mut self,
+        samples: &[f32],
+        abort: &AtomicBool,
+    ) -> Result<RawTranscript, EngineError> {
+        self.run_full(samples, Some(abort))
+    }
+
+    fn run_full(
+        &mut self,
+        samples: &[f32],
+        abort: Option<&AtomicBool>,
+    ) -> Result<RawTranscript, EngineError> {
         if samples.is_empty() {
             return Err(EngineError::NoSamples);
         }
         let n = c_int::try_from(samples.len()).map_err(|_| EngineError::TooLong(samples.len()))?;
-        let params = self.full_params();
+        let mut params = self.full_params();
+        if let Some(flag) = abort {
+            params.abort_callback = Some(abort_requested);
+            params.abort_callback_user_data = std::ptr::from_ref(flag).cast_mut().cast::<c_void>();
+        }
         // SAFETY: ctx (and state, when used) are live; `samples` is valid for `n`
         // floats for the whole call; `params.language` points into `self.language`,
-        // which outlives the call.
+        // and the abort callback's data into the caller's `AtomicBool`, both of
+        // which outlive the call.
         let code = unsafe {
             match self.working {
                 Some(state) => {
@@ -321,6 +346,15 @@ impl Drop for Engine {
     fn drop(&mut self) {
         self.free_all();
     }
+}
+
+/// whisper.cpp's abort callback: `data` is the `AtomicBool` passed to
+/// [`Engine::transcribe_abortable`]; true asks whisper.cpp to stop.
+unsafe extern "C" fn abort_requested(data: *mut c_void) -> bool {
+    // SAFETY: whisper.cpp passes back the pointer `run_full` set, to an
+    // `AtomicBool` borrowed for the whole `whisper_full` call.
+    let flag = unsafe { &*data.cast::<AtomicBool>() };
+    flag.load(Ordering::SeqCst)
 }
 
 /// whisper.cpp's version string.

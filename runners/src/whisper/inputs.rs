@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::path::Path;
-use worker_contract::{FixtureInput, LongFormInput};
+use worker_contract::{Conversion, FixtureInput, LongFormInput};
 
 /// SHA-256 of a file, streamed, with its length.
 pub fn sha256_file(path: &Path) -> anyhow::Result<(String, u64)> {
@@ -59,6 +59,9 @@ pub fn load_fixture(fixture: &FixtureInput) -> anyhow::Result<Audio> {
             fixture.sha256
         );
     }
+    if let Some(conversion) = &fixture.conversion {
+        return convert(fixture, conversion, &bytes);
+    }
     let samples = speech_fixtures::wav::decode_i16(path, &bytes)
         .with_context(|| format!("fixture {} ({})", fixture.id, path.display()))?;
     if samples.is_empty() {
@@ -67,6 +70,32 @@ pub fn load_fixture(fixture: &FixtureInput) -> anyhow::Result<Audio> {
     Ok(Audio {
         id: fixture.id.clone(),
         samples: speech_fixtures::wav::to_f32(&samples),
+    })
+}
+
+/// A fixture of another layout (a user's corpus): decode, average the
+/// channels and resample to 16 kHz, after checking the file is the layout
+/// the harness found.
+fn convert(fixture: &FixtureInput, conversion: &Conversion, bytes: &[u8]) -> anyhow::Result<Audio> {
+    let path = &fixture.path;
+    let (samples, format) = speech_fixtures::convert::to_whisper_input(path, bytes)
+        .with_context(|| format!("fixture {}", fixture.id))?;
+    let declared = speech_fixtures::convert::SourceFormat {
+        sample_rate_hz: conversion.sample_rate_hz,
+        channels: conversion.channels,
+        bits_per_sample: conversion.bits_per_sample,
+        float: conversion.float,
+    };
+    if format != declared {
+        bail!(
+            "fixture {} ({}) is {format}, the spec says {declared}",
+            fixture.id,
+            path.display()
+        );
+    }
+    Ok(Audio {
+        id: fixture.id.clone(),
+        samples,
     })
 }
 
@@ -107,6 +136,7 @@ mod tests {
             path: path.to_path_buf(),
             sha256: sha256.into(),
             reference: String::new(),
+            conversion: None,
         }
     }
 
@@ -126,6 +156,55 @@ mod tests {
             err.contains(&format!("has SHA-256 {sha}, the manifest says 000")),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_converted_fixture_is_checked_then_downmixed_and_resampled() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("f.wav");
+        let spec = hound::WavSpec {
+            channels: 2,
+            sample_rate: 48_000,
+            bits_per_sample: 16,
+            sample_format: hound::SampleFormat::Int,
+        };
+        let mut w = hound::WavWriter::create(&path, spec).unwrap();
+        for _ in 0..48_000 {
+            w.write_sample(8192i16).unwrap();
+            w.write_sample(0i16).unwrap();
+        }
+        w.finalize().unwrap();
+        let sha = ggml_container::digest::sha256_hex(&std::fs::read(&path).unwrap());
+        let mut f = fixture(&path, &sha);
+        let declared = Conversion {
+            sample_rate_hz: 48_000,
+            channels: 2,
+            bits_per_sample: 16,
+            float: false,
+        };
+        f.conversion = Some(declared);
+        let audio = load_fixture(&f).unwrap();
+        // One second at 16 kHz; the two channels average to 0.125.
+        assert_eq!(audio.samples.len(), 16_000);
+        assert!(
+            (audio.samples[8000] - 0.125).abs() < 1e-3,
+            "{}",
+            audio.samples[8000]
+        );
+        // A file of another layout than the harness found is refused.
+        f.conversion = Some(Conversion {
+            sample_rate_hz: 44_100,
+            ..declared
+        });
+        let err = format!("{:#}", load_fixture(&f).err().unwrap());
+        assert!(
+            err.contains("is 48000 Hz, 2 channels, 16-bit PCM, the spec says 44100 Hz"),
+            "{err}"
+        );
+        // And its digest is checked first, as for any fixture.
+        f.sha256 = "0".repeat(64);
+        let err = format!("{:#}", load_fixture(&f).err().unwrap());
+        assert!(err.contains("the manifest says 000"), "{err}");
     }
 
     #[test]

@@ -18,6 +18,7 @@
 //! (each read once, digested and decoded from the same bytes) and the Core
 //! ML sidecar ([`coreml`]).
 
+pub mod cancel;
 pub mod coreml;
 pub mod delivery;
 pub mod engine;
@@ -35,7 +36,8 @@ use engine::{Engine, RunSettings};
 use sampler::{Phase, clock};
 use std::path::PathBuf;
 use worker_contract::{
-    ArmSpec, Encoder, LogLevel, RequestResult, ResultBody, RuntimeReport, Topology, WhisperSpec,
+    ArmSpec, CancelledRequest, Encoder, LogLevel, RequestResult, ResultBody, RuntimeReport,
+    Topology, WhisperSpec,
 };
 
 /// Worker name sent in `hello` and used as the prefix of its stderr lines.
@@ -55,6 +57,8 @@ pub fn capabilities() -> Vec<&'static str> {
         "request_mode:realtime",
         "idle_policy:load_on_speech",
         "idle_policy:unload_after_idle",
+        "cancel",
+        "input:convert",
     ];
     if cfg!(feature = "coreml") {
         caps.push("encoder:coreml");
@@ -310,28 +314,58 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
                 request::idle(session, &mut held, until)?;
             }
             session.mark(Phase::RequestBegin, Some(request_id))?;
+            let cancel_after_ms = spec
+                .cancel
+                .filter(|c| c.request == request_id)
+                .map(|c| c.after_ms);
             let outcome = request::run(
                 session,
                 &mut held,
                 &recipe,
-                spec.request_mode,
+                request::Plan {
+                    mode: spec.request_mode,
+                    gap_ms,
+                    cancel_after_ms,
+                },
                 &clip.samples,
-                gap_ms,
                 &mut log_lines,
             )
             .with_context(|| format!("request {request_id} on {}", clip.id))?;
             session.mark(Phase::RequestEnd, Some(request_id))?;
-            let body = transcript::result(
-                outcome.raw,
-                &clip.id,
-                repetition,
-                clip.duration_ms(),
-                specials,
-            );
+            let body = match outcome.decoded {
+                cancel::Outcome::Finished(raw) => ResultBody::Transcription(transcript::result(
+                    raw,
+                    &clip.id,
+                    repetition,
+                    clip.duration_ms(),
+                    specials,
+                )),
+                cancel::Outcome::Aborted {
+                    abort_latency_ns,
+                    code,
+                } => ResultBody::Cancelled(CancelledRequest {
+                    fixture_id: clip.id.clone(),
+                    repetition,
+                    after_ms: cancel_after_ms.unwrap_or(0),
+                    abort_latency_ns,
+                    code,
+                    audio_ms: clip.duration_ms(),
+                }),
+            };
+            if cancel_after_ms.is_some() && matches!(body, ResultBody::Transcription(_)) {
+                session.log(
+                    LogLevel::Warn,
+                    format!(
+                        "cancel: request {request_id} finished in {:.1} ms, before whisper.cpp \
+                         saw the abort; it is an ordinary result",
+                        outcome.compute_ns as f64 / 1e6
+                    ),
+                )?;
+            }
             session.result(RequestResult {
                 request_id,
                 latency_ns: outcome.compute_ns,
-                body: ResultBody::Transcription(body),
+                body,
                 timing: Some(outcome.timing),
             })?;
             forward_log(session, &mut log_lines)?;

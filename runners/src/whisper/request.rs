@@ -4,8 +4,8 @@
 //! the arriving audio when the policy released the engine, the decode, and
 //! the timing that separates stop-to-final latency from compute.
 
+use super::cancel;
 use super::delivery;
-use super::engine::RawTranscript;
 use super::residency::{IdleStep, LoadRecipe, Residency};
 use crate::session::WorkerSession;
 use anyhow::Context;
@@ -35,10 +35,22 @@ pub fn speech_ended(session: &mut WorkerSession, residency: &mut Residency) -> a
     Ok(())
 }
 
+/// How one request is to run: how its audio arrives, the idle gap before
+/// it (recorded in its timing) and, for the arm's cancelled request, when
+/// to abort it.
+pub struct Plan {
+    /// A whole file or real-time chunks.
+    pub mode: RequestMode,
+    /// The idle gap before this request, in ms.
+    pub gap_ms: u64,
+    /// Abort the decode this many ms after it starts (the spec's `cancel`).
+    pub cancel_after_ms: Option<u64>,
+}
+
 /// What one request produced.
 pub struct Outcome {
-    /// whisper.cpp's output.
-    pub raw: RawTranscript,
+    /// whisper.cpp's output, or the abort that stopped it.
+    pub decoded: cancel::Outcome,
     /// The decode alone (`whisper_full` and reading the result back), in ns.
     pub compute_ns: u64,
     /// Speech start, stop, final and any reload.
@@ -47,16 +59,20 @@ pub struct Outcome {
 
 /// Run one request whose `request_begin` was just marked: deliver `samples`
 /// as `mode` says, reload meanwhile if the engine is released (marking
-/// `reload`), then decode once the audio ended.
+/// `reload`), then decode once the audio ended (aborting it as `plan` says).
 pub fn run(
     session: &mut WorkerSession,
     residency: &mut Residency,
     recipe: &LoadRecipe,
-    mode: RequestMode,
+    plan: Plan,
     samples: &[f32],
-    gap_ms: u64,
     log_lines: &mut Vec<String>,
 ) -> anyhow::Result<Outcome> {
+    let Plan {
+        mode,
+        gap_ms,
+        cancel_after_ms,
+    } = plan;
     let speech_start_ns = clock::monotonic_ns();
     let mut reload = |session: &mut WorkerSession, residency: &mut Residency| {
         if residency.is_loaded() {
@@ -95,11 +111,14 @@ pub fn run(
         .context("no engine loaded at the request (an idle policy bug)")?;
     let audio = buffer.as_deref().unwrap_or(samples);
     let t0 = clock::monotonic_ns();
-    let raw = engine.transcribe(audio);
+    let decoded = match cancel_after_ms {
+        Some(after_ms) => cancel::run(engine, audio, after_ms),
+        None => engine.transcribe(audio).map(cancel::Outcome::Finished),
+    };
     let final_ns = clock::monotonic_ns();
-    let raw = raw?;
+    let decoded = decoded?;
     Ok(Outcome {
-        raw,
+        decoded,
         compute_ns: final_ns.saturating_sub(t0),
         timing: RequestTiming {
             mode: mode.name().to_string(),
