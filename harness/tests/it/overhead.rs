@@ -7,7 +7,8 @@ use reports::gates::Outcome;
 use reports::overhead::{OverheadRecord, Switch, block_sampled};
 use sampler::Phase;
 
-/// Six quads of two requests. The tolerance is huge on purpose: this test
+/// Six quads of three 60 ms requests (long enough that a lagging reader
+/// cannot lose a whole side of a quad to switches). The tolerance is huge on purpose: this test
 /// checks the blocks, the switching and the wiring, not how fast a busy
 /// 2-core test machine happens to be (timing belongs in benches). The
 /// injected cost makes every sampled tick burn 2 ms of CPU, which the rows'
@@ -20,14 +21,14 @@ period_ms = 10
 id = "cal"
 [arm.calibrate]
 requests = 4
-request_ms = 30
+request_ms = 60
 idle_ms = 1
 
 [[arm.gate]]
 kind = "overhead"
 tolerance = 100.0
 quads = 6
-block_requests = 2
+block_requests = 3
 inject_busy_us = 2000
 
 # The 10 ms sampler skips a tick now and then on a loaded 2-core machine,
@@ -46,21 +47,21 @@ fn the_block_run_switches_the_sampler_abba_between_requests_and_gives_an_interva
     let record: OverheadRecord =
         serde_json::from_slice(&std::fs::read(arm_dir.join("overhead.json")).unwrap()).unwrap();
     let blocks = arm_dir.join("overhead");
-    // 6 quads × 4 blocks × 2 requests, plus the cold first one.
-    assert_eq!(record.requests, 49, "{record:?}");
+    // 6 quads × 4 blocks × 3 requests, plus the cold first one.
+    assert_eq!(record.requests, 73, "{record:?}");
     assert_eq!(
         record.sampled_requests + record.unsampled_requests + record.dropped_requests,
-        49
+        73
     );
     assert!(record.dropped_requests >= 1, "the cold request is left out");
 
-    // A switch after every second request from request 2 on, ABBA.
+    // A switch after every third request from request 3 on, ABBA.
     let switches: Vec<Switch> =
         serde_json::from_slice(&std::fs::read(blocks.join("switches.json")).unwrap()).unwrap();
     assert_eq!(switches.len(), 24, "{switches:?}");
     for (i, s) in switches.iter().enumerate() {
         let block = i as u64 + 1;
-        assert_eq!((s.after_request, s.block), (2 * block, block));
+        assert_eq!((s.after_request, s.block), (3 * block, block));
         assert_eq!(s.sampled, block_sampled(block));
     }
     // Rows only while sampling: none starts inside a B block (a tick that
@@ -90,7 +91,7 @@ fn the_block_run_switches_the_sampler_abba_between_requests_and_gives_an_interva
             .iter()
             .filter(|m| m.phase == Phase::RequestEnd)
             .count(),
-        49
+        73
     );
     assert!(
         !blocks.join("probes.json").exists(),
