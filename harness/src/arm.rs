@@ -1,6 +1,7 @@
 //! The executor: runs one arm's worker, watches it, times it out, and
 //! streams everything it says into the arm's directory. It never prints.
 
+use crate::overhead::BlockToggle;
 use crate::probes::Probes;
 use crate::protocol::Arm;
 use crate::reader::{ChannelReader, Event, ReaderReport};
@@ -64,9 +65,9 @@ const INTERRUPT_POLL: Duration = Duration::from_millis(100);
 pub enum Observation {
     /// The measured run: external sampler, tool snapshots and census.
     Full,
-    /// An overhead twin A: the external sampler only.
+    /// The external sampler only (the overhead block run).
     SamplerOnly,
-    /// An overhead twin B: nothing outside the worker (no series file).
+    /// Nothing outside the worker (no series file).
     MarkersOnly,
 }
 
@@ -91,6 +92,39 @@ pub fn execute_observed(
     dir: &Rel,
     interrupted: &AtomicBool,
     observation: Observation,
+) -> Result<ArmOutcome, ArmSetupError> {
+    execute_with(arm, exe, run, dir, interrupted, observation, None)
+}
+
+/// The overhead gate's block run: the sampler only, switched on and off
+/// between blocks of requests by `toggle`'s marker hook.
+pub fn execute_blocks(
+    arm: &Arm,
+    exe: &Path,
+    run: &RunDir,
+    dir: &Rel,
+    interrupted: &AtomicBool,
+    toggle: &BlockToggle,
+) -> Result<ArmOutcome, ArmSetupError> {
+    execute_with(
+        arm,
+        exe,
+        run,
+        dir,
+        interrupted,
+        Observation::SamplerOnly,
+        Some(toggle),
+    )
+}
+
+fn execute_with(
+    arm: &Arm,
+    exe: &Path,
+    run: &RunDir,
+    dir: &Rel,
+    interrupted: &AtomicBool,
+    observation: Observation,
+    toggle: Option<&BlockToggle>,
 ) -> Result<ArmOutcome, ArmSetupError> {
     let scratch = dir.join(files::SCRATCH);
     run.create_dir(&scratch)?;
@@ -152,7 +186,7 @@ pub fn execute_observed(
 
     // Start the sampler before the worker has its spec: the worker is blocked
     // on stdin until then, so no phase can be missed.
-    let sampler = series.map(|series| start_sampler(pid, arm.period, series));
+    let sampler = series.map(|series| start_sampler(pid, arm.period, toggle, series));
     let schedule = match &sampler {
         Some(Ok(s)) => Some(SamplerSchedule {
             epoch_ns: s.epoch_ns(),
@@ -194,7 +228,9 @@ pub fn execute_observed(
         run,
         dir,
         tx.clone(),
-        probes.as_ref().and_then(Probes::hook),
+        toggle
+            .map(BlockToggle::hook)
+            .or_else(|| probes.as_ref().and_then(Probes::hook)),
     );
     let waiter_tx = tx;
     std::thread::spawn(move || {
@@ -308,11 +344,17 @@ pub fn execute_observed(
 fn start_sampler(
     pid: u32,
     period: Duration,
+    toggle: Option<&BlockToggle>,
     mut series: CsvAppender,
 ) -> Result<ExternalSampler, sampler::SamplerError> {
     let pid = i32::try_from(pid).map_err(|_| sampler::SamplerError::ProcessGone { pid: -1 })?;
+    let mut cfg = SamplerConfig::new(pid, period);
+    if let Some(t) = toggle {
+        cfg.pause = Some(std::sync::Arc::clone(&t.pause));
+        cfg.busy_per_tick = t.busy_per_tick;
+    }
     // One whole row per write: a killed harness loses at most the row in flight.
-    ExternalSampler::start(SamplerConfig { pid, period }, move |row| {
+    ExternalSampler::start(cfg, move |row| {
         series.append(row).map_err(std::io::Error::other)
     })
 }

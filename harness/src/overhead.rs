@@ -1,70 +1,242 @@
-//! The overhead gate's twin runs: after an arm's measured run, the same
-//! worker spec runs again `pairs` times as an A/B pair, A with the external
-//! sampler and B without, alternating (ABAB…), each into
-//! `arms/<id>/overhead/<n>-<a|b>/`; then `arms/<id>/overhead.json`.
+//! The overhead gate's block run: after an arm's measured run, the same
+//! worker spec runs once more, asked for enough requests to fill
+//! `quads` ABBA quads of `block_requests` requests each. The external sampler
+//! starts on (block 0 is A) and the marker hook switches it off and on at
+//! request boundaries (A B B A, A B B A, …), logging each switch, so sampled
+//! and unsampled requests alternate within seconds in one worker process.
+//! Written into `arms/<id>/overhead/`; the summary into `arms/<id>/overhead.json`.
 
-use crate::arm::{self, Observation};
+use crate::arm;
+use crate::probes::MarkerHook;
 use crate::protocol::Arm;
 use anyhow::Context;
-use reports::overhead::{OVERHEAD_DIR, OVERHEAD_FILE, OverheadRecord, Twin, TwinRun};
+use reports::gate_spec::OverheadGate;
+use reports::overhead::{
+    BlockPlan, OVERHEAD_DIR, OVERHEAD_FILE, OverheadRecord, RequestWindow, SWITCHES_FILE, Switch,
+    block_sampled,
+};
 use reports::record::files;
 use run_dir::{Rel, RunDir};
+use sampler::{Marker, Phase, clock};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use worker_contract::{RequestResult, WorkerSpec};
 
-/// The pairs the arm's `overhead` gate asks for, if it declares one.
-pub fn declared_pairs(arm: &Arm) -> Option<u32> {
-    arm.gates
-        .gates
-        .iter()
-        .find_map(|g| g.as_overhead())
-        .map(|o| o.pairs)
+/// The arm's `overhead` gate, if it declares one.
+pub fn declared(arm: &Arm) -> Option<&OverheadGate> {
+    arm.gates.gates.iter().find_map(|g| g.as_overhead())
 }
 
-/// Run the twins into `arm_dir` and write the summary. An interrupt stops
-/// the sequence; the summary then says how many ran.
-pub fn run_twins(
+/// What the block run's sampler and marker hook share.
+pub struct BlockToggle {
+    /// Set while the sampler is paused (the B blocks).
+    pub pause: Arc<AtomicBool>,
+    /// Test-only CPU the sampler burns per sampled tick.
+    pub busy_per_tick: Duration,
+    switches: Arc<Mutex<Vec<Switch>>>,
+    block_requests: u64,
+}
+
+impl BlockToggle {
+    fn new(plan: &BlockPlan) -> Self {
+        BlockToggle {
+            pause: Arc::new(AtomicBool::new(false)),
+            busy_per_tick: Duration::from_micros(plan.injected_busy_us),
+            switches: Arc::default(),
+            block_requests: u64::from(plan.block_requests.max(1)),
+        }
+    }
+
+    /// The reader's hook: at the `request_end` of every `block_requests`-th
+    /// request after the first (cold) one, start the next block.
+    pub(crate) fn hook(&self) -> MarkerHook {
+        let pause = Arc::clone(&self.pause);
+        let switches = Arc::clone(&self.switches);
+        let per = self.block_requests;
+        Box::new(move |m: &Marker| {
+            if m.phase != Phase::RequestEnd {
+                return;
+            }
+            let Some(id) = m.request_id.filter(|id| *id >= 1 && id % per == 0) else {
+                return;
+            };
+            let block = id / per;
+            let sampled = block_sampled(block);
+            pause.store(!sampled, Ordering::Relaxed);
+            switches
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(Switch {
+                    at_ns: clock::monotonic_ns(),
+                    after_request: id,
+                    block,
+                    sampled,
+                });
+        })
+    }
+
+    fn switches(&self) -> Vec<Switch> {
+        self.switches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// The arm with its worker asked for `n` measured requests, and a timeout
+/// scaled from the arm's own by the request count.
+fn with_requests(arm: &Arm, n: u64) -> Arm {
+    let mut a = arm.clone();
+    let own = match &mut a.worker {
+        WorkerSpec::Calibrate(c) => {
+            let own = c.requests;
+            c.requests = n;
+            own
+        }
+        WorkerSpec::Whisper(w) => {
+            let per = w.fixtures.len().max(1) as u64;
+            let own = w.max_requests.unwrap_or(per * u64::from(w.repetitions));
+            w.repetitions = u32::try_from(n.div_ceil(per)).unwrap_or(u32::MAX);
+            w.max_requests = Some(n);
+            w.max_duration_s = None;
+            own
+        }
+    };
+    let scale = u32::try_from(n.div_ceil(own.max(1)).max(1)).unwrap_or(u32::MAX);
+    a.timeout = arm.timeout.saturating_mul(scale);
+    a
+}
+
+/// Each measured request's window from the block run's markers.
+fn windows(markers: &[Marker]) -> Vec<RequestWindow> {
+    let mut begin: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut out = Vec::new();
+    for m in markers {
+        match (m.phase, m.request_id) {
+            (Phase::RequestBegin, Some(id)) => {
+                begin.insert(id, m.t_ns);
+            }
+            (Phase::RequestEnd, Some(id)) => {
+                if let Some(b) = begin.remove(&id) {
+                    out.push(RequestWindow {
+                        request_id: id,
+                        begin_ns: b,
+                        end_ns: m.t_ns,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Run the block run into `arm_dir/overhead/` and write the summary. An
+/// interrupt stops the worker; the summary then says the run failed.
+pub fn run_blocks(
     arm: &Arm,
+    gate: &OverheadGate,
     exe: &Path,
     run: &RunDir,
     arm_dir: &Rel,
-    pairs: u32,
     interrupted: &AtomicBool,
 ) -> anyhow::Result<OverheadRecord> {
-    let mut runs = Vec::with_capacity(pairs as usize * 2);
-    for order in 0..pairs * 2 {
-        if interrupted.load(Ordering::SeqCst) {
-            break;
-        }
-        let label = Twin::at(order);
-        let twins = arm_dir.join(OVERHEAD_DIR);
-        run.create_dir(&twins)?;
-        let dir = twins.join(&label.dir_name(order));
-        run.create_dir(&dir)?;
-        let observation = if label.sampled() {
-            Observation::SamplerOnly
-        } else {
-            Observation::MarkersOnly
-        };
-        let outcome = arm::execute_observed(arm, exe, run, &dir, interrupted, observation)
-            .with_context(|| format!("twin run {} of arm {} could not start", order, arm.id))?;
-        run.write_json(&dir.join(files::ARM), &outcome)?;
-        let twin = TwinRun::read(run, arm_dir, label, order)
-            .with_context(|| format!("cannot read twin run {dir}"))?;
-        note!(
-            "memqual:   overhead twin {order} ({}): {:?}, steady median {}",
-            if label.sampled() {
-                "A, sampled"
-            } else {
-                "B, unsampled"
-            },
-            twin.status,
-            twin.steady_median_ns
-                .map_or("n/a".into(), |ns| format!("{:.3} ms", ns / 1e6))
-        );
-        runs.push(twin);
-    }
-    let record = OverheadRecord::summarise(pairs, runs);
+    let plan = BlockPlan {
+        quads: gate.quads,
+        block_requests: gate.block_requests,
+        injected_busy_us: gate.inject_busy_us,
+    };
+    let blocked = with_requests(arm, plan.requests());
+    let dir = arm_dir.join(OVERHEAD_DIR);
+    run.create_dir(&dir)?;
+    let toggle = BlockToggle::new(&plan);
+    let outcome = arm::execute_blocks(&blocked, exe, run, &dir, interrupted, &toggle)
+        .with_context(|| format!("the overhead block run of arm {} could not start", arm.id))?;
+    run.write_json(&dir.join(files::ARM), &outcome)?;
+    let switches = toggle.switches();
+    run.write_json(&dir.join(SWITCHES_FILE), &switches)?;
+    let markers: Vec<Marker> = run
+        .read_jsonl(&dir.join(files::MARKERS))
+        .with_context(|| format!("cannot read the block run's markers in {dir}"))?;
+    let results: Vec<RequestResult> = run
+        .read_jsonl(&dir.join(files::RESULTS))
+        .with_context(|| format!("cannot read the block run's results in {dir}"))?;
+    let record = OverheadRecord::summarise(plan, &outcome, &windows(&markers), &results, &switches);
     run.write_json(&arm_dir.join(OVERHEAD_FILE), &record)?;
     Ok(record)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn marker(phase: Phase, id: Option<u64>, t: u64) -> Marker {
+        let mut m: Marker = serde_json::from_value(serde_json::json!({
+            "phase": "request_begin", "seq": 0, "request_id": null, "t_ns": 0,
+            "memory": {"resident_bytes": 1, "virtual_bytes": 1}
+        }))
+        .unwrap();
+        m.phase = phase;
+        m.request_id = id;
+        m.t_ns = t;
+        m
+    }
+
+    #[test]
+    fn the_hook_switches_abba_after_every_block_of_requests() {
+        let toggle = BlockToggle::new(&BlockPlan {
+            quads: 6,
+            block_requests: 2,
+            injected_busy_us: 0,
+        });
+        let mut hook = toggle.hook();
+        let mut paused = Vec::new();
+        for id in 0..=10u64 {
+            hook(&marker(Phase::RequestBegin, Some(id), id * 10));
+            hook(&marker(Phase::RequestEnd, Some(id), id * 10 + 5));
+            paused.push(toggle.pause.load(Ordering::Relaxed));
+        }
+        // Request 0 is cold; blocks of 2 from request 1: A(1,2) B(3,4) B(5,6) A(7,8) A(9,10) B…
+        assert_eq!(
+            paused,
+            [
+                false, false, true, true, true, true, false, false, false, false, true
+            ]
+        );
+        let s = toggle.switches();
+        let blocks: Vec<(u64, u64, bool)> = s
+            .iter()
+            .map(|s| (s.after_request, s.block, s.sampled))
+            .collect();
+        assert_eq!(
+            blocks,
+            [
+                (2, 1, false),
+                (4, 2, false),
+                (6, 3, true),
+                (8, 4, true),
+                (10, 5, false)
+            ]
+        );
+    }
+
+    #[test]
+    fn windows_pair_begin_and_end_markers_by_request() {
+        let m = vec![
+            marker(Phase::RequestBegin, Some(0), 10),
+            marker(Phase::RequestEnd, Some(0), 20),
+            marker(Phase::RequestBegin, Some(1), 30),
+        ];
+        assert_eq!(
+            windows(&m),
+            [RequestWindow {
+                request_id: 0,
+                begin_ns: 10,
+                end_ns: 20
+            }]
+        );
+    }
 }

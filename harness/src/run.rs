@@ -295,27 +295,26 @@ fn run_arms(
             executed.with_context(|| format!("arm {} could not be started", arm.id))?;
         run.write_json(&arm_dir.join(files::ARM), &outcome)?;
         report_outcome(i + 1, total, &outcome);
-        if let Some(pairs) = crate::overhead::declared_pairs(arm)
+        if let Some(gate) = crate::overhead::declared(arm)
             && outcome.status == ArmStatus::Completed
         {
             note!(
-                "memqual: [{}/{total}] arm {}: {pairs} overhead pair(s), sampled and unsampled, alternating …",
-                i + 1,
-                arm.id
-            );
-            let record = crate::overhead::run_twins(arm, exe, run, &arm_dir, pairs, interrupted)?;
-            note!(
-                "memqual: [{}/{total}] arm {}: sampled / unsampled steady latency {}",
+                "memqual: [{}/{total}] arm {}: overhead block run, {} ABBA quads of {} requests, sampler on and paused …",
                 i + 1,
                 arm.id,
-                record.ratio.map_or_else(
-                    || format!("not measured: {}", record.problems.join("; ")),
-                    |r| format!(
-                        "{r:.4} (pairs {:.4}..{:.4})",
-                        record.ratio_min.unwrap_or(r),
-                        record.ratio_max.unwrap_or(r)
-                    )
-                )
+                gate.quads,
+                gate.block_requests
+            );
+            let record = crate::overhead::run_blocks(arm, gate, exe, run, &arm_dir, interrupted)?;
+            note!(
+                "memqual: [{}/{total}] arm {}: sampled / unsampled latency {}",
+                i + 1,
+                arm.id,
+                match (record.ratio, record.ratio_lower, record.ratio_upper) {
+                    (Some(r), Some(lo), Some(hi)) =>
+                        format!("{r:.4} (95 % interval {lo:.4}..{hi:.4})"),
+                    _ => format!("not measured: {}", record.problems.join("; ")),
+                }
             );
         }
         // Sealed at the source: from here on `report` refuses any change.

@@ -13,7 +13,7 @@
 //! | `latency-p50-ns`, `latency-p95-ns`, `latency-max-ns` | ns | steady requests (whisper), every measured request (calibration) |
 //! | `cold-load-ns`, `first-request-ns` | ns | whisper arms |
 //! | `wer-<category>` | fraction | whisper arms with references |
-//! | `sampler-overhead-ratio` | ratio | sampled / unsampled steady median (pair minimum, maximum) |
+//! | `sampler-overhead-ratio` | ratio | sampled / unsampled latency, ABBA blocks (95 % interval) |
 //! | `soak-<series>-slope-bytes-per-request`, `…-per-hour` | bytes | Theil–Sen slope (its bootstrap interval) |
 //! | `soak-peak-footprint-bytes`, `soak-peak-resident-bytes`, `soak-p95-latency-ns` | | soaks |
 //!
@@ -150,7 +150,12 @@ fn arm_measures(a: &ArmReceipt, phases: &[Phase]) -> BTreeMap<String, Metric> {
         }
     }
     if let Some(o) = &a.overhead {
-        m.interval("sampler-overhead-ratio", o.ratio, o.ratio_min, o.ratio_max);
+        m.interval(
+            "sampler-overhead-ratio",
+            o.ratio,
+            o.ratio_lower,
+            o.ratio_upper,
+        );
     }
     if let Some(s) = &a.stability {
         for g in s

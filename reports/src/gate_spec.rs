@@ -146,8 +146,11 @@ impl Default for ValidityGate {
 }
 
 /// Latency with the sampler over latency without it ≤ 1 + tolerance. The
-/// harness runs `pairs` extra A/B pairs of the arm (A sampled, B not,
-/// alternating) to measure it.
+/// harness runs the arm once more as one worker whose requests come in
+/// blocks of `block_requests`, the external sampler on (A) and paused (B) in
+/// ABBA order for `quads` quads; the gate passes only when the upper end of
+/// the ratio's 95 % interval is within the tolerance, fails when the lower
+/// end is above it, and is not evaluated in between.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OverheadGate {
@@ -155,25 +158,44 @@ pub struct OverheadGate {
     #[serde(default = "default_overhead_tolerance")]
     #[schemars(range(min = TOLERANCE.min, max = TOLERANCE.max))]
     pub tolerance: f64,
-    /// A/B pairs of twin runs (default 2, at least 1).
-    #[serde(default = "default_overhead_pairs")]
-    #[schemars(range(min = OVERHEAD_PAIRS.min, max = OVERHEAD_PAIRS.max))]
-    pub pairs: u32,
+    /// ABBA quads of blocks (default 12; at least 6 give a 95 % interval).
+    #[serde(default = "default_overhead_quads")]
+    #[schemars(range(min = OVERHEAD_QUADS.min, max = OVERHEAD_QUADS.max))]
+    pub quads: u32,
+    /// Measured requests per block (default 3).
+    #[serde(default = "default_block_requests")]
+    #[schemars(range(min = BLOCK_REQUESTS.min, max = BLOCK_REQUESTS.max))]
+    pub block_requests: u32,
+    /// Test only: CPU microseconds the sampler burns per sampled tick on top
+    /// of its reads, to prove the gate catches a costly sampler (default 0).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    #[schemars(range(min = INJECTED_BUSY_US.min, max = INJECTED_BUSY_US.max))]
+    pub inject_busy_us: u64,
+}
+
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
 }
 
 fn default_overhead_tolerance() -> f64 {
     0.02
 }
 
-fn default_overhead_pairs() -> u32 {
-    2
+fn default_overhead_quads() -> u32 {
+    12
+}
+
+fn default_block_requests() -> u32 {
+    3
 }
 
 impl Default for OverheadGate {
     fn default() -> Self {
         OverheadGate {
             tolerance: default_overhead_tolerance(),
-            pairs: default_overhead_pairs(),
+            quads: default_overhead_quads(),
+            block_requests: default_block_requests(),
+            inject_busy_us: 0,
         }
     }
 }
@@ -255,7 +277,7 @@ impl GateSpec {
         }
     }
 
-    /// The overhead gate, if this is one (the harness runs its twins).
+    /// The overhead gate, if this is one (the harness runs its block run).
     pub fn as_overhead(&self) -> Option<&OverheadGate> {
         match self {
             GateSpec::Overhead(o) => Some(o),
@@ -316,13 +338,9 @@ impl GateSpec {
                 .map(|_| ()),
             GateSpec::Overhead(o) => {
                 TOLERANCE.check("tolerance", o.tolerance)?;
-                if o.pairs == 0 {
-                    return Err(FieldError::new(
-                        "pairs",
-                        "pairs = 0: at least one A/B pair of twin runs is needed",
-                    ));
-                }
-                OVERHEAD_PAIRS.check("pairs", u64::from(o.pairs))?;
+                OVERHEAD_QUADS.check("quads", u64::from(o.quads))?;
+                BLOCK_REQUESTS.check("block_requests", u64::from(o.block_requests))?;
+                INJECTED_BUSY_US.check("inject_busy_us", o.inject_busy_us)?;
                 Ok(())
             }
             GateSpec::Parity(_) => Ok(()),
@@ -352,8 +370,14 @@ pub const SKIPPED_FRACTION: FloatBound =
 /// `stop_to_final_ceiling_ms`: positive, at most an hour.
 pub const STOP_TO_FINAL_MS: FloatBound =
     FloatBound::above(0.0, 3_600_000.0, "milliseconds, at most 1 hour");
-/// `pairs`: each pair runs the arm twice more.
-pub const OVERHEAD_PAIRS: IntBound = IntBound::new(1, 50, "each pair runs the arm twice more");
+/// `quads`: ABBA quads of blocks; fewer than 6 cannot give a 95 % interval.
+pub const OVERHEAD_QUADS: IntBound =
+    IntBound::new(6, 100, "fewer than 6 quads cannot give a 95 % interval");
+/// `block_requests`: measured requests per block.
+pub const BLOCK_REQUESTS: IntBound = IntBound::new(1, 100, "measured requests per block");
+/// `inject_busy_us`: test-only CPU per sampled tick, below a 1 s period.
+pub const INJECTED_BUSY_US: IntBound =
+    IntBound::new(0, 1_000_000, "microseconds of CPU per sampled tick");
 
 impl ArmGates {
     /// Check the declaration as a whole: `expect = "fail"` and a

@@ -39,8 +39,9 @@
 //! - [`gates`]: the declared gates judged against the receipt, each with
 //!   threshold, measured and control values and evidence pointers; the
 //!   arm and run verdicts.
-//! - [`overhead`]: an arm's twin runs with and without the external
-//!   sampler (ABAB) and the latency ratio the `overhead` gate judges.
+//! - [`overhead`]: an arm's block run, one worker with the external sampler
+//!   on and paused in ABBA blocks, and the latency ratio and interval the
+//!   `overhead` gate judges.
 //! - [`admission`]: the quiet-host admission record.
 //! - [`host`]: host and runtime identity (`host.json`).
 //! - [`html`]: `report.html`, self-contained, comparison first: rendered

@@ -1,292 +1,505 @@
-//! The sampler-overhead twin runs of an arm: the same worker run again,
-//! alternating with the external sampler (A) and without it (B), so the
-//! latency ratio A/B shows what the sampler costs the thing it measures.
+//! The sampler-overhead block run of an arm: one worker process whose
+//! requests run in blocks, the external sampler on in some (A) and paused in
+//! others (B), in ABBA order, so host drift cancels within seconds rather
+//! than between runs minutes apart.
 //!
-//! The harness writes each twin run into `arms/<id>/overhead/<n>-<a|b>/`
-//! and the summary [`OverheadRecord`] into `arms/<id>/overhead.json`; the
-//! receipt carries that summary and the `overhead` gate judges its ratio.
+//! The harness writes the block run into `arms/<id>/overhead/` (its own
+//! markers, results and series, plus [`SWITCHES_FILE`], when the sampler was
+//! switched) and the summary [`OverheadRecord`] into `arms/<id>/overhead.json`;
+//! the receipt carries the summary and the `overhead` gate judges its interval.
+//!
+//! The estimate: each request's latency is divided by the median latency of
+//! its fixture in the run (so blocks with different fixture mixes compare),
+//! each ABBA quad gives A's mean over B's, and the Hodges–Lehmann estimate
+//! of the log quad ratios with its exact Wilcoxon signed-rank interval gives
+//! the ratio and its confidence interval. Requests the sampler was switched
+//! during (after the grace of [`SWITCH_GRACE_NS`] or 1 %), and the first
+//! measured request (cold), are left out.
 
-use crate::ReportError;
-use crate::record::{ArmOutcome, ArmStatus, files};
+use crate::record::{ArmOutcome, ArmStatus};
 use crate::stats;
-use run_dir::{Rel, RunDir};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use worker_contract::RequestResult;
+use std::collections::BTreeMap;
+use worker_contract::{RequestResult, ResultBody};
 
 /// The summary file, under `arms/<id>/`.
 pub use run_dir::names::OVERHEAD as OVERHEAD_FILE;
-/// The folder of the twin runs, under `arms/<id>/`.
+/// The folder of the block run, under `arms/<id>/`.
 pub use run_dir::names::OVERHEAD_DIR;
 
-/// Which side of a pair a twin run is.
+/// The block run's switch log, under `arms/<id>/overhead/`.
+pub const SWITCHES_FILE: &str = "switches.json";
+
+/// A switch this soon after a request began (or within its first 1 %, if
+/// longer) counts as before it. The harness switches when it reads the
+/// previous request's `request_end`, and a worker with nothing to do in
+/// between has usually begun the next request by then: microseconds on a
+/// quiet host, up to ~20 ms on a loaded one. At most 1 % of a request then
+/// runs on the wrong side, and the sampler's cost over that part (~0.25 % of a
+/// core) moves the ratio by under 0.003 %; dropping those requests instead
+/// would lose a request per block on a loaded host.
+pub const SWITCH_GRACE_NS: u64 = 2_000_000;
+
+/// The grace for a request from `begin_ns` to `end_ns`.
+fn grace_ns(begin_ns: u64, end_ns: u64) -> u64 {
+    SWITCH_GRACE_NS.max(end_ns.saturating_sub(begin_ns) / 100)
+}
+
+/// Confidence of the ratio's interval.
+pub const CONFIDENCE: f64 = 0.95;
+
+/// Whether block `index` (from 0) is sampled: ABBA, ABBA, …
+pub fn block_sampled(index: u64) -> bool {
+    matches!(index % 4, 0 | 3)
+}
+
+/// The sampler was switched on (`sampled`) or off at `at_ns` (monotonic clock),
+/// after the harness read `after_request`'s `request_end`; block `block` starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub enum Twin {
-    /// With the external sampler, exactly as the measured run.
-    A,
-    /// Without the external sampler (in-process markers only).
-    B,
+pub struct Switch {
+    /// Monotonic time of the switch, in ns.
+    pub at_ns: u64,
+    /// The request whose end triggered it.
+    pub after_request: u64,
+    /// The block that starts (from 0; block 0 starts with the run, sampled).
+    pub block: u64,
+    /// Whether the sampler runs in that block.
+    pub sampled: bool,
 }
 
-impl Twin {
-    /// A at even positions, B at odd: ABAB…
-    pub fn at(order: u32) -> Twin {
-        if order.is_multiple_of(2) {
-            Twin::A
-        } else {
-            Twin::B
-        }
-    }
+/// One measured request's window, from its `request_begin` and `request_end` markers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestWindow {
+    /// The request's id.
+    pub request_id: u64,
+    /// `request_begin` time, ns.
+    pub begin_ns: u64,
+    /// `request_end` time, ns.
+    pub end_ns: u64,
+}
 
-    /// True for twin A, the run with the external sampler.
-    pub fn sampled(self) -> bool {
-        self == Twin::A
-    }
+/// How the block run was laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BlockPlan {
+    /// ABBA quads asked for.
+    pub quads: u32,
+    /// Measured requests per block.
+    pub block_requests: u32,
+    /// Test-only CPU time burnt per sampled tick, in µs (0 in a real run).
+    pub injected_busy_us: u64,
+}
 
-    /// The twin run's folder name: `<order>-a` or `<order>-b`.
-    pub fn dir_name(self, order: u32) -> String {
-        let letter = match self {
-            Twin::A => 'a',
-            Twin::B => 'b',
-        };
-        format!("{order}-{letter}")
+impl BlockPlan {
+    /// Measured requests the worker is asked for: every block, plus one
+    /// (the first, cold request, left out).
+    pub fn requests(&self) -> u64 {
+        u64::from(self.quads) * 4 * u64::from(self.block_requests) + 1
     }
 }
 
-/// One twin run in figures.
+/// The block run of one arm and the ratio it gives (`arms/<id>/overhead.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct TwinRun {
-    /// Which twin: A sampled, B not.
-    pub label: Twin,
-    /// Position in the ABAB sequence, from 0.
-    pub order: u32,
-    /// The run's folder, relative to the arm's folder.
+pub struct OverheadRecord {
+    /// The layout asked for.
+    pub plan: BlockPlan,
+    /// The block run's folder, relative to the arm's folder.
     pub dir: String,
-    /// How the twin run ended.
+    /// How the block run ended.
     pub status: ArmStatus,
     /// Every reason it failed, in order; empty when it completed.
     pub failure: Vec<String>,
-    /// Measured requests (the first one included).
+    /// Measured requests that ran.
     pub requests: u64,
-    /// Measured requests after the first, whose latency is compared.
-    pub steady_requests: u64,
-    /// Median latency of the steady requests, in ns; `None` without any.
-    pub steady_median_ns: Option<f64>,
-    /// 95th percentile latency of the steady requests, in ns.
-    pub steady_p95_ns: Option<f64>,
-}
-
-impl TwinRun {
-    /// Figures from the run's outcome and request results. The first
-    /// measured request is left out (it carries cold costs), as for the
-    /// steady latency of whisper arms.
-    pub fn from_results(
-        label: Twin,
-        order: u32,
-        outcome: &ArmOutcome,
-        results: &[RequestResult],
-    ) -> TwinRun {
-        let steady: Vec<f64> = results
-            .iter()
-            .skip(1)
-            .map(|r| r.latency_ns as f64)
-            .collect();
-        TwinRun {
-            label,
-            order,
-            dir: format!("{OVERHEAD_DIR}/{}", label.dir_name(order)),
-            status: outcome.status,
-            failure: outcome.failure.clone(),
-            requests: results.len() as u64,
-            steady_requests: steady.len() as u64,
-            steady_median_ns: stats::median(&steady),
-            steady_p95_ns: stats::percentile(&steady, 95.0),
-        }
-    }
-
-    /// Read a finished twin run from `<arm>/overhead/<its dir>/`.
-    pub fn read(run: &RunDir, arm: &Rel, label: Twin, order: u32) -> Result<TwinRun, ReportError> {
-        let dir = arm.join(OVERHEAD_DIR).join(&label.dir_name(order));
-        let arm_file = dir.join(files::ARM);
-        let outcome: ArmOutcome =
-            run.read_json(&arm_file)?
-                .ok_or_else(|| ReportError::Invalid {
-                    path: run.display(&arm_file),
-                    reason: "missing: the twin run never ended".into(),
-                })?;
-        let results: Vec<RequestResult> = run.read_jsonl(&dir.join(files::RESULTS))?;
-        Ok(TwinRun::from_results(label, order, &outcome, &results))
-    }
-}
-
-/// The twin runs of one arm and the latency ratio they give
-/// (`arms/<id>/overhead.json`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct OverheadRecord {
-    /// A/B pairs declared.
-    pub pairs: u32,
-    /// Every twin run that ran, in order.
-    pub runs: Vec<TwinRun>,
-    /// Per complete pair: A's steady median / B's steady median.
-    pub pair_ratios: Vec<f64>,
-    /// Median of `pair_ratios`; `None` unless every declared pair gave one.
+    /// Requests kept in sampled blocks.
+    pub sampled_requests: u64,
+    /// Requests kept in unsampled blocks.
+    pub unsampled_requests: u64,
+    /// Requests left out: the first (cold) and any the sampler was switched during.
+    pub dropped_requests: u64,
+    /// Per complete ABBA quad: mean normalised latency in A over that in B.
+    pub quad_ratios: Vec<f64>,
+    /// Hodges–Lehmann estimate of the sampled / unsampled latency ratio.
     pub ratio: Option<f64>,
-    /// Spread of the per-pair ratios.
-    pub ratio_min: Option<f64>,
-    /// Largest per-pair ratio.
-    pub ratio_max: Option<f64>,
-    /// Why the ratio is missing (failed or missing twin runs); empty when it is not.
+    /// Lower end of the ratio's `confidence` interval (exact signed-rank).
+    pub ratio_lower: Option<f64>,
+    /// Upper end of the interval.
+    pub ratio_upper: Option<f64>,
+    /// The interval's confidence (0.95).
+    pub confidence: f64,
+    /// Why the ratio or its interval is missing; empty when both are there.
     pub problems: Vec<String>,
 }
 
+/// The arm's `overhead.json`, if the block run happened.
+pub fn assemble(
+    run: &run_dir::RunDir,
+    arm: &run_dir::Rel,
+) -> Result<Option<OverheadRecord>, crate::ReportError> {
+    Ok(run.read_json(&arm.join(OVERHEAD_FILE))?)
+}
+
+/// Latency of each kept request, by block.
+struct Kept {
+    block: u64,
+    normalised: f64,
+}
+
 impl OverheadRecord {
-    /// Pair the runs (0 with 1, 2 with 3, …) and take the ratios.
-    pub fn summarise(pairs: u32, runs: Vec<TwinRun>) -> OverheadRecord {
+    /// Assign each request to the block it ran in, normalise by fixture,
+    /// take the quad ratios and the interval.
+    pub fn summarise(
+        plan: BlockPlan,
+        outcome: &ArmOutcome,
+        windows: &[RequestWindow],
+        results: &[RequestResult],
+        switches: &[Switch],
+    ) -> OverheadRecord {
         let mut problems = Vec::new();
-        let expected = pairs as usize * 2;
-        if runs.len() < expected {
+        if outcome.status != ArmStatus::Completed {
             problems.push(format!(
-                "only {} of {expected} twin runs ran (the run was interrupted or a twin could not start)",
-                runs.len()
+                "the block run failed: {}",
+                outcome.failure.join("; ")
             ));
         }
-        for r in &runs {
-            if r.status != ArmStatus::Completed {
-                problems.push(format!(
-                    "twin run {} ({}) failed: {}",
-                    r.order,
-                    r.dir,
-                    r.failure.join("; ")
-                ));
-            } else if r.steady_median_ns.is_none_or(|m| m <= 0.0) {
-                problems.push(format!(
-                    "twin run {} ({}) has no steady request (at least two measured requests are needed)",
-                    r.order, r.dir
-                ));
+        let window: BTreeMap<u64, &RequestWindow> =
+            windows.iter().map(|w| (w.request_id, w)).collect();
+        // Block in force at time t: the last switch at or before it.
+        let block_at = |t: u64| {
+            switches
+                .iter()
+                .take_while(|s| s.at_ns <= t)
+                .last()
+                .map_or(0, |s| s.block)
+        };
+        let mut raw: Vec<(u64, String, f64)> = Vec::new();
+        let mut dropped = 0u64;
+        for (i, r) in results.iter().enumerate() {
+            let Some(w) = window.get(&r.request_id) else {
+                dropped += 1;
+                continue;
+            };
+            let settled = w.begin_ns.saturating_add(grace_ns(w.begin_ns, w.end_ns));
+            let block = block_at(settled.min(w.end_ns));
+            if i == 0 || block != block_at(w.end_ns) {
+                dropped += 1;
+                continue;
             }
+            // A cancelled request's latency is its abort, not a decode.
+            let Some(key) = fixture_key(r) else { continue };
+            raw.push((block, key, r.latency_ns as f64));
         }
-        let pair_ratios: Vec<f64> = runs
-            .chunks_exact(2)
-            .filter_map(|pair| match pair {
-                [a, b] if a.label == Twin::A && b.label == Twin::B => {
-                    let (a, b) = (a.steady_median_ns?, b.steady_median_ns?);
-                    (b > 0.0).then_some(a / b)
-                }
-                _ => None,
+        let mut by_fixture: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+        for (_, key, latency) in &raw {
+            by_fixture.entry(key).or_default().push(*latency);
+        }
+        let medians: BTreeMap<&str, f64> = by_fixture
+            .iter()
+            .filter_map(|(k, v)| stats::median(v).map(|m| (*k, m)))
+            .collect();
+        let kept: Vec<Kept> = raw
+            .iter()
+            .filter_map(|(block, key, latency)| {
+                let m = *medians.get(key.as_str())?;
+                (m > 0.0).then(|| Kept {
+                    block: *block,
+                    normalised: latency / m,
+                })
             })
             .collect();
-        let complete = problems.is_empty() && pair_ratios.len() == pairs as usize;
-        let min = pair_ratios.iter().copied().reduce(f64::min);
-        let max = pair_ratios.iter().copied().reduce(f64::max);
+        let sampled = kept.iter().filter(|k| block_sampled(k.block)).count() as u64;
+        let quad_ratios = quad_ratios(&kept);
+        let interval = signed_rank_interval(
+            &quad_ratios.iter().map(|r| r.ln()).collect::<Vec<_>>(),
+            CONFIDENCE,
+        );
+        let (mut ratio, mut lower, mut upper) = (None, None, None);
+        match interval {
+            Some(iv) => {
+                ratio = Some(iv.estimate.exp());
+                lower = iv.lower.map(f64::exp);
+                upper = iv.upper.map(f64::exp);
+                if iv.lower.is_none() {
+                    problems.push(format!(
+                        "{} complete ABBA quads are too few for a {:.0} % interval (at least 6 are needed)",
+                        quad_ratios.len(),
+                        CONFIDENCE * 100.0
+                    ));
+                }
+            }
+            None => problems.push(format!(
+                "no complete ABBA quad: {} requests kept of {} (a quad needs a kept request in its A and its B blocks)",
+                kept.len(),
+                results.len()
+            )),
+        }
         OverheadRecord {
-            pairs,
-            ratio: if complete {
-                stats::median(&pair_ratios)
-            } else {
-                None
-            },
-            ratio_min: min,
-            ratio_max: max,
-            pair_ratios,
-            runs,
+            plan,
+            dir: OVERHEAD_DIR.to_string(),
+            status: outcome.status,
+            failure: outcome.failure.clone(),
+            requests: results.len() as u64,
+            sampled_requests: sampled,
+            unsampled_requests: kept.len() as u64 - sampled,
+            dropped_requests: dropped,
+            quad_ratios,
+            ratio,
+            ratio_lower: lower,
+            ratio_upper: upper,
+            confidence: CONFIDENCE,
             problems,
         }
     }
 }
 
-/// The arm's `overhead.json`, if the twin runs happened.
-pub fn assemble(run: &RunDir, arm: &Rel) -> Result<Option<OverheadRecord>, ReportError> {
-    Ok(run.read_json(&arm.join(OVERHEAD_FILE))?)
+/// Requests compare within their fixture: whisper requests by fixture id,
+/// calibration requests all alike; a cancelled request compares with none.
+fn fixture_key(r: &RequestResult) -> Option<String> {
+    match &r.body {
+        ResultBody::Transcription(t) => Some(t.fixture_id.clone()),
+        ResultBody::Calibration(_) => Some(String::new()),
+        ResultBody::Cancelled(_) => None,
+    }
+}
+
+/// A over B per quad (blocks 4q..4q+3), for quads with kept requests on both sides.
+fn quad_ratios(kept: &[Kept]) -> Vec<f64> {
+    let mut quads: BTreeMap<u64, [(f64, u32); 2]> = BTreeMap::new();
+    for k in kept {
+        let side = &mut quads.entry(k.block / 4).or_default()[usize::from(!block_sampled(k.block))];
+        side.0 += k.normalised;
+        side.1 += 1;
+    }
+    quads
+        .values()
+        .filter(|[a, b]| a.1 > 0 && b.1 > 0)
+        .map(|[a, b]| (a.0 / f64::from(a.1)) / (b.0 / f64::from(b.1)))
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .collect()
+}
+
+/// A location estimate and its two-sided interval.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Interval {
+    /// Hodges–Lehmann estimate: the median of the Walsh averages.
+    pub estimate: f64,
+    /// Lower bound; `None` when too few values for the confidence asked.
+    pub lower: Option<f64>,
+    /// Upper bound; `None` when too few values.
+    pub upper: Option<f64>,
+}
+
+/// Hodges–Lehmann estimate of the centre of `d` (paired differences) and its
+/// exact Wilcoxon signed-rank interval at `confidence`: the k-th smallest and
+/// k-th largest Walsh average, k the largest with P(W ≤ k − 1) ≤ (1 − confidence) / 2.
+/// `None` for no values.
+pub fn signed_rank_interval(d: &[f64], confidence: f64) -> Option<Interval> {
+    let n = d.len();
+    if n == 0 {
+        return None;
+    }
+    let mut walsh = Vec::with_capacity(n * (n + 1) / 2);
+    for i in 0..n {
+        for j in i..n {
+            walsh.push((d[i] + d[j]) / 2.0);
+        }
+    }
+    walsh.sort_by(f64::total_cmp);
+    let estimate = stats::median(&walsh)?;
+    // counts[w] = number of sign assignments with W+ = w, over 2^n.
+    let m = walsh.len();
+    let mut counts = vec![0f64; m + 1];
+    counts[0] = 1.0;
+    for rank in 1..=n {
+        for w in (rank..=m).rev() {
+            counts[w] += counts[w - rank];
+        }
+    }
+    let total = 2f64.powi(i32::try_from(n).unwrap_or(i32::MAX));
+    let alpha_half = (1.0 - confidence) / 2.0;
+    let mut cumulative = 0.0;
+    let mut k = 0;
+    for c in &counts {
+        cumulative += c;
+        if cumulative / total > alpha_half {
+            break;
+        }
+        k += 1;
+    }
+    let (lower, upper) = if k == 0 {
+        (None, None)
+    } else {
+        (Some(walsh[k - 1]), Some(walsh[m - k]))
+    };
+    Some(Interval {
+        estimate,
+        lower,
+        upper,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use worker_contract::CalibrationResult;
 
-    fn run(label: Twin, order: u32, median_ms: Option<f64>) -> TwinRun {
-        TwinRun {
-            label,
-            order,
-            dir: format!("overhead/{}", label.dir_name(order)),
-            status: ArmStatus::Completed,
-            failure: vec![],
-            requests: 3,
-            steady_requests: 2,
-            steady_median_ns: median_ms.map(|m| m * 1e6),
-            steady_p95_ns: median_ms.map(|m| m * 1e6),
+    fn result(id: u64, ms: f64) -> RequestResult {
+        RequestResult {
+            request_id: id,
+            latency_ns: (ms * 1e6) as u64,
+            body: ResultBody::Calibration(CalibrationResult {
+                held_bytes: 0,
+                leaked_bytes: 0,
+                spike_bytes: 0,
+                spike_resident_ns: None,
+                spike_freed_ns: None,
+            }),
+            timing: None,
         }
     }
 
-    #[test]
-    fn ratio_is_the_median_of_pair_ratios_and_the_spread_their_range() {
-        let runs = vec![
-            run(Twin::A, 0, Some(102.0)),
-            run(Twin::B, 1, Some(100.0)),
-            run(Twin::A, 2, Some(99.0)),
-            run(Twin::B, 3, Some(100.0)),
-            run(Twin::A, 4, Some(110.0)),
-            run(Twin::B, 5, Some(100.0)),
-        ];
-        let r = OverheadRecord::summarise(3, runs);
-        assert_eq!(r.pair_ratios, [1.02, 0.99, 1.1]);
-        assert_eq!(r.ratio, Some(1.02));
-        assert_eq!((r.ratio_min, r.ratio_max), (Some(0.99), Some(1.1)));
-        assert!(r.problems.is_empty());
-    }
-
-    #[test]
-    fn a_failed_or_missing_twin_leaves_no_ratio_and_says_why() {
-        let mut b = run(Twin::B, 1, Some(100.0));
-        b.status = ArmStatus::Failed;
-        b.failure = vec!["worker exited with code 3".into()];
-        let r = OverheadRecord::summarise(2, vec![run(Twin::A, 0, Some(100.0)), b]);
-        assert_eq!(r.ratio, None);
-        assert_eq!(
-            r.problems,
-            [
-                "only 2 of 4 twin runs ran (the run was interrupted or a twin could not start)",
-                "twin run 1 (overhead/1-b) failed: worker exited with code 3",
-            ]
-        );
-
-        let r =
-            OverheadRecord::summarise(1, vec![run(Twin::A, 0, Some(100.0)), run(Twin::B, 1, None)]);
-        assert_eq!(r.ratio, None);
-        assert!(r.problems[0].contains("1-b) has no steady request"));
-    }
-
-    #[test]
-    fn steady_latency_leaves_the_first_request_out() {
-        let outcome: ArmOutcome = serde_json::from_value(serde_json::json!({
+    fn outcome() -> ArmOutcome {
+        serde_json::from_value(serde_json::json!({
             "id": "a", "status": "completed", "failure": [], "worker_executable": "w",
             "worker_pid": 1, "hello": null, "exit": null, "timed_out": false, "timeout_s": 1,
             "bye": true, "markers": 0, "results": 4, "worker_errors": [],
             "started_ns": 0, "ended_ns": 1, "sampler": null
         }))
-        .unwrap();
-        let results: Vec<RequestResult> = [900u64, 10, 30, 20]
-            .iter()
-            .enumerate()
-            .map(|(i, ms)| {
-                serde_json::from_value(serde_json::json!({
-                    "request_id": i, "latency_ns": ms * 1_000_000,
-                    "body": {"kind": "calibration", "held_bytes": 0, "leaked_bytes": 0,
-                             "spike_bytes": 0, "spike_resident_ns": null, "spike_freed_ns": null}
-                }))
-                .unwrap()
-            })
-            .collect();
-        let r = TwinRun::from_results(Twin::B, 3, &outcome, &results);
-        assert_eq!(r.dir, "overhead/3-b");
-        assert_eq!((r.requests, r.steady_requests), (4, 3));
-        assert_eq!(r.steady_median_ns, Some(20e6));
-        assert_eq!(r.steady_p95_ns, Some(29e6));
+        .unwrap()
+    }
+
+    /// `quads` ABBA quads of `per` requests each, 100 ms apart; sampled
+    /// requests take `a_ms`, others `b_ms`; the switch after each block
+    /// lands between requests, except that the one before block `late.0`
+    /// lands `late.1` ms into the next request.
+    fn block_run(
+        quads: u64,
+        per: u64,
+        a_ms: impl Fn(u64) -> f64,
+        b_ms: f64,
+        late: Option<(u64, u64)>,
+    ) -> (Vec<RequestWindow>, Vec<RequestResult>, Vec<Switch>) {
+        let (mut w, mut r, mut s) = (vec![], vec![], vec![]);
+        // Request 0 is the cold one, before block 0's requests.
+        let n = 1 + quads * 4 * per;
+        for id in 0..n {
+            let begin = id * 100_000_000;
+            let block = id.saturating_sub(1) / per;
+            let ms = if block_sampled(block) { a_ms(id) } else { b_ms };
+            w.push(RequestWindow {
+                request_id: id,
+                begin_ns: begin,
+                end_ns: begin + 50_000_000,
+            });
+            r.push(result(id, ms));
+            if id >= 1 && id % per == 0 && id + 1 < n {
+                let next = block + 1;
+                let at = if let Some((_, ms)) = late.filter(|l| l.0 == next) {
+                    begin + 100_000_000 + ms * 1_000_000
+                } else {
+                    begin + 60_000_000
+                };
+                s.push(Switch {
+                    at_ns: at,
+                    after_request: id,
+                    block: next,
+                    sampled: block_sampled(next),
+                });
+            }
+        }
+        (w, r, s)
+    }
+
+    const PLAN: BlockPlan = BlockPlan {
+        quads: 8,
+        block_requests: 3,
+        injected_busy_us: 0,
+    };
+
+    #[test]
+    fn blocks_alternate_abba() {
+        let s: Vec<bool> = (0..8).map(block_sampled).collect();
+        assert_eq!(s, [true, false, false, true, true, false, false, true]);
+        assert_eq!(PLAN.requests(), 97);
     }
 
     #[test]
-    fn twins_alternate_starting_with_the_sampled_one() {
-        let labels: Vec<Twin> = (0..4).map(Twin::at).collect();
-        assert_eq!(labels, [Twin::A, Twin::B, Twin::A, Twin::B]);
-        assert!(Twin::A.sampled() && !Twin::B.sampled());
+    fn a_real_three_percent_cost_is_estimated_inside_a_tight_interval() {
+        // A costs 3 % more, with a little per-request wobble.
+        let (w, r, s) = block_run(8, 3, |id| 103.0 + (id % 3) as f64 * 0.1, 100.0, None);
+        let rec = OverheadRecord::summarise(PLAN, &outcome(), &w, &r, &s);
+        assert!(rec.problems.is_empty(), "{:?}", rec.problems);
+        assert_eq!(rec.quad_ratios.len(), 8);
+        assert_eq!((rec.requests, rec.dropped_requests), (97, 1));
+        assert_eq!((rec.sampled_requests, rec.unsampled_requests), (48, 48));
+        let (lo, r, hi) = (
+            rec.ratio_lower.unwrap(),
+            rec.ratio.unwrap(),
+            rec.ratio_upper.unwrap(),
+        );
+        assert!(lo <= r && r <= hi);
+        assert!(lo > 1.025 && hi < 1.035, "{lo} {r} {hi}");
+    }
+
+    #[test]
+    fn a_request_the_sampler_was_switched_during_is_left_out() {
+        let (w, r, s) = block_run(8, 3, |_| 100.0, 100.0, Some((5, 20)));
+        let rec = OverheadRecord::summarise(PLAN, &outcome(), &w, &r, &s);
+        // The cold request and the one the late switch fell into.
+        assert_eq!(rec.dropped_requests, 2);
+        assert_eq!(rec.ratio, Some(1.0));
+        // A switch within the grace after a request began counts as before it.
+        let (w, r, s) = block_run(8, 3, |_| 100.0, 100.0, Some((5, 1)));
+        let rec = OverheadRecord::summarise(PLAN, &outcome(), &w, &r, &s);
+        assert_eq!(rec.dropped_requests, 1);
+        assert_eq!(rec.sampled_requests + rec.unsampled_requests, 96);
+        // The grace is 1 % of a long request: 20 ms into a 5 s one.
+        assert_eq!(grace_ns(0, 5_000_000_000), 50_000_000);
+        assert_eq!(grace_ns(0, 50_000_000), SWITCH_GRACE_NS);
+    }
+
+    #[test]
+    fn too_few_quads_give_a_ratio_without_an_interval_and_say_so() {
+        let (w, r, s) = block_run(3, 2, |_| 101.0, 100.0, None);
+        let rec = OverheadRecord::summarise(PLAN, &outcome(), &w, &r, &s);
+        assert_eq!(rec.quad_ratios.len(), 3);
+        assert!(rec.ratio.is_some() && rec.ratio_upper.is_none());
+        assert!(
+            rec.problems[0].contains("3 complete ABBA quads are too few"),
+            "{:?}",
+            rec.problems
+        );
+    }
+
+    #[test]
+    fn a_failed_run_or_no_switch_gives_no_quad() {
+        let mut o = outcome();
+        o.status = ArmStatus::Failed;
+        o.failure = vec!["worker exited with code 3".into()];
+        let (w, r, _) = block_run(2, 2, |_| 100.0, 100.0, None);
+        let rec = OverheadRecord::summarise(PLAN, &o, &w, &r, &[]);
+        assert_eq!(rec.ratio, None);
+        assert_eq!(
+            rec.problems[0],
+            "the block run failed: worker exited with code 3"
+        );
+        assert!(rec.problems[1].starts_with("no complete ABBA quad"));
+    }
+
+    #[test]
+    fn signed_rank_interval_matches_the_exact_tables() {
+        // n = 6 at 95 %: P(W <= 0) = 1/64 <= 0.025 < 2/64, so the bounds are
+        // the smallest and largest Walsh averages, i.e. min and max.
+        let d = [0.3, -0.1, 0.2, 0.5, 0.1, 0.4];
+        let iv = signed_rank_interval(&d, 0.95).unwrap();
+        assert_eq!((iv.lower, iv.upper), (Some(-0.1), Some(0.5)));
+        // n = 5 cannot reach 95 % (P(W <= 0) = 1/32 > 0.025).
+        assert_eq!(signed_rank_interval(&d[..5], 0.95).unwrap().lower, None);
+        // n = 10 at 95 %: the critical value is 8 (Wilcoxon tables), so the
+        // bounds are the 9th smallest and 9th largest of the 55 averages.
+        let d: Vec<f64> = (1..=10).map(f64::from).collect();
+        let iv = signed_rank_interval(&d, 0.95).unwrap();
+        assert_eq!(iv.estimate, 5.5);
+        assert_eq!((iv.lower, iv.upper), (Some(3.0), Some(8.0)));
     }
 }

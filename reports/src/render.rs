@@ -7,7 +7,6 @@
 
 use crate::ReportError;
 use crate::receipt::{ArmReceipt, Receipt};
-use crate::series::series_rows;
 use run_dir::{Rel, RunDir};
 use sampler::Phase;
 use std::fmt::Write;
@@ -122,34 +121,32 @@ pub fn summary_markdown(r: &Receipt) -> String {
             );
         }
     }
-    let twinned: Vec<&ArmReceipt> = r.arms.iter().filter(|a| a.overhead.is_some()).collect();
-    if !twinned.is_empty() {
-        let _ = writeln!(out, "\n## Sampler overhead (twin runs, ABAB)\n");
+    let blocked: Vec<&ArmReceipt> = r.arms.iter().filter(|a| a.overhead.is_some()).collect();
+    if !blocked.is_empty() {
+        let _ = writeln!(out, "\n## Sampler overhead (ABBA blocks in one worker)\n");
         let _ = writeln!(
             out,
-            "| arm | pairs | sampled / unsampled steady median | spread | runs (steady median ms, in order) |"
+            "| arm | quads | sampled / unsampled latency | 95 % interval | requests kept A / B / left out |"
         );
         let _ = writeln!(out, "|---|---|---|---|---|");
-        for a in twinned {
+        for a in blocked {
             let Some(o) = &a.overhead else { continue };
             let f4 = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.4}"));
-            let runs: Vec<String> = o
-                .runs
-                .iter()
-                .map(|t| format!("{:?} {}", t.label, ms(t.steady_median_ns)))
-                .collect();
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {}..{} | {} |",
+                "| {} | {} of {} | {} | {}..{} | {} / {} / {} |",
                 a.id,
-                o.pairs,
+                o.quad_ratios.len(),
+                o.plan.quads,
                 o.ratio.map_or_else(
                     || format!("none: {}", o.problems.join("; ").replace('|', "/")),
                     |r| format!("{r:.4}")
                 ),
-                f4(o.ratio_min),
-                f4(o.ratio_max),
-                runs.join(", ")
+                f4(o.ratio_lower),
+                f4(o.ratio_upper),
+                o.sampled_requests,
+                o.unsampled_requests,
+                o.dropped_requests
             );
         }
     }
@@ -271,59 +268,105 @@ pub fn phases_csv(r: &Receipt) -> Result<String, ReportError> {
 /// `trace.json` in the Chrome trace-event format: one process per arm,
 /// counters `resident` and `footprint` (MiB) from its series, a slice per
 /// phase (from the previous marker to this one) and per request.
-pub fn trace_json(run: &RunDir, r: &Receipt) -> Result<serde_json::Value, ReportError> {
+pub fn trace_json(run: &RunDir, r: &Receipt) -> Result<String, ReportError> {
     use serde_json::json;
     let mut events = Vec::new();
     for (i, a) in r.arms.iter().enumerate() {
         let pid = i + 1;
-        events.push(
+        events.push(TraceEvent::Other(
             json!({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
                            "args": {"name": a.id}}),
-        );
-        {
-            for row in series_rows(run, &a.id)? {
-                let mut args = serde_json::Map::new();
-                if let Some(v) = row.resident_bytes {
-                    args.insert("resident".into(), json!(v as f64 / 1048576.0));
-                }
-                if let Some(v) = row.footprint_bytes {
-                    args.insert("footprint".into(), json!(v as f64 / 1048576.0));
-                }
-                if !args.is_empty() {
-                    events.push(
-                        json!({"ph": "C", "name": "memory MiB", "pid": pid, "tid": 0,
-                                       "ts": row.t_ns as f64 / 1000.0, "args": args}),
-                    );
-                }
+        ));
+        crate::series::for_each_point(run, &a.id, |row| {
+            let mib = |v: Option<u64>| v.map(|b| b as f64 / 1048576.0);
+            let args = CounterArgs {
+                footprint: mib(row.footprint_bytes),
+                resident: mib(row.resident_bytes),
+            };
+            if args.resident.is_some() || args.footprint.is_some() {
+                events.push(TraceEvent::Counter(Counter {
+                    args,
+                    name: "memory MiB",
+                    ph: "C",
+                    pid,
+                    tid: 0,
+                    ts: row.t_ns as f64 / 1000.0,
+                }));
             }
-        }
+        })?;
         let mut begin: Option<u64> = None;
         for (k, p) in a.phases.iter().enumerate() {
             let start = if k == 0 { p.t_ns } else { a.phases[k - 1].t_ns };
-            events.push(
+            events.push(TraceEvent::Other(
                 json!({"ph": "X", "name": p.phase.to_string(), "cat": "phase",
                                "pid": pid, "tid": 1, "ts": start as f64 / 1000.0,
                                "dur": p.t_ns.saturating_sub(start) as f64 / 1000.0,
                                "args": {"resident_bytes": p.memory.resident_bytes,
                                         "resident_peak_bytes": p.memory.resident_peak_bytes}}),
-            );
+            ));
             match p.phase {
                 Phase::RequestBegin => begin = Some(p.t_ns),
                 Phase::RequestEnd => {
                     if let Some(b) = begin.take() {
-                        events.push(json!({"ph": "X", "name": format!("request {}", p.request_id.unwrap_or(0)),
+                        events.push(TraceEvent::Other(json!({"ph": "X", "name": format!("request {}", p.request_id.unwrap_or(0)),
                                            "cat": "request", "pid": pid, "tid": 2,
                                            "ts": b as f64 / 1000.0,
-                                           "dur": p.t_ns.saturating_sub(b) as f64 / 1000.0}));
+                                           "dur": p.t_ns.saturating_sub(b) as f64 / 1000.0})));
                     }
                 }
                 _ => {}
             }
         }
     }
-    Ok(json!({"traceEvents": events, "displayTimeUnit": "ms",
-              "otherData": {"protocol": r.run.protocol_name,
-                            "verdict": r.gates.as_ref().map(|g| g.verdict.as_str())}}))
+    let trace = Trace {
+        display_time_unit: "ms",
+        other_data: json!({"protocol": r.run.protocol_name,
+                           "verdict": r.gates.as_ref().map(|g| g.verdict.as_str())}),
+        trace_events: events,
+    };
+    serde_json::to_string(&trace).map_err(|e| ReportError::Invalid {
+        path: names::TRACE.into(),
+        reason: format!("cannot serialize the trace: {e}"),
+    })
+}
+
+/// `trace.json`, its keys in the order `serde_json::Value` writes them
+/// (sorted), so the typed events write the same text as before.
+#[derive(serde::Serialize)]
+struct Trace {
+    #[serde(rename = "displayTimeUnit")]
+    display_time_unit: &'static str,
+    #[serde(rename = "otherData")]
+    other_data: serde_json::Value,
+    #[serde(rename = "traceEvents")]
+    trace_events: Vec<TraceEvent>,
+}
+
+/// A series counter is typed (a soak has hundreds of thousands: a
+/// `serde_json::Value` map each cost about a kilobyte); the few others are values.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum TraceEvent {
+    Counter(Counter),
+    Other(serde_json::Value),
+}
+
+#[derive(serde::Serialize)]
+struct Counter {
+    args: CounterArgs,
+    name: &'static str,
+    ph: &'static str,
+    pid: usize,
+    tid: u32,
+    ts: f64,
+}
+
+#[derive(serde::Serialize)]
+struct CounterArgs {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    footprint: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resident: Option<f64>,
 }
 
 /// Write every derived report into the run directory, each atomically.
@@ -331,7 +374,6 @@ pub fn write_all(run: &RunDir, r: &Receipt) -> Result<(), ReportError> {
     let write = |name: &str, text: String| run.write_bytes(&Rel::file(name), text.as_bytes());
     write(names::SUMMARY, summary_markdown(r))?;
     write(names::PHASES, phases_csv(r)?)?;
-    let trace = trace_json(run, r)?;
-    write(names::TRACE, trace.to_string())?;
+    write(names::TRACE, trace_json(run, r)?)?;
     crate::html::write(run, r)
 }

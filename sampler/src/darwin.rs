@@ -419,6 +419,62 @@ impl Freshness {
     }
 }
 
+/// How often XNU refreshes `host_statistics64` for a caller that is not a
+/// platform binary: it serves a per-flavor cache within each 1 s window, so a
+/// call less than this long after the last one would mostly repeat it.
+pub const HOST_STATISTICS_REFRESH_NS: u64 = 1_000_000_000;
+
+/// A reading taken at most once per `interval_ns`: a tick in between reuses
+/// the last value, and [`Freshness`] counts it as a cached repeat, so the
+/// series records exactly what a kernel-cached read would have recorded while
+/// the tick makes no call the kernel would answer from its cache anyway.
+#[derive(Debug, Clone)]
+pub struct RateLimited<T> {
+    interval_ns: u64,
+    /// Time of the last successful call and its value.
+    last: Option<(u64, T)>,
+    /// Effective sample times and cached repeats (reused values and
+    /// kernel-cached calls alike).
+    pub freshness: Freshness,
+    /// Calls actually made (successful or not).
+    pub calls: u64,
+}
+
+impl<T: Clone> RateLimited<T> {
+    /// A reading refreshed at most once per `interval_ns`.
+    pub fn new(interval_ns: u64) -> Self {
+        RateLimited {
+            interval_ns,
+            last: None,
+            freshness: Freshness::default(),
+            calls: 0,
+        }
+    }
+
+    /// The value for a tick at `t_ns` and the time it was really sampled:
+    /// `fetch` is called only when no successful call happened in the last
+    /// `interval_ns` (a failed call is retried at the next tick); `same` says
+    /// whether a fresh value repeats the previous one (the kernel's own cache).
+    pub fn read<E>(
+        &mut self,
+        t_ns: u64,
+        fetch: impl FnOnce() -> Result<T, E>,
+        same: impl Fn(&T, &T) -> bool,
+    ) -> Result<(T, u64), E> {
+        if let Some((called_ns, value)) = &self.last
+            && t_ns.saturating_sub(*called_ns) < self.interval_ns
+        {
+            return Ok((value.clone(), self.freshness.observe(t_ns, true)));
+        }
+        self.calls += 1;
+        let value = fetch()?;
+        let repeated = self.last.as_ref().is_some_and(|(_, v)| same(v, &value));
+        let sampled_ns = self.freshness.observe(t_ns, repeated);
+        self.last = Some((t_ns, value.clone()));
+        Ok((value, sampled_ns))
+    }
+}
+
 /// A sysctl name as a fact's text.
 const fn name(c: &'static CStr) -> &'static str {
     match core::str::from_utf8(c.to_bytes()) {
@@ -782,6 +838,54 @@ mod tests {
                 .is_err()
         );
         assert_eq!(row, SeriesRow::default());
+    }
+
+    #[test]
+    fn host_statistics_is_called_at_most_once_per_refresh_interval() {
+        const MS: u64 = 1_000_000;
+        let mut vm = RateLimited::<u64>::new(HOST_STATISTICS_REFRESH_NS);
+        let mut kernel = 0u64;
+        let mut fetch_at = |t: u64, vm: &mut RateLimited<u64>| {
+            vm.read(
+                t,
+                || {
+                    kernel += 1;
+                    Ok::<_, ()>(kernel * 10)
+                },
+                |a, b| a == b,
+            )
+            .unwrap()
+        };
+        // 50 ms ticks for 3 s from t = 5 s: one call per second, the rest reused.
+        let mut rows = Vec::new();
+        for k in 0..60 {
+            rows.push(fetch_at(5_000 * MS + k * 50 * MS, &mut vm));
+        }
+        assert_eq!(vm.calls, 3);
+        assert_eq!(rows[0], (10, 5_000 * MS));
+        assert_eq!(rows[19], (10, 5_000 * MS));
+        assert_eq!(rows[20], (20, 6_000 * MS));
+        assert_eq!(rows[59], (30, 7_000 * MS));
+        assert_eq!(vm.freshness.cached_repeats, 57);
+        // A late tick (the sampler skipped) calls at once.
+        assert_eq!(fetch_at(9_500 * MS, &mut vm), (40, 9_500 * MS));
+        assert_eq!(vm.calls, 4);
+    }
+
+    #[test]
+    fn a_failed_call_is_retried_and_a_kernel_cached_call_counts_as_a_repeat() {
+        let mut vm = RateLimited::<u32>::new(HOST_STATISTICS_REFRESH_NS);
+        assert_eq!(
+            vm.read(0, || Err::<u32, _>("busy"), |a, b| a == b),
+            Err("busy")
+        );
+        // No value yet: the next tick calls again, even within the interval.
+        assert_eq!(vm.read(50, || Ok::<_, ()>(7), |a, b| a == b), Ok((7, 50)));
+        assert_eq!(vm.calls, 2);
+        // A fresh call returning identical numbers is the kernel's cache.
+        let t = 50 + HOST_STATISTICS_REFRESH_NS;
+        assert_eq!(vm.read(t, || Ok::<_, ()>(7), |a, b| a == b), Ok((7, 50)));
+        assert_eq!(vm.freshness.cached_repeats, 1);
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //! schedule and counts the ticks it skipped; every row records its lateness.
 
 use crate::{ProcessProbe, SamplerError, SeriesRow, SystemProbe, clock};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -17,6 +19,35 @@ pub struct SamplerConfig {
     pub pid: i32,
     /// Time between tick deadlines (a zero period is treated as 1 ns).
     pub period: Duration,
+    /// While this flag is set, ticks come due on schedule but read nothing and
+    /// write no row (counted in `paused_ticks`): the overhead gate's unsampled
+    /// blocks, inside one worker run. `None`: never paused.
+    pub pause: Option<Arc<AtomicBool>>,
+    /// Test-only injected cost: CPU time each sampled tick burns on top of its
+    /// reads, to prove the overhead gate catches a sampler that costs more.
+    /// Zero in every real run.
+    pub busy_per_tick: Duration,
+}
+
+impl SamplerConfig {
+    /// Sample `pid` every `period`, never paused, no injected cost.
+    pub fn new(pid: i32, period: Duration) -> Self {
+        SamplerConfig {
+            pid,
+            period,
+            pause: None,
+            busy_per_tick: Duration::ZERO,
+        }
+    }
+}
+
+/// Spin on the CPU for `d` of this thread's CPU time (the injected cost).
+fn burn_cpu(d: Duration) {
+    let until =
+        clock::thread_cpu_ns().saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    while clock::thread_cpu_ns() < until {
+        std::hint::spin_loop();
+    }
 }
 
 /// What the sampler observed about itself, returned by [`ExternalSampler::stop`]
@@ -38,8 +69,15 @@ pub struct SamplerStats {
     pub system_errors: u64,
     /// Rows the sink refused (e.g. a full disk).
     pub sink_errors: u64,
+    /// Ticks that came due while the sampler was paused (no read, no row).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub paused_ticks: u64,
     /// Message of the first process, system or sink error; `None` when there was none.
     pub first_error: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl SamplerStats {
@@ -96,6 +134,19 @@ impl ExternalSampler {
                     if !matches!(stop, Err(RecvTimeoutError::Timeout)) {
                         break;
                     }
+                    if cfg
+                        .pause
+                        .as_ref()
+                        .is_some_and(|p| p.load(Ordering::Relaxed))
+                    {
+                        stats.paused_ticks += 1;
+                        // Resume on the schedule: a pause is not lateness.
+                        let now = clock::monotonic_ns();
+                        tick = tick
+                            .max(now.saturating_sub(epoch_ns) / period_ns)
+                            .saturating_add(1);
+                        continue;
+                    }
                     let t_ns = clock::monotonic_ns();
                     let cpu_start = clock::thread_cpu_ns();
                     let behind = t_ns.saturating_sub(deadline) / period_ns;
@@ -119,6 +170,9 @@ impl ExternalSampler {
                     if let Err(e) = system.sample(&mut row) {
                         stats.system_errors += 1;
                         stats.note(e);
+                    }
+                    if !cfg.busy_per_tick.is_zero() {
+                        burn_cpu(cfg.busy_per_tick);
                     }
                     row.cost_ns = clock::monotonic_ns().saturating_sub(t_ns);
                     row.cost_cpu_ns = clock::thread_cpu_ns().saturating_sub(cpu_start);
@@ -185,10 +239,7 @@ mod tests {
         let rows = Arc::new(Mutex::new(Vec::new()));
         let sink_rows = Arc::clone(&rows);
         let sampler = ExternalSampler::start(
-            SamplerConfig {
-                pid: std::process::id() as i32,
-                period: Duration::from_millis(10),
-            },
+            SamplerConfig::new(std::process::id() as i32, Duration::from_millis(10)),
             move |r| {
                 sink_rows.lock().unwrap().push(r.clone());
                 Ok(())
@@ -223,12 +274,52 @@ mod tests {
     }
 
     #[test]
+    fn a_paused_sampler_reads_nothing_and_resumes_on_schedule() {
+        let rows = Arc::new(Mutex::new(Vec::new()));
+        let sink_rows = Arc::clone(&rows);
+        let pause = Arc::new(AtomicBool::new(true));
+        let mut cfg = SamplerConfig::new(std::process::id() as i32, Duration::from_millis(5));
+        cfg.pause = Some(Arc::clone(&pause));
+        let sampler = ExternalSampler::start(cfg, move |r| {
+            sink_rows.lock().unwrap().push(r.clone());
+            Ok(())
+        })
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(60));
+        assert!(rows.lock().unwrap().is_empty(), "no row while paused");
+        pause.store(false, Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(60));
+        let stats = sampler.stop();
+        let rows = rows.lock().unwrap();
+        assert!(stats.paused_ticks >= 1 && !rows.is_empty(), "{stats:?}");
+        assert_eq!(stats.rows as usize, rows.len());
+        // The pause is not lateness: resumed ticks are not counted as skipped.
+        assert_eq!(rows[0].skipped_before, 0, "{:?}", rows[0]);
+    }
+
+    #[test]
+    fn an_injected_cost_burns_the_stated_cpu_per_tick() {
+        let mut cfg = SamplerConfig::new(std::process::id() as i32, Duration::from_millis(20));
+        cfg.busy_per_tick = Duration::from_millis(3);
+        let rows = Arc::new(Mutex::new(Vec::new()));
+        let sink_rows = Arc::clone(&rows);
+        let sampler = ExternalSampler::start(cfg, move |r| {
+            sink_rows.lock().unwrap().push(r.clone());
+            Ok(())
+        })
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(70));
+        sampler.stop();
+        // CPU time is the thread's own, so this holds however loaded the host is.
+        for r in rows.lock().unwrap().iter() {
+            assert!(r.cost_cpu_ns >= 3_000_000, "{}", r.cost_cpu_ns);
+        }
+    }
+
+    #[test]
     fn a_sink_error_is_counted_not_fatal() {
         let sampler = ExternalSampler::start(
-            SamplerConfig {
-                pid: std::process::id() as i32,
-                period: Duration::from_millis(5),
-            },
+            SamplerConfig::new(std::process::id() as i32, Duration::from_millis(5)),
             |_| Err(std::io::Error::other("disk full")),
         )
         .unwrap();

@@ -31,6 +31,9 @@ pub mod darwin;
 pub mod darwin_abi;
 mod error;
 mod external;
+/// The raw-read floor a Linux tick is benchmarked against.
+#[cfg(target_os = "linux")]
+pub mod floor;
 /// Host identity (hardware model, boot time, thermal state) and its pure decoders.
 pub mod host;
 mod marker;

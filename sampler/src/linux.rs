@@ -2,7 +2,7 @@
 //! `/proc/vmstat`, `/proc/pressure/memory` (all through `procfs`), and the
 //! `clear_refs` high-water-mark reset (proc.rst: writing 5 resets VmHWM).
 
-use crate::procfile::{self, ProcFile};
+use crate::procfile::{self, ProcFile, ReadBuf};
 use crate::{SamplerError, SeriesRow, TaskMemory};
 use procfs::process::{Process, Status};
 use std::path::PathBuf;
@@ -124,6 +124,7 @@ pub struct ProcessProbe {
     pid: i32,
     status: ProcFile,
     statm: ProcFile,
+    buf: ReadBuf,
 }
 
 const STATUS_KEYS: [&[u8]; 7] = [
@@ -141,11 +142,18 @@ impl ProcessProbe {
     /// when they cannot be opened.
     pub fn new(pid: i32) -> Result<Self, SamplerError> {
         let gone = |_| SamplerError::ProcessGone { pid };
+        let [status, statm] = Self::files(pid);
         Ok(ProcessProbe {
             pid,
-            status: ProcFile::open(format!("/proc/{pid}/status")).map_err(gone)?,
-            statm: ProcFile::open(format!("/proc/{pid}/statm")).map_err(gone)?,
+            status: ProcFile::open(status).map_err(gone)?,
+            statm: ProcFile::open(statm).map_err(gone)?,
+            buf: ReadBuf::default(),
         })
+    }
+
+    /// The files a tick reads for process `pid`, in the order it reads them.
+    pub fn files(pid: i32) -> [String; 2] {
+        [format!("/proc/{pid}/status"), format!("/proc/{pid}/statm")]
     }
 
     /// Fill the process fields of `row`; leaves them `None` and returns an
@@ -155,7 +163,7 @@ impl ProcessProbe {
         let gone = |_| SamplerError::ProcessGone { pid };
         let mut v = [None; STATUS_KEYS.len()];
         procfile::scan_keys(
-            self.status.read().map_err(gone)?,
+            self.status.read(&mut self.buf).map_err(gone)?,
             b':',
             &STATUS_KEYS,
             &mut v,
@@ -163,16 +171,8 @@ impl ProcessProbe {
         let [rss, hwm, anon, file, shmem, swap, size] = v.map(|kib| kib.map(|k| k * KIB));
         // A zombie still has a status file, but no memory lines.
         let rss = rss.ok_or(SamplerError::ProcessGone { pid })?;
-        let statm = self.statm.read().map_err(gone)?;
-        let mut fields = std::str::from_utf8(statm)
-            .unwrap_or("")
-            .split_ascii_whitespace()
-            .map(|f| f.parse::<u64>().ok());
-        let (_size, resident, shared) = (
-            fields.next().flatten(),
-            fields.next().flatten(),
-            fields.next().flatten(),
-        );
+        let statm = self.statm.read(&mut self.buf).map_err(gone)?;
+        let [_size, resident, shared] = procfile::leading_fields(statm);
         row.resident_bytes = Some(rss);
         row.resident_peak_bytes = hwm;
         row.footprint_bytes = footprint(anon, shmem, swap);
@@ -202,14 +202,21 @@ const MEMINFO: &str = "/proc/meminfo";
 const VMSTAT: &str = "/proc/vmstat";
 const PRESSURE: &str = "/proc/pressure/memory";
 
+/// The files a system tick reads, in the order it reads them (PSI may be absent).
+pub const SYSTEM_FILES: [&str; 3] = [MEMINFO, VMSTAT, PRESSURE];
+
 /// The current text of a kept-open file; a file that could not be opened is an error.
-fn read<'a>(file: &'a mut Option<ProcFile>, path: &str) -> Result<&'a [u8], SamplerError> {
+fn read<'a>(
+    file: &Option<ProcFile>,
+    path: &str,
+    buf: &'a mut ReadBuf,
+) -> Result<&'a [u8], SamplerError> {
     let err = |source| SamplerError::Read {
         path: path.into(),
         source,
     };
     match file {
-        Some(f) => f.read().map_err(err),
+        Some(f) => f.read(buf).map_err(err),
         None => Err(err(std::io::Error::from(std::io::ErrorKind::NotFound))),
     }
 }
@@ -219,6 +226,7 @@ pub struct SystemProbe {
     meminfo: Option<ProcFile>,
     vmstat: Option<ProcFile>,
     pressure: Option<ProcFile>,
+    buf: ReadBuf,
 }
 
 impl Default for SystemProbe {
@@ -235,6 +243,7 @@ impl SystemProbe {
             meminfo: ProcFile::open(MEMINFO).ok(),
             vmstat: ProcFile::open(VMSTAT).ok(),
             pressure: ProcFile::open(PRESSURE).ok(),
+            buf: ReadBuf::default(),
         }
     }
 
@@ -242,7 +251,7 @@ impl SystemProbe {
     /// its fields `None` and is reported in the error; the others are still read.
     pub fn sample(&mut self, row: &mut SeriesRow) -> Result<(), SamplerError> {
         let mut first_err = None;
-        match read(&mut self.meminfo, MEMINFO) {
+        match read(&self.meminfo, MEMINFO, &mut self.buf) {
             Ok(text) => {
                 let mut v = [None; MEMINFO_KEYS.len()];
                 procfile::scan_keys(text, b':', &MEMINFO_KEYS, &mut v);
@@ -259,7 +268,7 @@ impl SystemProbe {
             }
             Err(e) => first_err = first_err.or(Some(e)),
         }
-        match read(&mut self.vmstat, VMSTAT) {
+        match read(&self.vmstat, VMSTAT, &mut self.buf) {
             Ok(text) => {
                 let mut v = [None; VMSTAT_KEYS.len()];
                 procfile::scan_keys(text, b' ', &VMSTAT_KEYS, &mut v);
@@ -274,7 +283,7 @@ impl SystemProbe {
         }
         // Absent on kernels built without PSI: its fields stay None, no error.
         if self.pressure.is_some() {
-            match read(&mut self.pressure, PRESSURE) {
+            match read(&self.pressure, PRESSURE, &mut self.buf) {
                 Ok(text) => {
                     let (some, full) = procfile::parse_psi(text);
                     row.sys_psi_some_avg10 = some.map(|p| p.avg10);

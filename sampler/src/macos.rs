@@ -188,9 +188,10 @@ impl ProcessProbe {
 ///
 /// Staleness: XNU hands callers that are not platform binaries a cached
 /// `vm_statistics64` for most calls within each second, so polling faster
-/// than about 1 Hz repeats old numbers. The probe keeps the last raw
-/// snapshot; when a new one is byte-identical it still fills the row from
-/// it, counts the repeat in `freshness`, and stamps the row's
+/// than about 1 Hz repeats old numbers. The probe therefore calls
+/// `host_statistics64` at most once per second and fills the ticks in
+/// between from the last value; those ticks, and any call the kernel answers
+/// byte-identically, count as cached repeats and stamp the row's
 /// `sys_vm_sampled_ns` with the time of the last fresh read, so no reader
 /// mistakes cached values for the tick's resolution. The sysctl fields in
 /// the same row are always fresh.
@@ -199,10 +200,10 @@ pub struct SystemProbe {
     host: mach_port_t,
     /// Kernel page size, the unit of the `vm_statistics64` page counts.
     page: u64,
-    last_raw: Option<vm_statistics64>,
-    /// Effective sample times, and the ticks whose `vm_statistics64` was
-    /// byte-identical to the previous one (the kernel's cache).
-    pub freshness: darwin::Freshness,
+    /// `host_statistics64`, called at most once per XNU refresh interval;
+    /// its `freshness` holds the effective sample times and the cached
+    /// repeats (reused values and byte-identical kernel-cached reads).
+    pub vm: darwin::RateLimited<(vm_statistics64, u32)>,
 }
 
 impl Default for SystemProbe {
@@ -236,8 +237,7 @@ impl SystemProbe {
         SystemProbe {
             host,
             page: page as u64,
-            last_raw: None,
-            freshness: darwin::Freshness::default(),
+            vm: darwin::RateLimited::new(darwin::HOST_STATISTICS_REFRESH_NS),
         }
     }
 
@@ -245,8 +245,14 @@ impl SystemProbe {
     /// `None` and is reported in the error; the other reads still happen.
     pub fn sample(&mut self, row: &mut SeriesRow) -> Result<(), SamplerError> {
         let mut first_err = None;
-        match self.vm_statistics() {
-            Ok((stats, count)) => {
+        let host = self.host;
+        let read = self.vm.read(
+            row.t_ns,
+            || vm_statistics(host),
+            |a, b| a.1 == b.1 && raw_bytes(&a.0) == raw_bytes(&b.0),
+        );
+        match read {
+            Ok(((stats, count), sampled_ns)) => {
                 let vm = VmStats {
                     count,
                     free_count: stats.free_count,
@@ -261,12 +267,7 @@ impl SystemProbe {
                 if let Err(e) = vm.fill(self.page, row) {
                     first_err = first_err.or(Some(e));
                 }
-                let repeated = self
-                    .last_raw
-                    .as_ref()
-                    .is_some_and(|last| raw_bytes(last) == raw_bytes(&stats));
-                row.sys_vm_sampled_ns = Some(self.freshness.observe(row.t_ns, repeated));
-                self.last_raw = Some(stats);
+                row.sys_vm_sampled_ns = Some(sampled_ns);
             }
             Err(e) => first_err = first_err.or(Some(e)),
         }
@@ -300,32 +301,32 @@ impl SystemProbe {
         }
         first_err.map_or(Ok(()), Err)
     }
+}
 
-    /// The raw statistics and the count (revision) the kernel filled.
-    fn vm_statistics(&self) -> Result<(vm_statistics64, u32), SamplerError> {
-        // SAFETY: `vm_statistics64` holds only integers, so all-zero bytes are
-        // a valid value; words the kernel does not fill stay zero.
-        let mut stats: vm_statistics64 = unsafe { mem::zeroed() };
-        let mut count = libc::HOST_VM_INFO64_COUNT;
-        // SAFETY: `stats` is `HOST_VM_INFO64_COUNT` integer_t words and `count`
-        // says so; the kernel writes at most that many and stores the count
-        // it filled. `host` is a live host send right.
-        let kr = unsafe {
-            libc::host_statistics64(
-                self.host,
-                libc::HOST_VM_INFO64,
-                (&raw mut stats).cast(),
-                &mut count,
-            )
-        };
-        if kr != KERN_SUCCESS {
-            return Err(SamplerError::Os {
-                call: "host_statistics64(HOST_VM_INFO64)",
-                reason: format!("kern_return_t {kr}"),
-            });
-        }
-        Ok((stats, count))
+/// The raw statistics and the count (revision) the kernel filled.
+fn vm_statistics(host: mach_port_t) -> Result<(vm_statistics64, u32), SamplerError> {
+    // SAFETY: `vm_statistics64` holds only integers, so all-zero bytes are
+    // a valid value; words the kernel does not fill stay zero.
+    let mut stats: vm_statistics64 = unsafe { mem::zeroed() };
+    let mut count = libc::HOST_VM_INFO64_COUNT;
+    // SAFETY: `stats` is `HOST_VM_INFO64_COUNT` integer_t words and `count`
+    // says so; the kernel writes at most that many and stores the count
+    // it filled. `host` is a live host send right.
+    let kr = unsafe {
+        libc::host_statistics64(
+            host,
+            libc::HOST_VM_INFO64,
+            (&raw mut stats).cast(),
+            &mut count,
+        )
+    };
+    if kr != KERN_SUCCESS {
+        return Err(SamplerError::Os {
+            call: "host_statistics64(HOST_VM_INFO64)",
+            reason: format!("kern_return_t {kr}"),
+        });
     }
+    Ok((stats, count))
 }
 
 /// The bytes of a statistics snapshot, for the cached-repeat comparison.

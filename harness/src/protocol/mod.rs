@@ -758,7 +758,7 @@ kind = "parity"
     }
 
     #[test]
-    fn overhead_gates_default_to_two_pairs_and_refuse_zero() {
+    fn overhead_gates_default_to_twelve_quads_and_refuse_too_few() {
         use reports::gates::OverheadGate;
         let with = |extra: &str| {
             GATED.replace(
@@ -766,20 +766,36 @@ kind = "parity"
                 &format!("kind = \"parity\"\n\n[[arm.gate]]\nkind = \"overhead\"\n{extra}"),
             )
         };
-        for (extra, tolerance, pairs) in [("", 0.02, 2), ("pairs = 3\ntolerance = 0.05", 0.05, 3)] {
+        for (extra, expected) in [
+            ("", OverheadGate::default()),
+            (
+                "quads = 8\nblock_requests = 2\ntolerance = 0.05\ninject_busy_us = 4000",
+                OverheadGate {
+                    tolerance: 0.05,
+                    quads: 8,
+                    block_requests: 2,
+                    inject_busy_us: 4000,
+                },
+            ),
+        ] {
             let p = parse_t(&with(extra)).unwrap();
-            let expected = GateSpec::Overhead(OverheadGate { tolerance, pairs });
-            assert_eq!(p.arms[1].gates.gates[2], expected, "{extra}");
+            assert_eq!(
+                p.arms[1].gates.gates[2],
+                GateSpec::Overhead(expected),
+                "{extra}"
+            );
         }
-        let err = parse_t(&with("pairs = 0")).unwrap_err();
+        let err = parse_t(&with("quads = 5")).unwrap_err();
         assert!(
-            err.message
-                .contains("arm `cand`: gate `overhead`: pairs = 0: at least one A/B pair"),
+            err.message.contains(
+                "arm `cand`: gate `overhead`: quads = 5 is out of range: allowed 6..=100 (fewer than 6 quads cannot give a 95 % interval)"
+            ),
             "{err}"
         );
         assert_eq!((err.line, err.col), (27, 9), "{err}");
-        let err = parse_t(&with("pair = 2")).unwrap_err();
-        assert!(err.message.contains("unknown field `pair`"), "{err}");
+        // The twin design's key is gone, not silently ignored.
+        let err = parse_t(&with("pairs = 2")).unwrap_err();
+        assert!(err.message.contains("unknown field `pairs`"), "{err}");
     }
 
     #[test]
@@ -899,8 +915,8 @@ kind = "parity"
                 "p.toml:10:24: arm `a`: gate `validity`: max_skipped_fraction = inf is out of range: allowed a finite number in [0, 1] (a fraction of the ticks due)",
             ),
             (
-                cal("", "") + "[[arm.gate]]\nkind = \"overhead\"\npairs = 1000000\n",
-                "p.toml:10:9: arm `a`: gate `overhead`: pairs = 1000000 is out of range: allowed 1..=50 (each pair runs the arm twice more)",
+                cal("", "") + "[[arm.gate]]\nkind = \"overhead\"\nquads = 1000000\n",
+                "p.toml:10:9: arm `a`: gate `overhead`: quads = 1000000 is out of range: allowed 6..=100 (fewer than 6 quads cannot give a 95 % interval)",
             ),
             (
                 cal("[soak]\nbootstrap_resamples = 1000000000", ""),
@@ -1055,7 +1071,7 @@ kind = "parity"
         "[[arm.gate]]\nkind = \"quality\"\nwer_delta = {v}",
         "[[arm.gate]]\nkind = \"validity\"\nmax_skipped_fraction = {v}",
         "[[arm.gate]]\nkind = \"overhead\"\ntolerance = {v}",
-        "[[arm.gate]]\nkind = \"overhead\"\npairs = {v}",
+        "[[arm.gate]]\nkind = \"overhead\"\nquads = {v}",
     ];
 
     const EXTREMES: &[&str] = &[

@@ -70,9 +70,9 @@ pub const PROBES: &str = "probes.json";
 pub const CENSUS: &str = "census.jsonl";
 /// Per arm (soaks): the soak settings and what was collected.
 pub const SOAK: &str = "soak.json";
-/// Per arm (overhead gate): the twin runs, `overhead/<n>-<a|b>/`.
+/// Per arm (overhead gate): the ABBA block run, `overhead/`.
 pub const OVERHEAD_DIR: &str = "overhead";
-/// Per arm (overhead gate): the twin-run record.
+/// Per arm (overhead gate): the block-run summary.
 pub const OVERHEAD: &str = "overhead.json";
 
 /// A fleet directory (`memqual merge … --out DIR`): one report over several

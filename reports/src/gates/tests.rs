@@ -1,6 +1,6 @@
 use super::*;
 use crate::admission::{AdmissionCheck, AdmissionRecord, AdmissionThresholds, HostObservation};
-use crate::overhead::{OverheadRecord, Twin, TwinRun};
+use crate::overhead::{BlockPlan, OverheadRecord};
 use crate::quality::{Reference, Transcription};
 use crate::receipt::{ArmReceipt, PhaseRow, Receipt, SeriesSummary};
 use crate::record::{ArmStatus, RunInfo};
@@ -564,36 +564,28 @@ fn validity_fails_an_unsound_measurement() {
     assert!(c.note.starts_with("not runnable: worker lacks"));
 }
 
-/// Twin runs A, B, A, B… with these steady medians (ms).
-fn twin_record(pairs: u32, medians_ms: &[f64]) -> OverheadRecord {
-    let runs = medians_ms
-        .iter()
-        .enumerate()
-        .map(|(i, ms)| {
-            let outcome: crate::record::ArmOutcome = serde_json::from_value(serde_json::json!({
-                "id": "cand", "status": "completed", "failure": [], "worker_executable": "w",
-                "worker_pid": 1, "hello": null, "exit": null, "timed_out": false, "timeout_s": 1,
-                "bye": true, "markers": 0, "results": 2, "worker_errors": [],
-                "started_ns": 0, "ended_ns": 1, "sampler": null
-            }))
-            .unwrap();
-            let results: Vec<worker_contract::RequestResult> = [1.0, *ms]
-                .iter()
-                .enumerate()
-                .map(|(r, ms)| {
-                    serde_json::from_value(serde_json::json!({
-                        "request_id": r, "latency_ns": (ms * 1e6) as u64,
-                        "body": {"kind": "calibration", "held_bytes": 0, "leaked_bytes": 0,
-                                 "spike_bytes": 0, "spike_resident_ns": null, "spike_freed_ns": null}
-                    }))
-                    .unwrap()
-                })
-                .collect();
-            let order = i as u32;
-            TwinRun::from_results(Twin::at(order), order, &outcome, &results)
-        })
-        .collect();
-    OverheadRecord::summarise(pairs, runs)
+/// A block run's summary with this interval (12 quads).
+fn block_record(lower: f64, ratio: f64, upper: f64) -> OverheadRecord {
+    OverheadRecord {
+        plan: BlockPlan {
+            quads: 12,
+            block_requests: 3,
+            injected_busy_us: 0,
+        },
+        dir: "overhead".into(),
+        status: ArmStatus::Completed,
+        failure: vec![],
+        requests: 145,
+        sampled_requests: 70,
+        unsampled_requests: 70,
+        dropped_requests: 5,
+        quad_ratios: vec![ratio; 12],
+        ratio: Some(ratio),
+        ratio_lower: Some(lower),
+        ratio_upper: Some(upper),
+        confidence: 0.95,
+        problems: vec![],
+    }
 }
 
 fn overhead_check(record: Option<OverheadRecord>, tolerance: f64) -> (Outcome, Check) {
@@ -605,7 +597,7 @@ fn overhead_check(record: Option<OverheadRecord>, tolerance: f64) -> (Outcome, C
         cand,
         gates(vec![GateSpec::Overhead(OverheadGate {
             tolerance,
-            pairs: 2,
+            ..OverheadGate::default()
         })]),
     );
     let rep = judge(&r);
@@ -615,26 +607,36 @@ fn overhead_check(record: Option<OverheadRecord>, tolerance: f64) -> (Outcome, C
 }
 
 #[test]
-fn overhead_passes_within_the_tolerance_and_fails_above_it() {
-    // Pair ratios 101/100 and 103/100: the median of the two is 1.02.
-    let record = twin_record(2, &[101.0, 100.0, 103.0, 100.0]);
-    let (verdict, c) = overhead_check(Some(record.clone()), 0.025);
-    assert_eq!(verdict, Outcome::Pass);
-    assert_eq!(c.outcome, Outcome::Pass);
-    assert!((c.measured.unwrap() - 1.02).abs() < 1e-12, "{c:?}");
-    assert_eq!(c.threshold, Some(1.025));
+fn overhead_passes_on_the_upper_end_fails_on_the_lower_and_else_cannot_tell() {
+    let record = block_record(1.002, 1.005, 1.008);
+    let (verdict, c) = overhead_check(Some(record.clone()), 0.01);
+    assert_eq!((verdict, c.outcome), (Outcome::Pass, Outcome::Pass));
+    assert_eq!(c.measured, Some(1.005));
+    assert_eq!(c.threshold, Some(1.01));
     assert_eq!(c.evidence[0].file, "arms/cand/overhead.json");
-    assert_eq!(c.evidence[0].pointer, "/ratio");
-    assert!(c.note.contains("spread 1.0100..1.0300"), "{}", c.note);
+    assert_eq!(c.evidence[0].pointer, "/ratio_upper");
+    assert!(
+        c.note
+            .contains("interval 1.0020..1.0080 over 12 ABBA quads"),
+        "{}",
+        c.note
+    );
 
-    let (verdict, c) = overhead_check(Some(record), 0.015);
-    assert_eq!(verdict, Outcome::Fail);
-    assert_eq!(c.outcome, Outcome::Fail);
-    assert_eq!(c.threshold, Some(1.015));
+    // The upper end above the limit, the lower below: never a pass.
+    let (verdict, c) = overhead_check(Some(record.clone()), 0.005);
+    assert_eq!(
+        (verdict, c.outcome),
+        (Outcome::NotEvaluated, Outcome::NotEvaluated)
+    );
+    assert!(c.note.contains("straddles 1 + 0.005"), "{}", c.note);
+
+    let (verdict, c) = overhead_check(Some(block_record(1.03, 1.04, 1.05)), 0.01);
+    assert_eq!((verdict, c.outcome), (Outcome::Fail, Outcome::Fail));
+    assert!(c.note.contains("lower end above 1 + 0.01"), "{}", c.note);
 }
 
 #[test]
-fn overhead_without_twin_data_is_not_evaluated_and_says_why() {
+fn overhead_without_block_data_is_not_evaluated_and_says_why() {
     let (verdict, c) = overhead_check(None, 0.02);
     assert_eq!(verdict, Outcome::NotEvaluated);
     assert_eq!(c.outcome, Outcome::NotEvaluated);
@@ -644,40 +646,47 @@ fn overhead_without_twin_data_is_not_evaluated_and_says_why() {
         c.note
     );
 
-    // Interrupted after the first pair: three of four twin runs.
-    let (verdict, c) = overhead_check(Some(twin_record(2, &[100.0, 100.0, 100.0])), 0.02);
-    assert_eq!(verdict, Outcome::NotEvaluated);
-    assert_eq!(c.measured, None);
-    assert!(
-        c.note.starts_with("only 3 of 4 twin runs ran"),
-        "{}",
-        c.note
-    );
-
-    let mut record = twin_record(2, &[100.0, 100.0, 100.0, 100.0]);
-    record.runs[3].status = ArmStatus::Failed;
-    record.runs[3].failure = vec!["worker killed by signal SIGKILL (9)".into()];
-    let record = OverheadRecord::summarise(2, record.runs);
+    let mut record = block_record(1.0, 1.0, 1.0);
+    record.ratio_lower = None;
+    record.ratio_upper = None;
+    record.problems = vec!["4 complete ABBA quads are too few for a 95 % interval".into()];
     let (verdict, c) = overhead_check(Some(record), 0.02);
     assert_eq!(verdict, Outcome::NotEvaluated);
     assert_eq!(
         c.note,
-        "twin run 3 (overhead/3-b) failed: worker killed by signal SIGKILL (9)"
+        "4 complete ABBA quads are too few for a 95 % interval"
+    );
+
+    // A failed block run is never judged on the requests it did run.
+    let mut record = block_record(1.0, 1.0, 1.001);
+    record.status = ArmStatus::Failed;
+    record.problems = vec!["the block run failed: worker killed by signal SIGKILL (9)".into()];
+    let (verdict, c) = overhead_check(Some(record), 0.02);
+    assert_eq!(verdict, Outcome::NotEvaluated);
+    assert!(
+        c.note
+            .ends_with("the block run failed: worker killed by signal SIGKILL (9)")
     );
 }
 
 #[test]
-fn overhead_pairs_must_be_at_least_one() {
-    let zero = GateSpec::Overhead(OverheadGate {
-        pairs: 0,
+fn overhead_quads_are_at_least_six() {
+    let few = GateSpec::Overhead(OverheadGate {
+        quads: 5,
         ..OverheadGate::default()
     });
-    assert!(zero.validate().unwrap_err().message.contains("pairs = 0"));
+    assert!(
+        few.validate().unwrap_err().message.contains("quads = 5"),
+        "{:?}",
+        few.validate()
+    );
     assert_eq!(
         OverheadGate::default(),
         OverheadGate {
             tolerance: 0.02,
-            pairs: 2
+            quads: 12,
+            block_requests: 3,
+            inject_busy_us: 0,
         }
     );
 }
@@ -751,11 +760,11 @@ fn declarations_are_checked() {
         assert_eq!(err.key, "ceiling_mib", "{bad}");
         assert!(err.message.contains("out of range: allowed"), "{err}");
     }
-    let pairs = GateSpec::Overhead(OverheadGate {
-        pairs: u32::MAX,
+    let quads = GateSpec::Overhead(OverheadGate {
+        quads: u32::MAX,
         ..OverheadGate::default()
     });
-    assert_eq!(pairs.validate().unwrap_err().key, "pairs");
+    assert_eq!(quads.validate().unwrap_err().key, "quads");
     let tolerance = GateSpec::Latency(LatencyGate {
         tolerance: f64::NAN,
     });

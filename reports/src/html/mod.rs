@@ -19,7 +19,7 @@
 //!   that differ between arms;
 //! - every check with its evidence links;
 //! - per arm: its memory chart, soak growth and history, peaks by phase,
-//!   latency and its distribution, overhead twins, transcript differences,
+//!   latency and its distribution, overhead blocks, transcript differences,
 //!   WER, and its raw runtime fields (folded);
 //! - the run's identity (folded).
 //!
@@ -75,16 +75,16 @@ impl PageData {
 
 /// Read an arm's series for drawing, with the time of its first row.
 pub fn read_series(run: &RunDir, arm: &str) -> Result<(Option<u64>, Vec<Point>), ReportError> {
-    let rows = crate::series::series_rows(run, arm)?;
-    let t0 = rows.first().map(|r| r.t_ns);
-    let points = rows
-        .iter()
-        .map(|row| Point {
-            t_s: row.t_ns.saturating_sub(t0.unwrap_or(0)) as f64 / 1e9,
+    let mut t0 = None;
+    let mut points = Vec::new();
+    crate::series::for_each_point(run, arm, |row| {
+        let start = *t0.get_or_insert(row.t_ns);
+        points.push(Point {
+            t_s: row.t_ns.saturating_sub(start) as f64 / 1e9,
             resident_mib: row.resident_bytes.map(|b| b as f64 / MIB),
             footprint_mib: row.footprint_bytes.map(|b| b as f64 / MIB),
-        })
-        .collect();
+        });
+    })?;
     Ok((t0, points))
 }
 

@@ -629,40 +629,37 @@ fn latency_figure(arm: &ArmReceipt, latencies_ns: &[u64]) -> Markup {
     }
 }
 
-/// The overhead twin runs in order, and the ratio they give.
+/// The overhead block run: requests kept per side, the quad ratios and the interval.
 fn overhead_table(arm: &ArmReceipt) -> Markup {
     let Some(o) = &arm.overhead else {
         return html! {};
     };
-    let ms3 = |v: Option<f64>| v.map_or("–".into(), |v| format!("{:.3}", v / 1e6));
-    let ratios: Vec<String> = o.pair_ratios.iter().map(|r| format!("{r:.4}")).collect();
+    let f4 = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.4}"));
+    let ratios: Vec<String> = o.quad_ratios.iter().map(|r| format!("{r:.4}")).collect();
     html! {
-        h3 { "Sampler overhead (twin runs)" }
+        h3 { "Sampler overhead (ABBA blocks in one worker)" }
         table {
             tr {
-                th { "#" } th { "twin" } th { "status" } th { "requests" }
-                th { "steady median ms" } th { "steady p95 ms" }
+                th { "status" } th { "requests" } th { "sampled" } th { "unsampled" }
+                th { "left out" } th { "quads" } th { "ratio" } th { "95 % interval" }
             }
-            @for t in &o.runs {
-                tr {
-                    td { (t.order) }
-                    td { @if t.label.sampled() { "A (sampled)" } @else { "B (unsampled)" } }
-                    td { (format!("{:?}", t.status)) }
-                    td { (t.requests) }
-                    td { (ms3(t.steady_median_ns)) }
-                    td { (ms3(t.steady_p95_ns)) }
-                }
+            tr {
+                td { (format!("{:?}", o.status)) }
+                td { (o.requests) }
+                td { (o.sampled_requests) }
+                td { (o.unsampled_requests) }
+                td { (o.dropped_requests) }
+                td { (o.quad_ratios.len()) " of " (o.plan.quads) }
+                td { b { (f4(o.ratio)) } }
+                td { (f4(o.ratio_lower)) ".." (f4(o.ratio_upper)) }
             }
         }
-        @match o.ratio {
-            Some(r) => p {
-                "Sampled / unsampled steady median: " b { (format!("{r:.4}")) }
-                (format!(
-                    " (median of {} pairs; spread {:.4}..{:.4}; pairs: {}).",
-                    o.pair_ratios.len(), o.ratio_min.unwrap_or(r), o.ratio_max.unwrap_or(r), ratios.join(", ")
-                ))
-            },
-            None => p.fail { "No ratio: " (o.problems.join("; ")) },
+        @if o.plan.injected_busy_us > 0 {
+            p.fail { (format!("Injected cost: the sampler burnt {} µs of CPU per sampled tick (a gate test, not a measurement).", o.plan.injected_busy_us)) }
+        }
+        p { "Quad ratios (A over B, latency normalised by fixture): " (ratios.join(", ")) }
+        @if !o.problems.is_empty() {
+            p.fail { "Problems: " (o.problems.join("; ")) }
         }
     }
 }

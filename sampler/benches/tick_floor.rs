@@ -1,0 +1,220 @@
+//! Tick cost against its floor, both after an idle gap (the sampler's real
+//! cadence, which criterion's back-to-back loop cannot model) and warm.
+//!
+//! The floor is `pread` of exactly the files a tick reads on open descriptors,
+//! nothing parsed ([`sampler::floor::Floor`]). Cold: one measurement per gap,
+//! floor and tick alternating in ABBA order so drift and ordering cancel; each
+//! measurement times the process part and then the system part in thread CPU
+//! time. Warm: the same, back to back without a gap. Prints the medians and
+//! tick / floor for the process part, the system part and the total.
+//!
+//! `cargo bench -p sampler --bench tick_floor -- [--pid PID] [--gap-ms 50] [--ticks 400] [--warm 2000]`
+//! (the target defaults to a child holding 200 MiB resident, like a loaded worker).
+
+#[cfg(target_os = "linux")]
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    linux::main()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn main() {
+    eprintln!(
+        "tick_floor: the raw-read floor is a Linux measure; see the tickcost example elsewhere"
+    );
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use sampler::floor::Floor;
+    use sampler::{ProcessProbe, SeriesRow, SystemProbe, clock};
+    use std::time::Duration;
+
+    struct Args {
+        pid: Option<i32>,
+        gap_ms: u64,
+        ticks: usize,
+        warm: usize,
+    }
+
+    fn args() -> Result<Args, String> {
+        let mut a = Args {
+            pid: None,
+            gap_ms: 50,
+            ticks: 400,
+            warm: 2000,
+        };
+        let mut it = std::env::args().skip(1);
+        while let Some(flag) = it.next() {
+            let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
+            let bad = |name: &str, v: &str| format!("{name}: not a number: {v:?}");
+            match flag.as_str() {
+                "--pid" => {
+                    let v = value("--pid")?;
+                    a.pid = Some(v.parse().map_err(|_| bad("--pid", &v))?);
+                }
+                "--gap-ms" => {
+                    let v = value("--gap-ms")?;
+                    a.gap_ms = v.parse().map_err(|_| bad("--gap-ms", &v))?;
+                }
+                "--ticks" => {
+                    let v = value("--ticks")?;
+                    a.ticks = v.parse::<usize>().map_err(|_| bad("--ticks", &v))?.max(4);
+                }
+                "--warm" => {
+                    let v = value("--warm")?;
+                    a.warm = v.parse::<usize>().map_err(|_| bad("--warm", &v))?.max(4);
+                }
+                // cargo bench passes --bench to harness = false targets.
+                "--bench" => {}
+                other => return Err(format!("unknown argument {other:?}")),
+            }
+        }
+        Ok(a)
+    }
+
+    /// Process-part and system-part CPU nanoseconds of one measurement.
+    #[derive(Default)]
+    struct Parts {
+        process: Vec<u64>,
+        system: Vec<u64>,
+    }
+
+    impl Parts {
+        fn push(&mut self, p: u64, s: u64) {
+            self.process.push(p);
+            self.system.push(s);
+        }
+        fn medians(&self) -> [f64; 3] {
+            let total: Vec<u64> = self
+                .process
+                .iter()
+                .zip(&self.system)
+                .map(|(a, b)| a + b)
+                .collect();
+            [
+                median_us(&self.process),
+                median_us(&self.system),
+                median_us(&total),
+            ]
+        }
+    }
+
+    fn median_us(v: &[u64]) -> f64 {
+        let mut v = v.to_vec();
+        v.sort_unstable();
+        v[v.len() / 2] as f64 / 1e3
+    }
+
+    struct Probes {
+        process: ProcessProbe,
+        system: SystemProbe,
+        floor: Floor,
+    }
+
+    impl Probes {
+        fn tick(&mut self) -> (u64, u64) {
+            let mut row = SeriesRow::default();
+            let a = clock::thread_cpu_ns();
+            let p = self.process.sample(&mut row);
+            let b = clock::thread_cpu_ns();
+            let s = self.system.sample(&mut row);
+            let c = clock::thread_cpu_ns();
+            std::hint::black_box((&row, p.is_ok(), s.is_ok()));
+            (b - a, c - b)
+        }
+        fn floor(&mut self) -> (u64, u64) {
+            let a = clock::thread_cpu_ns();
+            let p = self.floor.read_process();
+            let b = clock::thread_cpu_ns();
+            let s = self.floor.read_system();
+            let c = clock::thread_cpu_ns();
+            std::hint::black_box((p.ok(), s.ok()));
+            (b - a, c - b)
+        }
+    }
+
+    /// ABBA: positions 0 and 3 of every four are the floor, 1 and 2 the tick.
+    fn measure(p: &mut Probes, n: usize, gap: Duration) -> (Parts, Parts) {
+        let (mut floor, mut tick) = (Parts::default(), Parts::default());
+        for i in 0..n {
+            if !gap.is_zero() {
+                std::thread::sleep(gap);
+            }
+            if matches!(i % 4, 0 | 3) {
+                let (a, b) = p.floor();
+                floor.push(a, b);
+            } else {
+                let (a, b) = p.tick();
+                tick.push(a, b);
+            }
+        }
+        (floor, tick)
+    }
+
+    fn report(what: &str, floor: &Parts, tick: &Parts) {
+        let (f, t) = (floor.medians(), tick.medians());
+        println!(
+            "{what}: {} floor and {} tick measurements, median thread CPU µs",
+            floor.process.len(),
+            tick.process.len()
+        );
+        println!(
+            "  {:<8} {:>9} {:>9} {:>11}",
+            "", "floor", "tick", "tick/floor"
+        );
+        for (i, part) in ["process", "system", "total"].iter().enumerate() {
+            println!(
+                "  {part:<8} {:>9.1} {:>9.1} {:>11.3}",
+                f[i],
+                t[i],
+                t[i] / f[i]
+            );
+        }
+    }
+
+    /// A child that holds 200 MiB resident until killed.
+    fn spawn_target() -> std::io::Result<std::process::Child> {
+        std::process::Command::new("python3")
+            .args(["-c", "import sys,time\nb=bytearray(200<<20)\nfor i in range(0,len(b),4096): b[i]=1\nsys.stdout.write('ready\\n'); sys.stdout.flush()\ntime.sleep(3600)"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+    }
+
+    pub fn main() -> Result<(), Box<dyn std::error::Error>> {
+        let args = args()?;
+        let mut child = None;
+        let pid = match args.pid {
+            Some(pid) => pid,
+            None => {
+                let mut c = spawn_target()?;
+                let mut line = String::new();
+                if let Some(out) = c.stdout.as_mut() {
+                    std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line)?;
+                }
+                let pid = c.id() as i32;
+                child = Some(c);
+                pid
+            }
+        };
+        let mut probes = Probes {
+            process: ProcessProbe::new(pid)?,
+            system: SystemProbe::new(),
+            floor: Floor::open(pid)?,
+        };
+        println!(
+            "target pid {pid}; cold: {} ms gap before each measurement",
+            args.gap_ms
+        );
+        // Warm up the code paths once; then the cold run, then the warm one.
+        measure(&mut probes, 40, Duration::ZERO);
+        let (f, t) = measure(&mut probes, args.ticks, Duration::from_millis(args.gap_ms));
+        report(&format!("cold ({} ms gap)", args.gap_ms), &f, &t);
+        let (f, t) = measure(&mut probes, args.warm, Duration::ZERO);
+        report("warm (back to back)", &f, &t);
+        if let Some(mut c) = child {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        Ok(())
+    }
+}
