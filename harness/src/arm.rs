@@ -312,9 +312,14 @@ fn start_sampler(
 ) -> Result<ExternalSampler, sampler::SamplerError> {
     let pid = i32::try_from(pid).map_err(|_| sampler::SamplerError::ProcessGone { pid: -1 })?;
     // One whole row per write: a killed harness loses at most the row in flight.
-    ExternalSampler::start(SamplerConfig { pid, period }, move |row| {
-        series.append(row).map_err(std::io::Error::other)
-    })
+    ExternalSampler::start(
+        SamplerConfig {
+            pid,
+            period,
+            device: sampler::DeviceSource::Auto,
+        },
+        move |row| series.append(row).map_err(std::io::Error::other),
+    )
 }
 
 /// Everything that makes an arm a failure besides timeouts and violations.

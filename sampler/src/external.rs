@@ -5,7 +5,8 @@
 //! A tick taken a whole period or more after its deadline advances the
 //! schedule and counts the ticks it skipped; every row records its lateness.
 
-use crate::{ProcessProbe, SamplerError, SeriesRow, SystemProbe, clock};
+use crate::device::{DeviceProbe, DeviceSource};
+use crate::{DeviceCell, ProcessProbe, SamplerError, SeriesRow, SystemProbe, clock};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -17,6 +18,8 @@ pub struct SamplerConfig {
     pub pid: i32,
     /// Time between tick deadlines (a zero period is treated as 1 ns).
     pub period: Duration,
+    /// Where device (GPU) memory comes from; without a device the rows get no device columns.
+    pub device: DeviceSource,
 }
 
 /// What the sampler observed about itself, returned by [`ExternalSampler::stop`]
@@ -40,6 +43,17 @@ pub struct SamplerStats {
     pub sink_errors: u64,
     /// Message of the first process, system or sink error; `None` when there was none.
     pub first_error: Option<String>,
+    /// The accelerator, said once: the devices read (NVML, driver, names and
+    /// sizes), or why there are no device columns (`no accelerator: …`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accelerator: Option<String>,
+    /// Ticks at which a device reading failed (the row's device cells are empty).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub device_errors: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl SamplerStats {
@@ -69,6 +83,14 @@ impl ExternalSampler {
             .unwrap_or(u64::MAX)
             .max(1);
         let mut probe = ProcessProbe::new(cfg.pid)?;
+        // NVML is opened before tick 0 so its start-up is no tick's cost.
+        let device = DeviceProbe::open(&cfg.device);
+        let accelerator = Some(match &device {
+            Ok(d) => d.description(),
+            Err(why) => why.clone(),
+        });
+        let device = device.ok();
+        let device_pid = u32::try_from(cfg.pid).unwrap_or(0);
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
         let epoch_ns = clock::monotonic_ns();
         let handle = std::thread::Builder::new()
@@ -78,6 +100,7 @@ impl ExternalSampler {
                 let mut stats = SamplerStats {
                     epoch_ns,
                     period_ns,
+                    accelerator,
                     ..SamplerStats::default()
                 };
                 let mut tick: u64 = 0;
@@ -119,6 +142,24 @@ impl ExternalSampler {
                     if let Err(e) = system.sample(&mut row) {
                         stats.system_errors += 1;
                         stats.note(e);
+                    }
+                    if let Some(device) = &device {
+                        match device.sample(device_pid) {
+                            Ok(d) => {
+                                row.gpu_worker_bytes = d.worker_bytes.into();
+                                row.gpu_used_bytes = DeviceCell::Bytes(d.used_bytes);
+                                row.gpu_total_bytes = DeviceCell::Bytes(d.total_bytes);
+                                row.gpu_others_bytes = DeviceCell::Bytes(d.others_bytes);
+                            }
+                            Err(e) => {
+                                row.gpu_worker_bytes = DeviceCell::Unread;
+                                row.gpu_used_bytes = DeviceCell::Unread;
+                                row.gpu_total_bytes = DeviceCell::Unread;
+                                row.gpu_others_bytes = DeviceCell::Unread;
+                                stats.device_errors += 1;
+                                stats.note(e);
+                            }
+                        }
                     }
                     row.cost_ns = clock::monotonic_ns().saturating_sub(t_ns);
                     row.cost_cpu_ns = clock::thread_cpu_ns().saturating_sub(cpu_start);
@@ -188,6 +229,7 @@ mod tests {
             SamplerConfig {
                 pid: std::process::id() as i32,
                 period: Duration::from_millis(10),
+                device: DeviceSource::Library("/nonexistent/libnvidia-ml.so.1".into()),
             },
             move |r| {
                 sink_rows.lock().unwrap().push(r.clone());
@@ -214,7 +256,14 @@ mod tests {
             assert_eq!(r.lateness_ns, r.t_ns - r.deadline_ns);
             assert!(r.resident_bytes.unwrap() > 0);
             assert!(r.sys_total_bytes.is_some());
+            // No accelerator: no device cells at all, never zeros.
+            assert!(r.gpu_worker_bytes.is_absent() && r.gpu_used_bytes.is_absent());
         }
+        let said = stats.accelerator.as_deref().unwrap_or_default();
+        assert!(
+            said.starts_with("no accelerator: NVML from /nonexistent"),
+            "{said}"
+        );
         // Tick indices strictly increase and account for every skip.
         for w in rows.windows(2) {
             assert_eq!(w[1].tick, w[0].tick + 1 + w[1].skipped_before);
@@ -228,6 +277,7 @@ mod tests {
             SamplerConfig {
                 pid: std::process::id() as i32,
                 period: Duration::from_millis(5),
+                device: DeviceSource::Off,
             },
             |_| Err(std::io::Error::other("disk full")),
         )

@@ -29,6 +29,8 @@ pub mod clock;
 pub mod darwin;
 /// Apple's headers' facts and the build-time check of the Rust side against them.
 pub mod darwin_abi;
+/// Accelerator device memory through NVML loaded at run time.
+pub mod device;
 mod error;
 mod external;
 /// Host identity (hardware model, boot time, thermal state) and its pure decoders.
@@ -51,6 +53,7 @@ mod platform;
 #[path = "unsupported.rs"]
 mod platform;
 
+pub use device::DeviceSource;
 pub use error::SamplerError;
 pub use external::{ExternalSampler, SamplerConfig, SamplerStats};
 pub use marker::{Marker, MarkerRecorder};
@@ -61,7 +64,7 @@ pub use platform::snapshot_self;
 #[cfg(target_os = "macos")]
 pub use platform::thermal_pressure_state;
 pub use platform::{ProcessProbe, SystemProbe, host_identity};
-pub use series::SeriesRow;
+pub use series::{DeviceCell, SeriesRow};
 
 /// Serializes unit tests that measure this test process's own memory: the
 /// test harness runs tests on parallel threads of one process. Those tests
