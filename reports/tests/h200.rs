@@ -12,7 +12,9 @@ use std::path::Path;
 const MIB: u64 = 1 << 20;
 
 fn receipt(name: &str) -> reports::Receipt {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/runs/h200").join(name);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/runs/h200")
+        .join(name);
     let run = RunDir::open(&path, Access::Read).expect("the committed run opens");
     reports::assemble(&run).expect("the receipt assembles from the raw files")
 }
@@ -24,7 +26,11 @@ fn the_gpu_calibration_passes_within_five_percent_on_the_h200() {
     let checks: Vec<_> = r.arms.iter().flat_map(check_arm).collect();
     assert_eq!(checks.len(), 9);
     for c in &checks {
-        assert!(c.pass, "{} {} {}: {:?}", c.arm, c.pattern, c.quantity, c.measured);
+        assert!(
+            c.pass,
+            "{} {} {}: {:?}",
+            c.arm, c.pattern, c.quantity, c.measured
+        );
     }
     // NVML reports whole allocations: the measured values are the sizes.
     let measured = |pattern: &str, quantity: &str| {
@@ -41,7 +47,10 @@ fn the_gpu_calibration_passes_within_five_percent_on_the_h200() {
     assert_eq!(measured("gpu_spike", "series"), 2048.0);
     for a in &r.arms {
         let said = a.series.accelerator.as_deref().unwrap();
-        assert_eq!(said, "NVML (driver 580.159.04): 1 device(s): 0 NVIDIA H200 (143771 MiB)");
+        assert_eq!(
+            said,
+            "NVML (driver 580.159.04): 1 device(s): 0 NVIDIA H200 (143771 MiB)"
+        );
         let d = a.series.device.as_ref().unwrap();
         assert_eq!(d.total_bytes, Some(143_771 * MIB));
         assert_eq!(d.rows_unread, 0);
@@ -77,29 +86,48 @@ fn the_device_leak_soak_is_linear_growth_on_device_with_resident_flat() {
     assert_eq!(
         device,
         [
-            ("gpu_worker", Classification::LinearGrowth, (16 * MIB) as f64),
+            (
+                "gpu_worker",
+                Classification::LinearGrowth,
+                (16 * MIB) as f64
+            ),
             ("gpu_used", Classification::LinearGrowth, (16 * MIB) as f64),
         ]
     );
-    assert_eq!(s.device_growth_while_resident_flat, ["gpu_worker", "gpu_used"]);
+    assert_eq!(
+        s.device_growth_while_resident_flat,
+        ["gpu_worker", "gpu_used"]
+    );
     assert_eq!(s.stable, Some(false));
 
     // The stability gate fails, and its note names the pattern.
     let gates = reports::gates::evaluate(&r).expect("the arm declares a gate");
     let verdict = &gates.arms[0];
     assert_eq!(verdict.verdict, Outcome::Fail);
-    let stability = verdict.gates.iter().find(|g| g.kind == "stability").unwrap();
-    let soak = stability.checks.iter().find(|c| c.name == "soak verdict").unwrap();
+    let stability = verdict
+        .gates
+        .iter()
+        .find(|g| g.kind == "stability")
+        .unwrap();
+    let soak = stability
+        .checks
+        .iter()
+        .find(|c| c.name == "soak verdict")
+        .unwrap();
     assert_eq!(soak.outcome, Outcome::Fail);
     assert!(
-        soak.note.contains("device memory grows while resident is flat: gpu_worker, gpu_used"),
+        soak.note
+            .contains("device memory grows while resident is flat: gpu_worker, gpu_used"),
         "{}",
         soak.note
     );
     let worker_device = stability
         .checks
         .iter()
-        .find(|c| c.note.contains("device (GPU) memory grows while the worker's resident memory is flat"))
+        .find(|c| {
+            c.note
+                .contains("device (GPU) memory grows while the worker's resident memory is flat")
+        })
         .expect("a device series check names the pattern");
     assert_eq!(worker_device.outcome, Outcome::Fail);
 }

@@ -47,7 +47,10 @@ fn main() {
     }
     us.sort_by(f64::total_cmp);
     if let (Some(median), Some(p99)) = (us.get(us.len() / 2), us.get(us.len() * 99 / 100)) {
-        eprintln!("{} further reads: median {median:.0} µs, p99 {p99:.0} µs", us.len());
+        eprintln!(
+            "{} further reads: median {median:.0} µs, p99 {p99:.0} µs",
+            us.len()
+        );
     }
     let r = summarise(pid, &devices);
     eprintln!(

@@ -12,6 +12,9 @@
 //! - [`ExternalSampler`]: a fixed-cadence thread that samples another process
 //!   and the system against deadlines, recording its own lateness and skipped
 //!   ticks, and hands each [`SeriesRow`] to a sink as it is taken.
+//! - [`device`]: accelerator (NVIDIA GPU) memory through NVML loaded at run
+//!   time, for the series' device columns ([`DeviceCell`]: absent without a
+//!   device, never zero) and, on request, for the markers.
 //!
 //! It does not spawn workers, write run directories or judge results; those
 //! belong to the harness and the reports crate.

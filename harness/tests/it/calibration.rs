@@ -257,13 +257,22 @@ fn without_a_gpu_the_series_has_no_device_columns_and_the_receipt_says_why() {
     }
     let (dir, receipt, _) = run();
     for a in &receipt.arms {
-        let series = std::fs::read_to_string(dir.join("arms").join(&a.id).join("series.csv")).unwrap();
+        let series =
+            std::fs::read_to_string(dir.join("arms").join(&a.id).join("series.csv")).unwrap();
         let header = series.lines().next().unwrap();
         assert!(!header.contains("gpu_"), "{}: {header}", a.id);
         let said = a.series.accelerator.as_deref().unwrap_or_default();
-        assert!(said.starts_with("no accelerator: NVML"), "{}: {said:?}", a.id);
+        assert!(
+            said.starts_with("no accelerator: NVML"),
+            "{}: {said:?}",
+            a.id
+        );
         assert_eq!(a.series.device, None, "{}", a.id);
-        assert!(a.phases.iter().all(|p| p.series_max_gpu_worker_bytes.is_none()));
+        assert!(
+            a.phases
+                .iter()
+                .all(|p| p.series_max_gpu_worker_bytes.is_none())
+        );
         assert!(a.phases.iter().all(|p| p.memory.device_bytes.is_none()));
     }
 }
@@ -319,7 +328,10 @@ fn missing_fixtures_are_named_with_what_the_folder_must_hold() {
         .unwrap();
     assert_eq!(out.status.code(), Some(3), "stderr: {}", stderr(&out));
     let err = stderr(&out);
-    assert!(err.contains(&missing.join("audio").display().to_string()), "{err}");
+    assert!(
+        err.contains(&missing.join("audio").display().to_string()),
+        "{err}"
+    );
     assert!(err.contains("holding audio/manifest.toml"), "{err}");
     assert!(!tmp.path().join("run").exists(), "nothing was run");
 }
