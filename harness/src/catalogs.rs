@@ -10,8 +10,13 @@ use worker_contract::FixtureInput;
 
 /// Every slice of the fixtures manifest (`MEMQUAL_FIXTURES` or the committed folder).
 pub fn fixture_catalog() -> anyhow::Result<FixtureCatalog> {
-    let fixtures = speech_fixtures::Fixtures::open_default()
-        .context("cannot open the speech fixtures (set MEMQUAL_FIXTURES to the folder holding manifest.toml)")?;
+    let fixtures = speech_fixtures::Fixtures::open_default().with_context(|| {
+        format!(
+            "cannot open the speech fixtures in {} (set MEMQUAL_FIXTURES to a folder \
+                 holding audio/manifest.toml, or unset it to use the fixtures built into memqual)",
+            speech_fixtures::audio_dir().display()
+        )
+    })?;
     let slices = fixtures
         .slices()
         .iter()

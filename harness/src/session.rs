@@ -66,18 +66,29 @@ pub fn load_protocol(
     embedded: (&str, &str),
     params: &[(String, String)],
 ) -> Result<protocol::LoadedProtocol, Failure> {
-    let fixtures = catalogs::fixture_catalog().map_err(harness)?;
-    let mut ctx = protocol::ParseContext {
-        overrides: params.iter().cloned().collect(),
-        base_dir: PathBuf::from("."),
-        fixtures: &fixtures,
-        models: &catalogs::ModelCache,
-        physical_memory: host::physical_memory_bytes(),
+    // A protocol without whisper arms (calibration) never opens the speech
+    // fixtures: it is parsed against an empty catalog first, and only a
+    // protocol that has whisper arms is parsed again against the real one.
+    let parse = |fixtures: &whisper_arm::FixtureCatalog| {
+        let mut ctx = protocol::ParseContext {
+            overrides: params.iter().cloned().collect(),
+            base_dir: PathBuf::from("."),
+            fixtures,
+            models: &catalogs::ModelCache,
+            physical_memory: host::physical_memory_bytes(),
+        };
+        match path {
+            Some(p) => protocol::load(p, &mut ctx),
+            None => protocol::parse(embedded.0, embedded.1, &ctx).map_err(Into::into),
+        }
     };
-    match path {
-        Some(p) => protocol::load(p, &mut ctx).map_err(usage),
-        None => protocol::parse(embedded.0, embedded.1, &ctx).map_err(usage),
+    if let Ok(loaded) = parse(&whisper_arm::FixtureCatalog::default())
+        && loaded.arms.iter().all(|a| a.model.is_none())
+    {
+        return Ok(loaded);
     }
+    let fixtures = catalogs::fixture_catalog().map_err(harness)?;
+    parse(&fixtures).map_err(usage)
 }
 
 /// Build every named model the protocol needs that is not cached yet.

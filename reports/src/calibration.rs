@@ -158,7 +158,104 @@ pub fn check_arm(arm: &ArmReceipt) -> Vec<CalibrationCheck> {
     check_load(&mut c, arm, cal);
     check_leak(&mut c, arm, cal);
     check_spike(&mut c, arm, cal);
+    check_gpu(&mut c, arm, cal);
     c.out
+}
+
+/// Device memory (GPU) patterns: the markers' own NVML reading proves the
+/// in-process number and the external series proves the sampler's, each
+/// within ±5 % (the context's own device memory is below process_start).
+fn check_gpu(c: &mut Checks, arm: &ArmReceipt, cal: &CalibrationSpec) {
+    let device = |m: &TaskMemory| m.device_bytes;
+    let series_at = |phase: Phase, request: Option<u64>| {
+        arm.phase(phase, request)
+            .and_then(|p| p.series_max_gpu_worker_bytes)
+    };
+    if let Some(p) = cal.gpu_plateau {
+        let expected = p.mib as f64;
+        let marker = load_growth(arm, device);
+        c.within(
+            "gpu_plateau",
+            "device growth process_start→state_ready (marker, NVML per pid)",
+            Rule::mib(within_text(), expected),
+            marker,
+        );
+        // The block is held from model_loaded to teardown: every window
+        // from model_loaded's to idle_end's sees it.
+        let held_max = arm
+            .phases
+            .iter()
+            .skip_while(|p| p.phase != Phase::ModelLoaded)
+            .take_while(|p| p.phase != Phase::TeardownDone)
+            .filter_map(|p| p.series_max_gpu_worker_bytes)
+            .max();
+        let series = held_max
+            .zip(
+                arm.phase(Phase::ProcessStart, None)
+                    .and_then(|p| p.memory.device_bytes),
+            )
+            .map(|(max, base)| mib(max) - mib(base));
+        c.within(
+            "gpu_plateau",
+            "series device maximum model_loaded→idle_end above process_start",
+            Rule::mib(within_text(), expected),
+            series,
+        );
+    }
+    if let Some(leak) = cal.gpu_leak {
+        let ends = || arm.phases.iter().filter(|p| p.phase == Phase::RequestEnd);
+        let rule = || Rule {
+            text: within_text(),
+            unit: "MiB/request",
+            expected: leak.mib_per_request,
+        };
+        let marker: Vec<(f64, f64)> = ends()
+            .filter_map(|p| Some((p.request_id? as f64, mib(p.memory.device_bytes?))))
+            .collect();
+        c.within(
+            "gpu_leak",
+            "slope of device memory at request_end per request (marker)",
+            rule(),
+            stats::ols_slope(&marker),
+        );
+        let series: Vec<(f64, f64)> = ends()
+            .filter_map(|p| Some((p.request_id? as f64, mib(p.series_max_gpu_worker_bytes?))))
+            .collect();
+        c.within(
+            "gpu_leak",
+            "slope of the series device maximum per request",
+            rule(),
+            stats::ols_slope(&series),
+        );
+    }
+    if let Some(spike) = cal.gpu_spike {
+        let expected = spike.mib as f64;
+        let base = arm
+            .phase(Phase::RequestBegin, Some(spike.request))
+            .and_then(|b| b.memory.device_bytes);
+        let seen = series_at(Phase::RequestEnd, Some(spike.request))
+            .zip(base)
+            .map(|(max, base)| mib(max) - mib(base));
+        c.within(
+            "gpu_spike",
+            "series device maximum of the request above request_begin",
+            Rule::mib(within_text(), expected),
+            seen,
+        );
+        let after = arm
+            .phase(Phase::RequestEnd, Some(spike.request))
+            .and_then(|e| e.memory.device_bytes)
+            .zip(base)
+            .map(|(end, base)| mib(end) - mib(base));
+        let rule = Rule::mib(format!("< {FILE_MAP_SLACK_MIB} MiB"), 0.0);
+        c.push(
+            "gpu_spike",
+            "device memory at request_end above request_begin (freed)",
+            rule,
+            after,
+            |m| m.abs() < FILE_MAP_SLACK_MIB,
+        );
+    }
 }
 
 fn load_growth(arm: &ArmReceipt, field: fn(&TaskMemory) -> Option<u64>) -> Option<f64> {

@@ -129,6 +129,10 @@ pub struct PhaseRow {
     pub observed_max_footprint_bytes: Option<u64>,
     /// True when the kernel peak exceeds what was observed by more than one page; `None` when there is no kernel peak.
     pub peak_between_samples: Option<bool>,
+    /// Largest device (GPU) memory the driver attributed to the worker in the
+    /// series rows of the window; absent where the series has no device columns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub series_max_gpu_worker_bytes: Option<u64>,
 }
 
 /// The series of one arm in figures.
@@ -165,6 +169,35 @@ pub struct SeriesSummary {
     /// macOS: the real resolution of the system page counters.
     #[serde(default)]
     pub system_freshness: Option<crate::freshness::SystemFreshness>,
+    /// The accelerator, said once per arm by the external sampler: the
+    /// devices it read through NVML, or why the series has no device
+    /// columns (`no accelerator: …`). Absent in runs made before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accelerator: Option<String>,
+    /// Device (GPU) memory over the series; absent without device columns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<DeviceSeriesSummary>,
+}
+
+/// Device (GPU) memory over an arm's series, summed over devices (NVML).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DeviceSeriesSummary {
+    /// Rows whose device cells were read.
+    pub rows_read: u64,
+    /// Rows whose device read failed (empty cells).
+    pub rows_unread: u64,
+    /// The worker's device memory in the first row read, in bytes.
+    pub first_worker_bytes: Option<u64>,
+    /// Largest device memory the driver attributed to the worker, in bytes.
+    pub max_worker_bytes: Option<u64>,
+    /// The worker's device memory in the last row read, in bytes.
+    pub last_worker_bytes: Option<u64>,
+    /// Largest device memory in use on the devices (every process), in bytes.
+    pub max_used_bytes: Option<u64>,
+    /// Device memory installed, in bytes.
+    pub total_bytes: Option<u64>,
+    /// Largest device memory attributed to other processes, in bytes.
+    pub max_others_bytes: Option<u64>,
 }
 
 /// System-wide change across the arm (last row minus first row), and extremes.

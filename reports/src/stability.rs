@@ -58,6 +58,18 @@ pub struct Stability {
     /// System series that grow linearly while the worker's own memory is
     /// bounded (the pattern a resident-only soak calls healthy).
     pub system_growth_while_worker_flat: Vec<String>,
+    /// Device (GPU) memory at each request end, from the series' NVML
+    /// columns: `gpu_worker` (what the driver attributes to the worker,
+    /// judged with the worker's threshold) and `gpu_used` (the whole device,
+    /// judged with the system threshold). Empty without device columns.
+    /// They count for the verdict.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_series: Vec<SeriesGrowth>,
+    /// Device series that grow linearly while the worker's own host memory
+    /// (resident, footprint) is bounded: the seed-001 pattern, accelerator
+    /// memory that an RSS-only soak calls healthy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_growth_while_resident_flat: Vec<String>,
     /// Largest footprint in bytes at any `request_end` marker; `None` where the platform has no footprint.
     pub peak_footprint_bytes: Option<u64>,
     /// Largest resident bytes at any `request_end` marker.
@@ -97,6 +109,12 @@ fn host_used(r: &SeriesRow) -> Option<u64> {
     Some(r.sys_total_bytes?.saturating_sub(r.sys_available_bytes?))
 }
 
+/// The device series, after the system ones and `host_used` in the picks.
+const DEVICE: [(&str, Pick); 2] = [
+    ("gpu_worker", |r| r.gpu_worker_bytes.bytes()),
+    ("gpu_used", |r| r.gpu_used_bytes.bytes()),
+];
+
 /// The system value of each series at each request end, streaming the
 /// series once (memory grows with requests, not with ticks).
 fn system_points(
@@ -108,6 +126,7 @@ fn system_points(
         .iter()
         .map(|s| s.1)
         .chain([host_used as Pick])
+        .chain(DEVICE.iter().map(|d| d.1))
         .collect();
     let mut out: Vec<Vec<Point>> = vec![Vec::with_capacity(ends.len()); picks.len()];
     let Some(mut reader) = run.csv_reader(series)? else {
@@ -239,6 +258,7 @@ pub fn analyse_arm(
         linear_slope_bytes_per_request: settings.system_slope_bytes_per_request,
         ..settings.growth.clone()
     };
+    let device_points = sys.split_off(SYSTEM.len() + 1);
     let host = sys.pop().filter(|p| !p.is_empty());
     let system_series: Vec<SeriesGrowth> = SYSTEM
         .iter()
@@ -247,8 +267,27 @@ pub fn analyse_arm(
         .map(|((name, _), p)| growth::analyse(name, p, &system_settings))
         .collect();
     let host_used = host.map(|p| growth::analyse("host_used", &p, &system_settings));
+    let device_series: Vec<SeriesGrowth> = DEVICE
+        .iter()
+        .zip(&device_points)
+        .filter(|(_, p)| !p.is_empty())
+        .map(|((name, _), p)| {
+            let settings = if *name == "gpu_worker" {
+                &settings.growth
+            } else {
+                &system_settings
+            };
+            growth::analyse(name, p, settings)
+        })
+        .collect();
     let flagged = growth::system_grows_while_worker_flat(worker, &system_series);
-    let stable = verdict(worker, &system_series);
+    let device_flagged = growth::system_grows_while_worker_flat(worker, &device_series);
+    let judged: Vec<SeriesGrowth> = system_series
+        .iter()
+        .chain(&device_series)
+        .cloned()
+        .collect();
+    let stable = verdict(worker, &judged);
     let latencies: Vec<f64> = results.iter().map(|r| r.latency_ns as f64).collect();
     Ok(Stability {
         settings: settings.clone(),
@@ -259,6 +298,8 @@ pub fn analyse_arm(
         system_series,
         host_used,
         system_growth_while_worker_flat: flagged,
+        device_series,
+        device_growth_while_resident_flat: device_flagged,
         peak_footprint_bytes: ends.iter().filter_map(|m| m.memory.footprint_bytes).max(),
         peak_resident_bytes: ends.iter().map(|m| m.memory.resident_bytes).max(),
         p95_latency_ns: stats::percentile(&latencies, 95.0),
@@ -294,6 +335,96 @@ mod tests {
         assert!(p[0].is_empty(), "no wired on Linux rows");
         assert_eq!(p[4].len(), 4);
         assert_eq!(p[4][0].bytes, 600.0, "host used = total - available");
+    }
+
+    #[test]
+    fn device_memory_growing_under_a_flat_resident_is_the_seed_pattern() {
+        let (_tmp, run) = crate::testing::run();
+        let arm = crate::testing::arm(&run, "a");
+        let mut rows = Vec::new();
+        let mut markers = Vec::new();
+        // 600 MiB of context, then 16 MiB more per request; the device's
+        // other users stay put. Resident is flat throughout.
+        for i in 0..200u64 {
+            rows.push(SeriesRow {
+                gpu_worker_bytes: sampler::DeviceCell::Bytes((600 << 20) + i * (16 << 20)),
+                gpu_used_bytes: sampler::DeviceCell::Bytes((1200 << 20) + i * (16 << 20)),
+                gpu_total_bytes: sampler::DeviceCell::Bytes(150_754_820_096),
+                gpu_others_bytes: sampler::DeviceCell::Bytes(0),
+                ..row(i * 10 + 5, 1 << 20)
+            });
+            markers.push(Marker {
+                phase: Phase::RequestEnd,
+                seq: i,
+                request_id: Some(i),
+                t_ns: i * 10 + 6,
+                memory: TaskMemory {
+                    resident_bytes: 40 << 20,
+                    footprint_bytes: Some(30 << 20),
+                    ..TaskMemory::default()
+                },
+            });
+        }
+        crate::testing::csv(&run, &arm.join(crate::record::files::SERIES), rows);
+        let settings = SoakSettings {
+            growth: GrowthSettings::default(),
+            system_slope_bytes_per_request: 16_384.0,
+            settle_ms: 0,
+        };
+        let s = analyse_arm(&run, &arm, &markers, &[], &settings).unwrap();
+        assert_eq!(s.worker, Classification::Plateau);
+        assert!(s.system_growth_while_worker_flat.is_empty());
+        let names: Vec<(&str, Classification)> = s
+            .device_series
+            .iter()
+            .map(|g| (g.series.as_str(), g.classification))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("gpu_worker", Classification::LinearGrowth),
+                ("gpu_used", Classification::LinearGrowth)
+            ]
+        );
+        assert_eq!(
+            s.device_series[0].bytes_per_request.unwrap().estimate,
+            (16u64 << 20) as f64
+        );
+        assert_eq!(
+            s.device_growth_while_resident_flat,
+            ["gpu_worker", "gpu_used"]
+        );
+        assert_eq!(s.stable, Some(false));
+    }
+
+    #[test]
+    fn a_series_without_device_columns_has_no_device_series() {
+        let (_tmp, run) = crate::testing::run();
+        let arm = crate::testing::arm(&run, "a");
+        let rows: Vec<SeriesRow> = (0..50).map(|i| row(i * 10 + 5, 1 << 20)).collect();
+        let markers: Vec<Marker> = (0..50)
+            .map(|i| Marker {
+                phase: Phase::RequestEnd,
+                seq: i,
+                request_id: Some(i),
+                t_ns: i * 10 + 6,
+                memory: TaskMemory {
+                    resident_bytes: 40 << 20,
+                    ..TaskMemory::default()
+                },
+            })
+            .collect();
+        crate::testing::csv(&run, &arm.join(crate::record::files::SERIES), rows);
+        let settings = SoakSettings {
+            growth: GrowthSettings::default(),
+            system_slope_bytes_per_request: 16_384.0,
+            settle_ms: 0,
+        };
+        let s = analyse_arm(&run, &arm, &markers, &[], &settings).unwrap();
+        assert!(s.device_series.is_empty());
+        assert!(s.device_growth_while_resident_flat.is_empty());
+        let text = std::fs::read_to_string(run.path().join("arms/a/series.csv")).unwrap();
+        assert!(!text.lines().next().unwrap().contains("gpu_"));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The calibration worker: the real worker's phases around known allocations.
 
+use crate::calibrate_gpu::{DeviceBlock, Gpu};
 use crate::session::WorkerSession;
 use anyhow::{Context, bail};
 use memmap2::{Mmap, MmapMut, MmapOptions};
@@ -19,7 +20,7 @@ use worker_contract::{
 pub const WORKER_NAME: &str = "memqual-calibrate";
 /// Calibration patterns and controls this worker implements, sent in `hello`;
 /// an arm's `requires` must be a subset of them.
-pub const CAPABILITIES: [&str; 11] = [
+pub const CAPABILITIES: [&str; 14] = [
     "plateau",
     "leak",
     "growth_until_request",
@@ -31,6 +32,9 @@ pub const CAPABILITIES: [&str; 11] = [
     "crash_at",
     "misbehave",
     "busy_threads",
+    "gpu_plateau",
+    "gpu_leak",
+    "gpu_spike",
 ];
 
 /// Anonymous memory with every page written, so all of it is resident and dirty.
@@ -327,6 +331,8 @@ struct Held {
     _file: Option<MappedFile>,
     leaked: Vec<TouchedBlock>,
     shm: Option<ShmGrowth>,
+    _gpu_plateau: Option<DeviceBlock>,
+    gpu_leaked: Vec<DeviceBlock>,
 }
 
 impl Held {
@@ -380,6 +386,26 @@ pub fn run(
     if cal.spike.is_some_and(|s| s.between_ticks) && spec.sampler.is_none() {
         bail!("spike.between_ticks needs the external sampler's schedule, but the arm has none");
     }
+    // The CUDA context costs device memory of its own: created before the
+    // first marker, so every gpu_* pattern is measured above it.
+    let gpu = if cal.uses_device() {
+        let gpu = Gpu::open()?;
+        session.read_device_memory();
+        session.log(
+            LogLevel::Info,
+            format!("gpu_* patterns on device 0: {}", gpu.name()),
+        )?;
+        Some(gpu)
+    } else {
+        None
+    };
+    let gpu_block = |mib: f64| -> anyhow::Result<DeviceBlock> {
+        let Some(gpu) = &gpu else {
+            bail!("a gpu_* pattern ran without a CUDA context");
+        };
+        // Validated finite and at most 1 TiB: the cast is exact enough.
+        gpu.block((mib * MIB as f64).ceil() as u64)
+    };
     session.mark(Phase::ProcessStart, None)?;
 
     // "Load": everything the model-global context would hold.
@@ -393,6 +419,11 @@ pub fn run(
         shm: shm_chunk
             .map(|chunk| ShmGrowth::new(chunk, cal.requests))
             .transpose()?,
+        _gpu_plateau: cal
+            .gpu_plateau
+            .map(|p| gpu_block(p.mib as f64))
+            .transpose()?,
+        gpu_leaked: Vec::new(),
     };
     session.mark(Phase::ModelLoaded, None)?;
 
@@ -441,6 +472,16 @@ pub fn run(
         if let Some(shm) = held.shm.as_mut() {
             shm.grow()?;
         }
+        if let Some(leak) = cal.gpu_leak
+            && leaking
+        {
+            held.gpu_leaked.push(gpu_block(leak.mib_per_request)?);
+        }
+        if let Some(spike) = cal.gpu_spike.filter(|s| s.request == request_id) {
+            let block = gpu_block(spike.mib as f64)?;
+            std::thread::sleep(Duration::from_millis(spike.hold_ms));
+            drop(block);
+        }
         let mut result = CalibrationResult {
             held_bytes: 0,
             leaked_bytes: if leaking { leak_bytes } else { 0 },
@@ -483,6 +524,7 @@ pub fn run(
     std::thread::sleep(Duration::from_millis(cal.idle_ms));
     session.mark(Phase::IdleEnd, None)?;
     drop(held);
+    drop(gpu);
     session.mark(Phase::TeardownDone, None)?;
     Ok(cal.requests)
 }

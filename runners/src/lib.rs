@@ -7,6 +7,8 @@
 //! - [`calibrate`]: the calibration worker (`memqual-calibrate`), which
 //!   allocates known patterns (plateau, leak, spike, reserve, file map) and
 //!   touches every page it claims, so the harness can prove its numbers.
+//! - [`calibrate_gpu`]: its device-memory patterns (`gpu_plateau`,
+//!   `gpu_leak`, `gpu_spike`) through the CUDA driver loaded at run time.
 //! - [`whisper`]: the whisper.cpp worker (`memqual-whisper`), real inference
 //!   through whisper-rs, with whisper.cpp's log parsed into a topology.
 //! - [`last_words`]: how a worker ends — its error over fd 3 and on stderr,
@@ -19,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod calibrate;
+pub mod calibrate_gpu;
 pub mod last_words;
 pub mod session;
 pub mod whisper;

@@ -50,6 +50,12 @@ impl WorkerSession {
         })
     }
 
+    /// Record this process's own device (GPU) memory in every marker from
+    /// now on (NVML; `None` in the markers where no device is readable).
+    pub fn read_device_memory(&mut self) {
+        self.markers.read_device_memory();
+    }
+
     /// Snapshot this process and send the marker.
     pub fn mark(&mut self, phase: Phase, request_id: Option<u64>) -> anyhow::Result<()> {
         let marker = self.markers.mark(phase, request_id)?;

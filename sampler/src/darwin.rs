@@ -305,6 +305,7 @@ impl TaskVm {
             rss_file_bytes: None,
             rss_shmem_bytes: None,
             peak_reset: None,
+            device_bytes: None,
         })
     }
 }

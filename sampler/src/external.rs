@@ -5,7 +5,8 @@
 //! A tick taken a whole period or more after its deadline advances the
 //! schedule and counts the ticks it skipped; every row records its lateness.
 
-use crate::{ProcessProbe, SamplerError, SeriesRow, SystemProbe, clock};
+use crate::device::{DeviceProbe, DeviceSource};
+use crate::{DeviceCell, ProcessProbe, SamplerError, SeriesRow, SystemProbe, clock};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -27,16 +28,20 @@ pub struct SamplerConfig {
     /// reads, to prove the overhead gate catches a sampler that costs more.
     /// Zero in every real run.
     pub busy_per_tick: Duration,
+    /// Where device (GPU) memory comes from; without a device the rows get no device columns.
+    pub device: DeviceSource,
 }
 
 impl SamplerConfig {
-    /// Sample `pid` every `period`, never paused, no injected cost.
+    /// Sample `pid` every `period`, never paused, no injected cost, device
+    /// memory wherever NVML finds a GPU.
     pub fn new(pid: i32, period: Duration) -> Self {
         SamplerConfig {
             pid,
             period,
             pause: None,
             busy_per_tick: Duration::ZERO,
+            device: DeviceSource::Auto,
         }
     }
 }
@@ -74,6 +79,13 @@ pub struct SamplerStats {
     pub paused_ticks: u64,
     /// Message of the first process, system or sink error; `None` when there was none.
     pub first_error: Option<String>,
+    /// The accelerator, said once: the devices read (NVML, driver, names and
+    /// sizes), or why there are no device columns (`no accelerator: …`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accelerator: Option<String>,
+    /// Ticks at which a device reading failed (the row's device cells are empty).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub device_errors: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -107,6 +119,14 @@ impl ExternalSampler {
             .unwrap_or(u64::MAX)
             .max(1);
         let mut probe = ProcessProbe::new(cfg.pid)?;
+        // NVML is opened before tick 0 so its start-up is no tick's cost.
+        let device = DeviceProbe::open(&cfg.device);
+        let accelerator = Some(match &device {
+            Ok(d) => d.description(),
+            Err(why) => why.clone(),
+        });
+        let device = device.ok();
+        let device_pid = u32::try_from(cfg.pid).unwrap_or(0);
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
         let epoch_ns = clock::monotonic_ns();
         let handle = std::thread::Builder::new()
@@ -116,6 +136,7 @@ impl ExternalSampler {
                 let mut stats = SamplerStats {
                     epoch_ns,
                     period_ns,
+                    accelerator,
                     ..SamplerStats::default()
                 };
                 let mut tick: u64 = 0;
@@ -170,6 +191,24 @@ impl ExternalSampler {
                     if let Err(e) = system.sample(&mut row) {
                         stats.system_errors += 1;
                         stats.note(e);
+                    }
+                    if let Some(device) = &device {
+                        match device.sample(device_pid) {
+                            Ok(d) => {
+                                row.gpu_worker_bytes = d.worker_bytes.into();
+                                row.gpu_used_bytes = DeviceCell::Bytes(d.used_bytes);
+                                row.gpu_total_bytes = DeviceCell::Bytes(d.total_bytes);
+                                row.gpu_others_bytes = DeviceCell::Bytes(d.others_bytes);
+                            }
+                            Err(e) => {
+                                row.gpu_worker_bytes = DeviceCell::Unread;
+                                row.gpu_used_bytes = DeviceCell::Unread;
+                                row.gpu_total_bytes = DeviceCell::Unread;
+                                row.gpu_others_bytes = DeviceCell::Unread;
+                                stats.device_errors += 1;
+                                stats.note(e);
+                            }
+                        }
                     }
                     if !cfg.busy_per_tick.is_zero() {
                         burn_cpu(cfg.busy_per_tick);
@@ -239,7 +278,10 @@ mod tests {
         let rows = Arc::new(Mutex::new(Vec::new()));
         let sink_rows = Arc::clone(&rows);
         let sampler = ExternalSampler::start(
-            SamplerConfig::new(std::process::id() as i32, Duration::from_millis(10)),
+            SamplerConfig {
+                device: DeviceSource::Library("/nonexistent/libnvidia-ml.so.1".into()),
+                ..SamplerConfig::new(std::process::id() as i32, Duration::from_millis(10))
+            },
             move |r| {
                 sink_rows.lock().unwrap().push(r.clone());
                 Ok(())
@@ -265,7 +307,14 @@ mod tests {
             assert_eq!(r.lateness_ns, r.t_ns - r.deadline_ns);
             assert!(r.resident_bytes.unwrap() > 0);
             assert!(r.sys_total_bytes.is_some());
+            // No accelerator: no device cells at all, never zeros.
+            assert!(r.gpu_worker_bytes.is_absent() && r.gpu_used_bytes.is_absent());
         }
+        let said = stats.accelerator.as_deref().unwrap_or_default();
+        assert!(
+            said.starts_with("no accelerator: NVML from /nonexistent"),
+            "{said}"
+        );
         // Tick indices strictly increase and account for every skip.
         for w in rows.windows(2) {
             assert_eq!(w[1].tick, w[0].tick + 1 + w[1].skipped_before);
@@ -319,7 +368,10 @@ mod tests {
     #[test]
     fn a_sink_error_is_counted_not_fatal() {
         let sampler = ExternalSampler::start(
-            SamplerConfig::new(std::process::id() as i32, Duration::from_millis(5)),
+            SamplerConfig {
+                device: DeviceSource::Off,
+                ..SamplerConfig::new(std::process::id() as i32, Duration::from_millis(5))
+            },
             |_| Err(std::io::Error::other("disk full")),
         )
         .unwrap();

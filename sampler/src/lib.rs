@@ -12,6 +12,9 @@
 //! - [`ExternalSampler`]: a fixed-cadence thread that samples another process
 //!   and the system against deadlines, recording its own lateness and skipped
 //!   ticks, and hands each [`SeriesRow`] to a sink as it is taken.
+//! - [`device`]: accelerator (NVIDIA GPU) memory through NVML loaded at run
+//!   time, for the series' device columns ([`DeviceCell`]: absent without a
+//!   device, never zero) and, on request, for the markers.
 //!
 //! It does not spawn workers, write run directories or judge results; those
 //! belong to the harness and the reports crate.
@@ -29,6 +32,8 @@ pub mod clock;
 pub mod darwin;
 /// Apple's headers' facts and the build-time check of the Rust side against them.
 pub mod darwin_abi;
+/// Accelerator device memory through NVML loaded at run time.
+pub mod device;
 mod error;
 mod external;
 /// The raw-read floor a Linux tick is benchmarked against.
@@ -54,6 +59,7 @@ mod platform;
 #[path = "unsupported.rs"]
 mod platform;
 
+pub use device::DeviceSource;
 pub use error::SamplerError;
 pub use external::{ExternalSampler, SamplerConfig, SamplerStats};
 pub use marker::{Marker, MarkerRecorder};
@@ -64,7 +70,7 @@ pub use platform::snapshot_self;
 #[cfg(target_os = "macos")]
 pub use platform::thermal_pressure_state;
 pub use platform::{ProcessProbe, SystemProbe, host_identity};
-pub use series::SeriesRow;
+pub use series::{DeviceCell, SeriesRow};
 
 /// Serializes unit tests that measure this test process's own memory: the
 /// test harness runs tests on parallel threads of one process. Those tests

@@ -110,6 +110,7 @@ pub fn snapshot_self() -> Result<TaskMemory, SamplerError> {
         rss_file_bytes: s.file,
         rss_shmem_bytes: s.shmem,
         peak_reset: None,
+        device_bytes: None,
     })
 }
 

@@ -26,6 +26,7 @@ pub struct Marker {
 #[derive(Debug, Default)]
 pub struct MarkerRecorder {
     next_seq: u64,
+    device: bool,
 }
 
 impl MarkerRecorder {
@@ -34,11 +35,21 @@ impl MarkerRecorder {
         Self::default()
     }
 
+    /// Also record the process's own device memory (NVML) in every marker
+    /// from now on. Opt-in: loading NVML adds to the process's own memory,
+    /// so only workers that use a device ask for it.
+    pub fn read_device_memory(&mut self) {
+        self.device = true;
+    }
+
     /// Take a marker for `phase`.
     pub fn mark(&mut self, phase: Phase, request_id: Option<u64>) -> Result<Marker, SamplerError> {
         let t_ns = clock::monotonic_ns();
         let mut snapshot = platform::snapshot_self()?;
         snapshot.peak_reset = platform::reset_peak_self();
+        if self.device {
+            snapshot.device_bytes = crate::device::own_device_bytes();
+        }
         let marker = Marker {
             phase,
             seq: self.next_seq,

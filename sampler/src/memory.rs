@@ -49,6 +49,11 @@ pub struct TaskMemory {
     /// so the next snapshot's peak covers only the next phase. `None` where
     /// no reset is attempted (macOS peaks are lifetime values).
     pub peak_reset: Option<bool>,
+    /// Accelerator memory the NVIDIA driver attributes to this process (NVML,
+    /// summed over devices), when the worker asked its markers to read it and
+    /// a device is there; `None` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_bytes: Option<u64>,
 }
 
 #[cfg(all(test, target_os = "linux"))]

@@ -111,4 +111,119 @@ pub struct SeriesRow {
     /// counters are always fresh (Linux).
     #[serde(default)]
     pub sys_vm_sampled_ns: Option<u64>,
+
+    // Accelerator (NVIDIA, through NVML): columns only where a device was
+    // found when the sampler started, so a host without one writes none.
+    /// Device memory the driver attributes to the target process, summed over devices.
+    #[serde(default, skip_serializing_if = "DeviceCell::is_absent")]
+    pub gpu_worker_bytes: DeviceCell,
+    /// Device memory in use on every device (all processes and the driver's own).
+    #[serde(default, skip_serializing_if = "DeviceCell::is_absent")]
+    pub gpu_used_bytes: DeviceCell,
+    /// Device memory installed on every device.
+    #[serde(default, skip_serializing_if = "DeviceCell::is_absent")]
+    pub gpu_total_bytes: DeviceCell,
+    /// Device memory the driver attributes to every other process it lists.
+    #[serde(default, skip_serializing_if = "DeviceCell::is_absent")]
+    pub gpu_others_bytes: DeviceCell,
+}
+
+/// One device-memory cell of a series row: no column at all (no device on
+/// this host), an empty cell (the device was there but this tick's read
+/// failed), or bytes. Keeping "no device" apart from "not read" is what lets
+/// a host without a GPU write no device columns instead of zeros, while a
+/// file with them keeps every row the same width.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum DeviceCell {
+    /// No device on this host: the column is not written.
+    #[default]
+    Absent,
+    /// A device is there, but this tick could not read it: an empty cell.
+    Unread,
+    /// Bytes read this tick.
+    Bytes(u64),
+}
+
+impl DeviceCell {
+    /// True when the column is not written.
+    pub fn is_absent(&self) -> bool {
+        matches!(self, DeviceCell::Absent)
+    }
+
+    /// The bytes, when read.
+    pub fn bytes(&self) -> Option<u64> {
+        match self {
+            DeviceCell::Bytes(b) => Some(*b),
+            _ => None,
+        }
+    }
+}
+
+impl From<Option<u64>> for DeviceCell {
+    fn from(v: Option<u64>) -> Self {
+        v.map_or(DeviceCell::Unread, DeviceCell::Bytes)
+    }
+}
+
+impl Serialize for DeviceCell {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.bytes().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for DeviceCell {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Option::<u64>::deserialize(d)?.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn csv_of(rows: &[SeriesRow]) -> String {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        for r in rows {
+            w.serialize(r).unwrap();
+        }
+        String::from_utf8(w.into_inner().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn no_device_writes_no_device_columns() {
+        let text = csv_of(&[SeriesRow::default(), SeriesRow::default()]);
+        let header = text.lines().next().unwrap();
+        assert!(!header.contains("gpu_"), "{header}");
+        let back: Vec<SeriesRow> = csv::Reader::from_reader(text.as_bytes())
+            .deserialize()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(back[0].gpu_worker_bytes, DeviceCell::Absent);
+    }
+
+    #[test]
+    fn an_unread_tick_keeps_the_row_width_and_reads_back_empty() {
+        let read = SeriesRow {
+            gpu_worker_bytes: DeviceCell::Bytes(4_936_695_808),
+            gpu_used_bytes: DeviceCell::Bytes(5_000_000_000),
+            gpu_total_bytes: DeviceCell::Bytes(150_754_820_096),
+            gpu_others_bytes: DeviceCell::Bytes(0),
+            ..SeriesRow::default()
+        };
+        let unread = SeriesRow {
+            gpu_worker_bytes: DeviceCell::Unread,
+            gpu_used_bytes: DeviceCell::Unread,
+            gpu_total_bytes: DeviceCell::Unread,
+            gpu_others_bytes: DeviceCell::Unread,
+            ..SeriesRow::default()
+        };
+        let text = csv_of(&[read.clone(), unread.clone()]);
+        let widths: Vec<usize> = text.lines().map(|l| l.split(',').count()).collect();
+        assert!(widths.windows(2).all(|w| w[0] == w[1]), "{widths:?}");
+        let back: Vec<SeriesRow> = csv::Reader::from_reader(text.as_bytes())
+            .deserialize()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(back, vec![read, unread]);
+    }
 }

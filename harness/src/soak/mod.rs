@@ -240,6 +240,7 @@ pub fn human(result: &SoakResult) -> String {
         .iter()
         .chain(&s.settled_series)
         .chain(&s.system_series)
+        .chain(&s.device_series)
         .chain(&s.host_used)
     {
         let slope = g.bytes_per_request.map_or("–".into(), |b| {
@@ -264,6 +265,12 @@ pub fn human(result: &SoakResult) -> String {
         out.push_str(&format!(
             "  SYSTEM MEMORY GROWS WHILE THE WORKER IS FLAT: {}\n",
             s.system_growth_while_worker_flat.join(", ")
+        ));
+    }
+    if !s.device_growth_while_resident_flat.is_empty() {
+        out.push_str(&format!(
+            "  DEVICE MEMORY GROWS WHILE RESIDENT IS FLAT: {}\n",
+            s.device_growth_while_resident_flat.join(", ")
         ));
     }
     if let Some(p) = s.peak_footprint_bytes {

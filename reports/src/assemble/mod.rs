@@ -20,6 +20,7 @@ struct Interval {
     samples: u64,
     max_resident: Option<u64>,
     max_footprint: Option<u64>,
+    max_gpu_worker: Option<u64>,
 }
 
 fn max_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
@@ -72,7 +73,9 @@ fn scan_series(
             iv.samples += 1;
             iv.max_resident = max_opt(iv.max_resident, row.resident_bytes);
             iv.max_footprint = max_opt(iv.max_footprint, row.footprint_bytes);
+            iv.max_gpu_worker = max_opt(iv.max_gpu_worker, row.gpu_worker_bytes.bytes());
         }
+        device_row(&mut summary.device, &row);
         summary.samples += 1;
         freshness.push(&row);
         if row.resident_bytes.is_none() {
@@ -126,6 +129,31 @@ fn scan_series(
     Ok((summary, intervals))
 }
 
+/// Fold one row's device cells into the arm's device summary: nothing for a
+/// row without device columns, so a host without a GPU gets no summary.
+fn device_row(device: &mut Option<crate::receipt::DeviceSeriesSummary>, row: &SeriesRow) {
+    if row.gpu_used_bytes.is_absent() {
+        return;
+    }
+    let d = device.get_or_insert_with(Default::default);
+    let Some(used) = row.gpu_used_bytes.bytes() else {
+        d.rows_unread += 1;
+        return;
+    };
+    d.rows_read += 1;
+    let worker = row.gpu_worker_bytes.bytes();
+    if d.first_worker_bytes.is_none() {
+        d.first_worker_bytes = worker;
+    }
+    if worker.is_some() {
+        d.last_worker_bytes = worker;
+    }
+    d.max_worker_bytes = max_opt(d.max_worker_bytes, worker);
+    d.max_used_bytes = max_opt(d.max_used_bytes, Some(used));
+    d.total_bytes = max_opt(d.total_bytes, row.gpu_total_bytes.bytes());
+    d.max_others_bytes = max_opt(d.max_others_bytes, row.gpu_others_bytes.bytes());
+}
+
 /// Build the phase table: each marker with the series maxima of its window.
 fn phase_rows(markers: &[Marker], intervals: &[Interval], page_bytes: u64) -> Vec<PhaseRow> {
     let mut rows = Vec::with_capacity(markers.len());
@@ -137,6 +165,7 @@ fn phase_rows(markers: &[Marker], intervals: &[Interval], page_bytes: u64) -> Ve
         acc.samples += iv.samples;
         acc.max_resident = max_opt(acc.max_resident, iv.max_resident);
         acc.max_footprint = max_opt(acc.max_footprint, iv.max_footprint);
+        acc.max_gpu_worker = max_opt(acc.max_gpu_worker, iv.max_gpu_worker);
 
         let opener = window_opened_by.map(|j| &markers[j]);
         let observed_resident = [
@@ -181,6 +210,7 @@ fn phase_rows(markers: &[Marker], intervals: &[Interval], page_bytes: u64) -> Ve
             observed_max_resident_bytes: observed_resident,
             observed_max_footprint_bytes: observed_footprint,
             peak_between_samples: flag,
+            series_max_gpu_worker_bytes: acc.max_gpu_worker,
         });
         if m.memory.peak_reset == Some(true) {
             window_opened_by = Some(i);
@@ -217,7 +247,11 @@ pub fn assemble_arm(
         .as_ref()
         .and_then(|o| o.sampler.as_ref())
         .map(|s| s.period_ns);
-    let (series, intervals) = scan_series(run, &arm.join(files::SERIES), &markers, period_ns)?;
+    let (mut series, intervals) = scan_series(run, &arm.join(files::SERIES), &markers, period_ns)?;
+    series.accelerator = outcome
+        .as_ref()
+        .and_then(|o| o.sampler.as_ref())
+        .and_then(|s| s.accelerator.clone());
     let phases = phase_rows(&markers, &intervals, page_bytes);
     let runtime: Option<RuntimeReport> = run.read_json(&arm.join(files::RUNTIME))?;
     let fixtures = match spec.as_ref().map(|s| &s.worker) {
@@ -385,6 +419,7 @@ mod tests {
             samples,
             max_resident: max,
             max_footprint: None,
+            max_gpu_worker: None,
         }
     }
 

@@ -87,6 +87,23 @@ fn stability(ctx: &Context) -> Vec<Check> {
         }
         c
     }));
+    checks.extend(s.device_series.iter().enumerate().map(|(i, g)| {
+        let p = format!("/stability/device_series/{i}");
+        let threshold = if g.series == "gpu_worker" {
+            worker_threshold
+        } else {
+            system_threshold
+        };
+        let mut c = series_check(ctx, &p, g, threshold);
+        if s.device_growth_while_resident_flat.contains(&g.series) {
+            c.note = format!(
+                "device (GPU) memory grows while the worker's resident memory is flat \
+                 (accelerator memory an RSS-only soak calls healthy): {}",
+                c.note
+            );
+        }
+        c
+    }));
     let mut c = check("soak verdict", "bool");
     c.threshold = Some(1.0);
     c.evidence.push(ctx.arm.at("/stability/stable"));
@@ -105,6 +122,7 @@ fn stability(ctx: &Context) -> Vec<Check> {
                 .iter()
                 .chain(&s.settled_series)
                 .chain(&s.system_series)
+                .chain(&s.device_series)
                 .filter(|g| g.classification == crate::growth::Classification::LinearGrowth)
                 .map(|g| format!("{} {}", g.series, slope_text(g)))
                 .collect();
@@ -112,6 +130,12 @@ fn stability(ctx: &Context) -> Vec<Check> {
                 "not stable: worker {worker}; growing: {}",
                 growing.join("; ")
             );
+            if !s.device_growth_while_resident_flat.is_empty() {
+                c.note.push_str(&format!(
+                    "; device memory grows while resident is flat: {}",
+                    s.device_growth_while_resident_flat.join(", ")
+                ));
+            }
         }
         None => {
             c.note = format!(

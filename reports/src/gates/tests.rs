@@ -27,6 +27,7 @@ fn row(phase: Phase, seq: u64, resident: u64, peak: u64) -> PhaseRow {
         observed_max_resident_bytes: resident,
         observed_max_footprint_bytes: None,
         peak_between_samples: None,
+        series_max_gpu_worker_bytes: None,
     }
 }
 
@@ -823,6 +824,8 @@ fn soaked(worker: impl Fn(u64) -> f64, shmem: impl Fn(u64) -> f64) -> crate::sta
         system_series: vec![s],
         host_used: None,
         system_growth_while_worker_flat: flagged,
+        device_series: Vec::new(),
+        device_growth_while_resident_flat: Vec::new(),
         peak_footprint_bytes: None,
         peak_resident_bytes: None,
         p95_latency_ns: None,

@@ -56,6 +56,17 @@ pub struct CalibrationSpec {
     pub crash_at: Option<u64>,
     /// Break the worker contract on purpose, to prove the harness fails closed.
     pub misbehave: Option<Misbehaviour>,
+    /// Device (GPU) memory held from `model_loaded` on: one `cuMemAlloc`,
+    /// every byte written. Needs an NVIDIA driver where the worker runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_plateau: Option<Plateau>,
+    /// Device memory allocated, written and never freed at each measured request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_leak: Option<Leak>,
+    /// A device block allocated, written and freed inside one request
+    /// (`between_ticks` is not supported for it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_spike: Option<Spike>,
 }
 
 fn default_requests() -> u64 {
@@ -89,6 +100,9 @@ impl Default for CalibrationSpec {
             file_map: None,
             crash_at: None,
             misbehave: None,
+            gpu_plateau: None,
+            gpu_leak: None,
+            gpu_spike: None,
         }
     }
 }
@@ -185,6 +199,32 @@ impl CalibrationSpec {
         if let Some(f) = &self.file_map {
             MIB_SIZE.check("file_map.mib", f.mib)?;
         }
+        if let Some(p) = &self.gpu_plateau {
+            MIB_SIZE.check("gpu_plateau.mib", p.mib)?;
+        }
+        if let Some(l) = &self.gpu_leak {
+            LEAK_MIB_PER_REQUEST.check("gpu_leak.mib_per_request", l.mib_per_request)?;
+        }
+        if let Some(s) = &self.gpu_spike {
+            MIB_SIZE.check("gpu_spike.mib", s.mib)?;
+            MILLIS.check("gpu_spike.hold_ms", s.hold_ms)?;
+            if s.request >= self.requests {
+                return Err(FieldError::new(
+                    "gpu_spike.request",
+                    format!(
+                        "gpu_spike.request = {} but the arm has only {} requests (indices 0..{})",
+                        s.request, self.requests, self.requests
+                    ),
+                ));
+            }
+            if s.between_ticks {
+                return Err(FieldError::new(
+                    "gpu_spike.between_ticks",
+                    "gpu_spike.between_ticks is not supported: the device has no kernel peak \
+                     to catch a spike between ticks; remove the key",
+                ));
+            }
+        }
         if let Some(c) = self.crash_at
             && c >= self.requests
         {
@@ -204,6 +244,7 @@ impl CalibrationSpec {
     /// and the shared-memory file at the last request (reserved address
     /// space is never touched). Wide enough that no valid spec overflows it.
     pub fn peak_touched_bytes(&self) -> u128 {
+        // The gpu_* patterns hold device memory, not host RAM: not counted here.
         let mib = |m: u64| u128::from(m) * u128::from(crate::MIB);
         let requests = u128::from(self.requests);
         let leaking = self
@@ -229,6 +270,11 @@ impl CalibrationSpec {
             + self.spike.map_or(0, |s| mib(s.mib))
             + self.file_map.map_or(0, |f| mib(f.mib))
             + shm
+    }
+
+    /// True when any pattern holds device (GPU) memory.
+    pub fn uses_device(&self) -> bool {
+        self.gpu_plateau.is_some() || self.gpu_leak.is_some() || self.gpu_spike.is_some()
     }
 
     /// Refuse an arm whose patterns would touch more than `physical_bytes`

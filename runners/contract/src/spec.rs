@@ -50,6 +50,9 @@ impl SamplerSchedule {
 /// The worker-specific part of an arm, tagged by worker kind.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+// One spec per arm, made once and sent once: its size never matters, and
+// boxing the calibration spec would only add indirection at every use.
+#[allow(clippy::large_enum_variant)]
 pub enum WorkerSpec {
     // In the schema a variant's doc replaces its payload's: say both.
     /// A calibration arm, run by `memqual-calibrate`: the same phases as a

@@ -3,3 +3,4 @@
 
 mod captures;
 mod captures_props;
+mod nvml;
