@@ -468,8 +468,15 @@ pub fn main(command: FixturesCommand) -> anyhow::Result<()> {
     }
 }
 
+/// `memqual fixtures manifest` was refused its input (the folder, or an
+/// existing manifest without `--force`): the user's input, exit 2.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct RefusedInput(anyhow::Error);
+
 /// `memqual fixtures manifest`: build the set's manifest and write it whole
-/// (a temporary file renamed into place).
+/// (a fresh temporary file beside it, renamed into place: never a path an
+/// earlier file or link already holds).
 fn write_set_manifest(
     dir: &Path,
     category: Option<String>,
@@ -483,17 +490,26 @@ fn write_set_manifest(
     };
     let out = out.unwrap_or_else(|| dir.join(speech_fixtures::MANIFEST_FILE));
     if !force && std::fs::symlink_metadata(&out).is_ok() {
-        bail!(
+        return Err(RefusedInput(anyhow::anyhow!(
             "{} already exists; pass --force to replace it",
             out.display()
-        );
+        ))
+        .into());
     }
-    let manifest = build(dir, &from)?;
-    let tmp = out.with_extension("toml.tmp");
-    std::fs::write(&tmp, manifest.to_toml())
-        .with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, &out)
-        .with_context(|| format!("cannot rename {} to {}", tmp.display(), out.display()))?;
+    let manifest = build(dir, &from).map_err(|e| RefusedInput(e.into()))?;
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".manifest-")
+        .suffix(".toml.tmp")
+        .tempfile_in(parent)
+        .with_context(|| format!("cannot create a temporary file in {}", parent.display()))?;
+    std::io::Write::write_all(&mut tmp, manifest.to_toml().as_bytes())
+        .with_context(|| format!("cannot write {}", tmp.path().display()))?;
+    tmp.persist(&out)
+        .with_context(|| format!("cannot write {}", out.display()))?;
     let mut categories: Vec<&str> = manifest
         .fixtures
         .iter()

@@ -335,7 +335,7 @@ fn parse_param(text: &str) -> Result<(String, String), String> {
     Ok((k.to_string(), v.to_string()))
 }
 
-use exit::{Failure, harness};
+use exit::{Failure, harness, usage};
 
 fn main_inner(cli: Cli) -> Result<u8, Failure> {
     match cli.command {
@@ -379,7 +379,13 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             json,
         } => review::verify(&run_dir, pubkey.as_deref(), json),
         Command::Fixtures(command) => {
-            fixtures::main(command).map_err(harness)?;
+            fixtures::main(command).map_err(|e| {
+                if e.downcast_ref::<fixtures::RefusedInput>().is_some() {
+                    usage(e)
+                } else {
+                    harness(e)
+                }
+            })?;
             Ok(exit::PASS)
         }
         Command::Import {

@@ -223,7 +223,8 @@ fn fixtures_manifest_refuses_what_is_not_a_wav_and_txt_pair() {
     let dir = corpus(tmp.path());
     let refused = |what: &str| {
         let out = memqual(&["fixtures", "manifest", dir.to_str().unwrap(), "--force"]);
-        assert!(!out.status.success(), "{what}: accepted");
+        // A refused folder is the user's input, not memqual failing: exit 2.
+        assert_eq!(out.status.code(), Some(2), "{what}: {}", stderr(&out));
         stderr(&out)
     };
     std::fs::remove_file(dir.join("people/s4-44k.txt")).unwrap();
@@ -265,10 +266,33 @@ fn fixtures_manifest_refuses_what_is_not_a_wav_and_txt_pair() {
     // Clean again: written, and not overwritten without --force.
     write_manifest(&dir);
     let out = memqual(&["fixtures", "manifest", dir.to_str().unwrap()]);
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("already exists; pass --force"),
         "{}",
         stderr(&out)
+    );
+
+    // A link planted beside `--out`, where a fixed temporary name would go,
+    // is never written through.
+    let victim = tmp.path().join("victim.txt");
+    std::fs::write(&victim, "keep").unwrap();
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&victim, elsewhere.join("set.toml.tmp")).unwrap();
+    let target = elsewhere.join("set.toml");
+    let out = memqual(&[
+        "fixtures",
+        "manifest",
+        dir.to_str().unwrap(),
+        "--out",
+        target.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    assert!(
+        std::fs::read_to_string(&target)
+            .unwrap()
+            .contains("memqual-fixture-set")
     );
 }
