@@ -1,7 +1,7 @@
 //! The executor: runs one arm's worker, watches it, times it out, and
 //! streams everything it says into the arm's directory. It never prints.
 
-use crate::overhead::BlockToggle;
+use crate::block_toggle::BlockToggle;
 use crate::probes::Probes;
 use crate::protocol::Arm;
 use crate::reader::{ChannelReader, Event, ReaderReport};

@@ -7,83 +7,24 @@
 //! Written into `arms/<id>/overhead/`; the summary into `arms/<id>/overhead.json`.
 
 use crate::arm;
-use crate::probes::MarkerHook;
+use crate::block_toggle::BlockToggle;
 use crate::protocol::Arm;
 use anyhow::Context;
 use reports::gate_spec::OverheadGate;
 use reports::overhead::{
-    BlockPlan, OVERHEAD_DIR, OVERHEAD_FILE, OverheadRecord, RequestWindow, SWITCHES_FILE, Switch,
-    block_sampled,
+    BlockPlan, OVERHEAD_DIR, OVERHEAD_FILE, OverheadRecord, RequestWindow, SWITCHES_FILE,
 };
 use reports::record::files;
 use run_dir::{Rel, RunDir};
-use sampler::{Marker, Phase, clock};
+use sampler::{Marker, Phase};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::sync::atomic::AtomicBool;
 use worker_contract::{RequestResult, WorkerSpec};
 
 /// The arm's `overhead` gate, if it declares one.
 pub fn declared(arm: &Arm) -> Option<&OverheadGate> {
     arm.gates.gates.iter().find_map(|g| g.as_overhead())
-}
-
-/// What the block run's sampler and marker hook share.
-pub struct BlockToggle {
-    /// Set while the sampler is paused (the B blocks).
-    pub pause: Arc<AtomicBool>,
-    /// Test-only CPU the sampler burns per sampled tick.
-    pub busy_per_tick: Duration,
-    switches: Arc<Mutex<Vec<Switch>>>,
-    block_requests: u64,
-}
-
-impl BlockToggle {
-    fn new(plan: &BlockPlan) -> Self {
-        BlockToggle {
-            pause: Arc::new(AtomicBool::new(false)),
-            busy_per_tick: Duration::from_micros(plan.injected_busy_us),
-            switches: Arc::default(),
-            block_requests: u64::from(plan.block_requests.max(1)),
-        }
-    }
-
-    /// The reader's hook: at the `request_end` of every `block_requests`-th
-    /// request after the first (cold) one, start the next block.
-    pub(crate) fn hook(&self) -> MarkerHook {
-        let pause = Arc::clone(&self.pause);
-        let switches = Arc::clone(&self.switches);
-        let per = self.block_requests;
-        Box::new(move |m: &Marker| {
-            if m.phase != Phase::RequestEnd {
-                return;
-            }
-            let Some(id) = m.request_id.filter(|id| *id >= 1 && id % per == 0) else {
-                return;
-            };
-            let block = id / per;
-            let sampled = block_sampled(block);
-            pause.store(!sampled, Ordering::Relaxed);
-            switches
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(Switch {
-                    at_ns: clock::monotonic_ns(),
-                    after_request: id,
-                    block,
-                    sampled,
-                });
-        })
-    }
-
-    fn switches(&self) -> Vec<Switch> {
-        self.switches
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
 }
 
 /// The arm with its worker asked for `n` measured requests, and a timeout
@@ -172,6 +113,7 @@ pub fn run_blocks(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering;
 
     fn marker(phase: Phase, id: Option<u64>, t: u64) -> Marker {
         let mut m: Marker = serde_json::from_value(serde_json::json!({

@@ -82,7 +82,12 @@ pub fn summary_markdown(r: &Receipt) -> String {
             a.requests
         );
     }
-    out.push_str(&crate::residency::markdown(&r.arms));
+    let residencies: Vec<(&str, &crate::residency::ResidencyReceipt)> = r
+        .arms
+        .iter()
+        .filter_map(|a| a.residency.as_ref().map(|s| (a.id.as_str(), s)))
+        .collect();
+    out.push_str(&crate::residency::markdown(&residencies));
     if let Some(g) = &r.gates {
         let _ = writeln!(out, "\n## Gates\n");
         let _ = writeln!(

@@ -367,13 +367,11 @@ fn ms(v: Option<f64>) -> String {
 }
 
 /// The summary's section: per arm and gap, idle RAM, peak and
-/// stop-to-final; empty when no arm has a residency section.
-pub fn markdown(arms: &[crate::receipt::ArmReceipt]) -> String {
+/// stop-to-final; empty when no arm has a residency section. `with` holds
+/// each arm's id and section (taking these rather than the receipt keeps
+/// this module below `receipt`, which holds its types).
+pub fn markdown(with: &[(&str, &ResidencyReceipt)]) -> String {
     use std::fmt::Write;
-    let with: Vec<(&str, &ResidencyReceipt)> = arms
-        .iter()
-        .filter_map(|a| a.residency.as_ref().map(|r| (a.id.as_str(), r)))
-        .collect();
     if with.is_empty() {
         return String::new();
     }
