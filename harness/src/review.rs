@@ -91,8 +91,15 @@ pub fn report(dir: &Path, reseal: bool) -> Result<u8, Failure> {
             dir.display()
         )));
     }
-    let check = run
-        .check_raw()
+    // Hashing every raw file and reading the series are the two long passes
+    // over a soak's directory; they run side by side, and the assembled
+    // receipt is used only once the check has allowed it.
+    let checker = run.clone();
+    let hashing = std::thread::spawn(move || checker.check_raw());
+    let assembled = run::assemble(&run);
+    let check = hashing
+        .join()
+        .map_err(|_| harness(anyhow!("the raw-data check of {} panicked", dir.display())))?
         .with_context(|| format!("cannot check the raw data of {}", dir.display()))
         .map_err(usage)?;
     if let Some(why) = refusal(dir, &check, reseal) {
@@ -106,8 +113,11 @@ pub fn report(dir: &Path, reseal: bool) -> Result<u8, Failure> {
     .map_err(harness)?;
     // Raw data that does not make a receipt (a record that does not parse,
     // resealed on purpose) is the input's fault: exit 2, not 3.
-    let receipt = run::assemble(&run).map_err(usage)?;
-    let receipt = run::publish(&run, receipt, |run, receipt| {
+    let (mut receipt, series) = assembled.map_err(usage)?;
+    reports::reassess_integrity(&run, &mut receipt)
+        .with_context(|| format!("cannot assemble the receipt of {}", dir.display()))
+        .map_err(usage)?;
+    let receipt = run::publish(&run, (receipt, series), |run, receipt| {
         // Calibration runs keep their expected-vs-measured table, rebuilt too.
         if run.has_file(&Rel::file(files::CALIBRATION))? {
             let table = calibrate::evaluate(&dir.display().to_string(), receipt);

@@ -7,6 +7,7 @@ use crate::{admission, arm, host};
 use anyhow::Context;
 use reports::admission::AdmissionRecord;
 use reports::record::{ArmOutcome, ArmStatus, RunInfo, files};
+use reports::series::SeriesPoints;
 use run_dir::{Rel, RunDir};
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
@@ -166,20 +167,22 @@ pub fn finish(run: &RunDir) -> anyhow::Result<reports::Receipt> {
     publish(run, assemble(run)?, |_, _| Ok(()))
 }
 
-/// The receipt, assembled from the run directory alone.
-pub fn assemble(run: &RunDir) -> anyhow::Result<reports::Receipt> {
-    reports::assemble(run)
+/// The receipt, assembled from the run directory alone, with each arm's
+/// series as the reports draw it (read in the same pass).
+pub fn assemble(run: &RunDir) -> anyhow::Result<(reports::Receipt, SeriesPoints)> {
+    reports::assemble_with_series(run)
         .with_context(|| format!("cannot assemble the receipt of {}", run.path().display()))
 }
 
-/// Write the derived reports of `receipt` (and `extra` ones), then seal.
+/// Write the derived reports of the assembled receipt (and `extra` ones),
+/// then seal.
 pub fn publish(
     run: &RunDir,
-    mut receipt: reports::Receipt,
+    (mut receipt, series): (reports::Receipt, SeriesPoints),
     extra: impl FnOnce(&RunDir, &reports::Receipt) -> Result<(), run_dir::RunDirError>,
 ) -> anyhow::Result<reports::Receipt> {
     let dir = run.path().display();
-    reports::render::write_all(run, &receipt)
+    reports::render::write_all_with(run, &receipt, &series)
         .with_context(|| format!("cannot write the reports of {dir}"))?;
     extra(run, &receipt).with_context(|| format!("cannot write the reports of {dir}"))?;
     reports::seal::seal(run, &mut receipt)

@@ -648,7 +648,7 @@ pub fn digest(f: &FleetReport) -> Result<String, SealError> {
 /// Write `manifest.json` over the fleet directory, fill the seal, write
 /// `fleet.json` as canonical JSON.
 pub fn seal(run: &RunDir, f: &mut FleetReport) -> Result<(), SealError> {
-    let manifest = seal::manifest_of(run, names::REPORT)?;
+    let manifest = seal::manifest_of(run, names::REPORT, &Default::default())?;
     let text = canonical("manifest", &manifest)?;
     run.write_bytes(&Rel::file(files::MANIFEST), text.as_bytes())?;
     f.seal = Some(FleetSeal {

@@ -98,7 +98,7 @@ pub mod stability;
 pub mod stats;
 pub mod verdict;
 
-pub use assemble::assemble;
+pub use assemble::{assemble, assemble_with_series, reassess_integrity};
 pub use error::ReportError;
 pub use quality::{QualityError, Reference, Transcription};
 pub use receipt::Receipt;

@@ -271,9 +271,16 @@ pub fn phases_csv(r: &Receipt) -> Result<String, ReportError> {
 }
 
 /// `trace.json` in the Chrome trace-event format: one process per arm,
-/// counters `resident` and `footprint` (MiB) from its series, a slice per
-/// phase (from the previous marker to this one) and per request.
-pub fn trace_json(run: &RunDir, r: &Receipt) -> Result<String, ReportError> {
+/// counters `resident` and `footprint` (MiB) from its series (`series`, arm
+/// id → rows), a slice per phase (from the previous marker to this one) and
+/// per request. A counter is a step function in the trace viewers, so a row
+/// that repeats the previous values adds nothing and is left out (the last
+/// row with values always stays, so each line runs to its end); `series.csv` keeps every
+/// row. An 8-hour soak's plateau is mostly such rows.
+pub fn trace_json(
+    r: &Receipt,
+    series: &crate::series::SeriesPoints,
+) -> Result<String, ReportError> {
     use serde_json::json;
     let mut events = Vec::new();
     for (i, a) in r.arms.iter().enumerate() {
@@ -282,23 +289,29 @@ pub fn trace_json(run: &RunDir, r: &Receipt) -> Result<String, ReportError> {
             json!({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
                            "args": {"name": a.id}}),
         ));
-        crate::series::for_each_point(run, &a.id, |row| {
-            let mib = |v: Option<u64>| v.map(|b| b as f64 / 1048576.0);
-            let args = CounterArgs {
-                footprint: mib(row.footprint_bytes),
-                resident: mib(row.resident_bytes),
-            };
-            if args.resident.is_some() || args.footprint.is_some() {
-                events.push(TraceEvent::Counter(Counter {
-                    args,
-                    name: "memory MiB",
-                    ph: "C",
-                    pid,
-                    tid: 0,
-                    ts: row.t_ns as f64 / 1000.0,
-                }));
+        let rows = series.get(&a.id).map_or(&[][..], Vec::as_slice);
+        let drawn = |row: &crate::series::SeriesPoint| (row.resident_bytes, row.footprint_bytes);
+        let last = rows.iter().rposition(|row| drawn(row) != (None, None));
+        let mut shown = None;
+        for (k, row) in rows.iter().enumerate() {
+            let values = drawn(row);
+            if values == (None, None) || (shown == Some(values) && Some(k) != last) {
+                continue;
             }
-        })?;
+            shown = Some(values);
+            let mib = |v: Option<u64>| v.map(|b| b as f64 / 1048576.0);
+            events.push(TraceEvent::Counter(Counter {
+                args: CounterArgs {
+                    footprint: mib(row.footprint_bytes),
+                    resident: mib(row.resident_bytes),
+                },
+                name: "memory MiB",
+                ph: "C",
+                pid,
+                tid: 0,
+                ts: row.t_ns as f64 / 1000.0,
+            }));
+        }
         let mut begin: Option<u64> = None;
         for (k, p) in a.phases.iter().enumerate() {
             let start = if k == 0 { p.t_ns } else { a.phases[k - 1].t_ns };
@@ -376,9 +389,20 @@ struct CounterArgs {
 
 /// Write every derived report into the run directory, each atomically.
 pub fn write_all(run: &RunDir, r: &Receipt) -> Result<(), ReportError> {
+    let series = crate::series::points_by_arm(run, r.arms.iter().map(|a| a.id.as_str()))?;
+    write_all_with(run, r, &series)
+}
+
+/// [`write_all`] with each arm's series already read
+/// ([`crate::assemble_with_series`]).
+pub fn write_all_with(
+    run: &RunDir,
+    r: &Receipt,
+    series: &crate::series::SeriesPoints,
+) -> Result<(), ReportError> {
     let write = |name: &str, text: String| run.write_bytes(&Rel::file(name), text.as_bytes());
     write(names::SUMMARY, summary_markdown(r))?;
     write(names::PHASES, phases_csv(r)?)?;
-    write(names::TRACE, trace_json(run, r)?)?;
-    crate::html::write(run, r)
+    write(names::TRACE, trace_json(r, series)?)?;
+    crate::html::write(run, r, &crate::html::PageData::read_with(run, r, series)?)
 }

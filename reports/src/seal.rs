@@ -90,12 +90,31 @@ pub(crate) fn canonical<T: Serialize>(what: &'static str, value: &T) -> Result<S
 }
 
 /// Hash every file of the run directory (see the module documentation).
+///
+/// A raw file still the size `raw-seal.json` recorded takes that digest
+/// instead of being hashed again: `report` has just checked every raw file
+/// against the raw seal (refusing a change unless resealed), and a run seals
+/// each arm's files as the arm ends, so a second hash of the same bytes (the
+/// bulk of a soak's directory) would only repeat it. Should such a file have
+/// changed in between, the manifest keeps the digest the run sealed and
+/// `verify`, which hashes every file, reports the change.
 pub fn manifest(run: &RunDir) -> Result<Manifest, SealError> {
-    manifest_of(run, files::RECEIPT)
+    let raw = run.raw_seal()?;
+    let known: BTreeMap<&str, (u64, &str)> = raw
+        .files
+        .iter()
+        .map(|f| (f.path.as_str(), (f.bytes, f.sha256.as_str())))
+        .collect();
+    manifest_of(run, files::RECEIPT, &known)
 }
 
-/// The manifest of a directory whose sealed document is `sealed`.
-pub(crate) fn manifest_of(run: &RunDir, sealed: &str) -> Result<Manifest, SealError> {
+/// The manifest of a directory whose sealed document is `sealed`, taking
+/// the digests in `known` (path → size, SHA-256) for files of that size.
+pub(crate) fn manifest_of(
+    run: &RunDir,
+    sealed: &str,
+    known: &BTreeMap<&str, (u64, &str)>,
+) -> Result<Manifest, SealError> {
     let walk = run.walk(&Rel::root())?;
     if let Some(bad) = walk.irregular.first() {
         return Err(SealError::Irregular {
@@ -113,7 +132,10 @@ pub(crate) fn manifest_of(run: &RunDir, sealed: &str) -> Result<Manifest, SealEr
         if unlisted(&path, sealed) {
             continue;
         }
-        let (bytes, sha256) = run.digest(&file.rel)?;
+        let (bytes, sha256) = match known.get(path.as_str()) {
+            Some(&(bytes, sha256)) if bytes == file.size => (bytes, sha256.to_string()),
+            _ => run.digest(&file.rel)?,
+        };
         entries.push(ManifestEntry {
             path,
             bytes,

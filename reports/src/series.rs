@@ -42,6 +42,23 @@ pub struct SeriesPoint {
     pub footprint_bytes: Option<u64>,
 }
 
+/// Arm id → its series' drawn points, in order.
+pub type SeriesPoints = std::collections::BTreeMap<String, Vec<SeriesPoint>>;
+
+/// Every arm's drawn points, read once for the page and the trace together.
+pub fn points_by_arm(
+    run: &RunDir,
+    arms: impl IntoIterator<Item = impl AsRef<str>>,
+) -> Result<SeriesPoints, ReportError> {
+    let mut out = SeriesPoints::new();
+    for arm in arms {
+        let mut points = Vec::new();
+        for_each_point(run, arm.as_ref(), |p| points.push(p))?;
+        out.insert(arm.as_ref().to_string(), points);
+    }
+    Ok(out)
+}
+
 /// Call `f` with each row's [`SeriesPoint`], in order, reading the file once
 /// with one reused record (nothing when the file is absent). A row whose
 /// value is not a number is an error naming its line.

@@ -124,20 +124,30 @@ impl BoundedLineReader {
 impl Read for BoundedLineReader {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(out)?;
-        for &b in &out[..n] {
-            if b == b'\n' {
-                self.run = 0;
-            } else {
-                self.run += 1;
-                if self.run > self.max_line {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!("a line longer than {} bytes", self.max_line),
-                    ));
-                }
-            }
+        // Only the newlines need looking at (memchr's vector scan): the
+        // bytes between two of them, or since the last read, are one line.
+        let mut start = 0usize;
+        for nl in memchr::memchr_iter(b'\n', &out[..n]) {
+            self.check(nl - start)?;
+            self.run = 0;
+            start = nl + 1;
         }
+        self.check(n - start)?;
+        self.run += (n - start) as u64;
         Ok(n)
+    }
+}
+
+impl BoundedLineReader {
+    /// Fail when the current line, grown by `more` bytes, is too long.
+    fn check(&self, more: usize) -> io::Result<()> {
+        if self.run + more as u64 > self.max_line {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a line longer than {} bytes", self.max_line),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -196,5 +206,33 @@ mod tests {
         assert_eq!(read_bounded(f, size, 10).unwrap().unwrap(), b"0123456789");
         let (_t, f, size) = file_with(b"0123456789");
         assert_eq!(read_bounded(f, size, 9).unwrap().unwrap_err(), 10);
+    }
+
+    #[test]
+    fn a_line_reader_refuses_a_long_line_even_across_small_reads() {
+        let text = b"ab\ncdef\n\nghi\n";
+        for (max, whole) in [(4, true), (3, false)] {
+            for chunk in [1usize, 2, 3, 5, 64] {
+                let (_t, f, size) = file_with(text);
+                let mut r = BoundedLineReader::new(f, size, max);
+                let (mut got, mut buf) = (Vec::new(), vec![0u8; chunk]);
+                let outcome = loop {
+                    match r.read(&mut buf) {
+                        Ok(0) => break Ok(()),
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                        Err(e) => break Err(e),
+                    }
+                };
+                if whole {
+                    assert!(outcome.is_ok(), "max {max} chunk {chunk}");
+                    assert_eq!(got, text);
+                } else {
+                    let e = outcome.unwrap_err();
+                    assert!(e.to_string().contains("longer than 3"), "{e}");
+                    // The refusal comes at "cdef", never past it.
+                    assert!(got.len() < 8, "max {max} chunk {chunk}: {got:?}");
+                }
+            }
+        }
     }
 }

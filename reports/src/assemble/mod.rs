@@ -8,6 +8,7 @@ pub mod speech;
 
 use crate::receipt::*;
 use crate::record::{ArmOutcome, ArmStatus, RunInfo, files};
+use crate::series::{SeriesPoint, SeriesPoints};
 use crate::speech::ControlResults;
 use crate::{RECEIPT_FORMAT_VERSION, ReportError, stats};
 use run_dir::{Rel, RunDir};
@@ -35,13 +36,16 @@ fn delta(first: Option<u64>, last: Option<u64>) -> Option<i64> {
     Some(last? as i64 - first? as i64)
 }
 
-/// Stream `series.csv` once: the summary, and maxima per marker interval
-/// (interval i is `(t[i-1], t[i]]`; interval 0 is everything up to marker 0).
+/// Stream `series.csv` once: the summary, maxima per marker interval
+/// (interval i is `(t[i-1], t[i]]`; interval 0 is everything up to marker 0),
+/// and each row's drawn values into `points` (for the page and the trace,
+/// so they need not read the file again).
 fn scan_series(
     run: &RunDir,
     rel: &Rel,
     markers: &[Marker],
     period_ns: Option<u64>,
+    points: &mut Vec<SeriesPoint>,
 ) -> Result<(SeriesSummary, Vec<Interval>), ReportError> {
     let mut intervals = vec![Interval::default(); markers.len()];
     let mut summary = SeriesSummary {
@@ -58,12 +62,30 @@ fn scan_series(
     let (mut first, mut prev): (Option<SeriesRow>, Option<SeriesRow>) = (None, None);
     let mut next_marker = 0usize;
     let mut freshness = crate::freshness::FreshnessScan::default();
-    for (i, row) in reader.deserialize::<SeriesRow>().enumerate() {
-        let row = row.map_err(|e| ReportError::Record {
-            path: run.display(rel),
-            line: i as u64 + 2,
-            reason: e.to_string(),
-        })?;
+    // One reused byte record: a soak's series is hundreds of thousands of
+    // rows, and a fresh record (validated as UTF-8) per row was most of the
+    // parse.
+    let bad = |line: u64, e: csv::Error| ReportError::Record {
+        path: run.display(rel),
+        line,
+        reason: e.to_string(),
+    };
+    let headers = reader.byte_headers().map_err(|e| bad(1, e))?.clone();
+    let mut record = csv::ByteRecord::new();
+    for line in 2u64.. {
+        match reader.read_byte_record(&mut record) {
+            Ok(true) => {}
+            Ok(false) => break,
+            Err(e) => return Err(bad(line, e)),
+        }
+        let row: SeriesRow = record
+            .deserialize(Some(&headers))
+            .map_err(|e| bad(line, e))?;
+        points.push(SeriesPoint {
+            t_ns: row.t_ns,
+            resident_bytes: row.resident_bytes,
+            footprint_bytes: row.footprint_bytes,
+        });
         while next_marker < markers.len() && markers[next_marker].t_ns < row.t_ns {
             next_marker += 1;
         }
@@ -233,11 +255,14 @@ fn latency(results: &[RequestResult]) -> Option<LatencySummary> {
 }
 
 /// Assemble one arm from its folder `arm` (`arms/<id>/`).
+/// One arm's receipt from its folder `arm`; its series' drawn values go to
+/// `points`.
 pub fn assemble_arm(
     run: &RunDir,
     arm: &Rel,
     id: &str,
     page_bytes: u64,
+    points: &mut Vec<SeriesPoint>,
 ) -> Result<ArmReceipt, ReportError> {
     let outcome: Option<ArmOutcome> = run.read_json(&arm.join(files::ARM))?;
     let spec: Option<ArmSpec> = run.read_json(&arm.join(files::SPEC))?;
@@ -247,7 +272,8 @@ pub fn assemble_arm(
         .as_ref()
         .and_then(|o| o.sampler.as_ref())
         .map(|s| s.period_ns);
-    let (mut series, intervals) = scan_series(run, &arm.join(files::SERIES), &markers, period_ns)?;
+    let (mut series, intervals) =
+        scan_series(run, &arm.join(files::SERIES), &markers, period_ns, points)?;
     series.accelerator = outcome
         .as_ref()
         .and_then(|o| o.sampler.as_ref())
@@ -329,6 +355,22 @@ pub fn assemble_arm(
 
 /// Assemble the receipt of the run in `dir`.
 pub fn assemble(dir: &RunDir) -> Result<Receipt, ReportError> {
+    assemble_with_series(dir).map(|(receipt, _)| receipt)
+}
+
+/// Assess the receipt's integrity (and so its gates) again, after the raw
+/// seal changed under an assembled receipt: `report` assembles while it
+/// checks the raw data, then records what the check found in the seal.
+pub fn reassess_integrity(dir: &RunDir, receipt: &mut Receipt) -> Result<(), ReportError> {
+    receipt.integrity = Integrity::assess(dir, &receipt.run, &receipt.arms)?;
+    receipt.gates = crate::gates::evaluate(receipt);
+    Ok(())
+}
+
+/// [`assemble`], with every arm's series as the page and the trace draw it,
+/// from the same single read of each `series.csv` (a soak's is most of its
+/// run directory).
+pub fn assemble_with_series(dir: &RunDir) -> Result<(Receipt, SeriesPoints), ReportError> {
     let run: RunInfo =
         dir.read_json(&Rel::file(files::RUN))?
             .ok_or_else(|| {
@@ -340,12 +382,21 @@ pub fn assemble(dir: &RunDir) -> Result<Receipt, ReportError> {
         }
             })?;
     let mut arms = Vec::new();
+    let mut series = SeriesPoints::new();
     for id in &run.arms {
         let arm = dir.arm(id)?;
         if !dir.has_dir(&arm)? {
             continue; // never started (the run stopped before it)
         }
-        arms.push(assemble_arm(dir, &arm, id, run.page_size_bytes)?);
+        let mut points = Vec::new();
+        arms.push(assemble_arm(
+            dir,
+            &arm,
+            id,
+            run.page_size_bytes,
+            &mut points,
+        )?);
+        series.insert(id.clone(), points);
     }
     let mut comparisons = Vec::new();
     for (id, control) in &run.controls {
@@ -390,7 +441,7 @@ pub fn assemble(dir: &RunDir) -> Result<Receipt, ReportError> {
         seal: None,
     };
     receipt.gates = crate::gates::evaluate(&receipt);
-    Ok(receipt)
+    Ok((receipt, series))
 }
 
 #[cfg(test)]

@@ -37,6 +37,7 @@ pub use arm_chart::{Point, envelope, memory_chart};
 
 use crate::ReportError;
 use crate::receipt::Receipt;
+use crate::series::SeriesPoint;
 use crate::soak_history::SoakHistory;
 use run_dir::{Rel, RunDir};
 use std::collections::BTreeMap;
@@ -60,9 +61,21 @@ pub struct PageData {
 impl PageData {
     /// Every arm's series and latencies, and the soak history.
     pub fn read(run: &RunDir, r: &Receipt) -> Result<PageData, ReportError> {
+        let series = crate::series::points_by_arm(run, r.arms.iter().map(|a| a.id.as_str()))?;
+        PageData::read_with(run, r, &series)
+    }
+
+    /// The same, with each arm's series already read (`report` reads it once
+    /// for the page and the trace).
+    pub fn read_with(
+        run: &RunDir,
+        r: &Receipt,
+        series: &crate::series::SeriesPoints,
+    ) -> Result<PageData, ReportError> {
         let mut data = PageData::default();
         for arm in &r.arms {
-            let (t0, points) = read_series(run, &arm.id)?;
+            let raw = series.get(&arm.id).map_or(&[][..], Vec::as_slice);
+            let (t0, points) = page_points(raw);
             data.series
                 .insert(arm.id.clone(), (t0.unwrap_or(0), points));
             data.latencies_ns
@@ -75,17 +88,24 @@ impl PageData {
 
 /// Read an arm's series for drawing, with the time of its first row.
 pub fn read_series(run: &RunDir, arm: &str) -> Result<(Option<u64>, Vec<Point>), ReportError> {
-    let mut t0 = None;
-    let mut points = Vec::new();
-    crate::series::for_each_point(run, arm, |row| {
-        let start = *t0.get_or_insert(row.t_ns);
-        points.push(Point {
+    let mut raw = Vec::new();
+    crate::series::for_each_point(run, arm, |p| raw.push(p))?;
+    Ok(page_points(&raw))
+}
+
+/// Series rows as the page draws them: seconds from the first row, MiB.
+fn page_points(raw: &[SeriesPoint]) -> (Option<u64>, Vec<Point>) {
+    let t0 = raw.first().map(|p| p.t_ns);
+    let start = t0.unwrap_or(0);
+    let points = raw
+        .iter()
+        .map(|row| Point {
             t_s: row.t_ns.saturating_sub(start) as f64 / 1e9,
             resident_mib: row.resident_bytes.map(|b| b as f64 / MIB),
             footprint_mib: row.footprint_bytes.map(|b| b as f64 / MIB),
-        });
-    })?;
-    Ok((t0, points))
+        })
+        .collect();
+    (t0, points)
 }
 
 /// An arm's measured request latencies, in order (`results.jsonl`).
@@ -107,7 +127,7 @@ pub fn render(r: &Receipt, data: &PageData) -> String {
 }
 
 /// Render `report.html` into the run directory.
-pub fn write(run: &RunDir, r: &Receipt) -> Result<(), ReportError> {
-    let page = render(r, &PageData::read(run, r)?);
+pub fn write(run: &RunDir, r: &Receipt, data: &PageData) -> Result<(), ReportError> {
+    let page = render(r, data);
     Ok(run.write_bytes(&Rel::file(FILE), page.as_bytes())?)
 }
