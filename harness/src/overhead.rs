@@ -76,7 +76,9 @@ fn windows(markers: &[Marker]) -> Vec<RequestWindow> {
 }
 
 /// Run the block run into `arm_dir/overhead/` and write the summary. An
-/// interrupt stops the worker; the summary then says the run failed.
+/// interrupt stops the worker; the summary then says the run failed. With
+/// `progress` (the arm's place in the run), the block run's requests are
+/// shown as the arm's are: it takes as long as the arm itself, or longer.
 pub fn run_blocks(
     arm: &Arm,
     gate: &OverheadGate,
@@ -84,6 +86,7 @@ pub fn run_blocks(
     run: &RunDir,
     arm_dir: &Rel,
     interrupted: &AtomicBool,
+    progress: Option<(usize, usize)>,
 ) -> anyhow::Result<OverheadRecord> {
     let plan = BlockPlan {
         quads: gate.quads,
@@ -94,7 +97,13 @@ pub fn run_blocks(
     let dir = arm_dir.join(OVERHEAD_DIR);
     run.create_dir(&dir)?;
     let toggle = BlockToggle::new(&plan);
-    let outcome = arm::execute_blocks(&blocked, exe, run, &dir, interrupted, &toggle)
+    let watcher =
+        progress.map(|place| crate::progress::ArmProgress::start(run, &dir, &blocked, place));
+    let executed = arm::execute_blocks(&blocked, exe, run, &dir, interrupted, &toggle);
+    if let Some(w) = watcher {
+        w.finish();
+    }
+    let outcome = executed
         .with_context(|| format!("the overhead block run of arm {} could not start", arm.id))?;
     run.write_json(&dir.join(files::ARM), &outcome)?;
     let switches = toggle.switches();

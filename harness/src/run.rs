@@ -308,7 +308,9 @@ fn run_arms(
                 gate.quads,
                 gate.block_requests
             );
-            let record = crate::overhead::run_blocks(arm, gate, exe, run, &arm_dir, interrupted)?;
+            let place = opts.progress.then_some((i + 1, total));
+            let record =
+                crate::overhead::run_blocks(arm, gate, exe, run, &arm_dir, interrupted, place)?;
             note!(
                 "memqual: [{}/{total}] arm {}: sampled / unsampled latency {}",
                 i + 1,

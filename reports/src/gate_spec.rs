@@ -158,11 +158,12 @@ pub struct OverheadGate {
     #[serde(default = "default_overhead_tolerance")]
     #[schemars(range(min = TOLERANCE.min, max = TOLERANCE.max))]
     pub tolerance: f64,
-    /// ABBA quads of blocks (default 12; at least 6 give a 95 % interval).
+    /// ABBA quads of blocks (default 48; at least 6 give a 95 % interval).
     #[serde(default = "default_overhead_quads")]
     #[schemars(range(min = OVERHEAD_QUADS.min, max = OVERHEAD_QUADS.max))]
     pub quads: u32,
-    /// Measured requests per block (default 3).
+    /// Measured requests per block (default 1: consecutive requests' latencies
+    /// drift together, so the finest pairing cancels the most host drift).
     #[serde(default = "default_block_requests")]
     #[schemars(range(min = BLOCK_REQUESTS.min, max = BLOCK_REQUESTS.max))]
     pub block_requests: u32,
@@ -182,11 +183,11 @@ fn default_overhead_tolerance() -> f64 {
 }
 
 fn default_overhead_quads() -> u32 {
-    12
+    48
 }
 
 fn default_block_requests() -> u32 {
-    3
+    1
 }
 
 impl Default for OverheadGate {

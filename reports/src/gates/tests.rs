@@ -685,8 +685,8 @@ fn overhead_quads_are_at_least_six() {
         OverheadGate::default(),
         OverheadGate {
             tolerance: 0.02,
-            quads: 12,
-            block_requests: 3,
+            quads: 48,
+            block_requests: 1,
             inject_busy_us: 0,
         }
     );
