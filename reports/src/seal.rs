@@ -89,7 +89,8 @@ pub(crate) fn canonical<T: Serialize>(what: &'static str, value: &T) -> Result<S
     canonical_json(value).map_err(|reason| SealError::Serialize { what, reason })
 }
 
-/// Hash every file of the run directory (see the module documentation).
+/// The run directory's manifest: every listed file's size and SHA-256 (see
+/// the module documentation).
 ///
 /// A raw file still the size `raw-seal.json` recorded takes that digest
 /// instead of being hashed again: `report` has just checked every raw file
