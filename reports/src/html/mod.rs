@@ -86,13 +86,6 @@ impl PageData {
     }
 }
 
-/// Read an arm's series for drawing, with the time of its first row.
-pub fn read_series(run: &RunDir, arm: &str) -> Result<(Option<u64>, Vec<Point>), ReportError> {
-    let mut raw = Vec::new();
-    crate::series::for_each_point(run, arm, |p| raw.push(p))?;
-    Ok(page_points(&raw))
-}
-
 /// Series rows as the page draws them: seconds from the first row, MiB.
 fn page_points(raw: &[SeriesPoint]) -> (Option<u64>, Vec<Point>) {
     let t0 = raw.first().map(|p| p.t_ns);
