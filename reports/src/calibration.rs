@@ -5,12 +5,12 @@
 //! (±5 % of the pattern's size unless stated). Patterns are meant to run one
 //! per arm; `plateau` and `file_map` add up when combined.
 
-use crate::receipt::ArmReceipt;
+use crate::receipt::{ArmReceipt, PhaseRow};
 use crate::record::ArmStatus;
 use crate::stats;
 use sampler::{Phase, TaskMemory};
 use serde::{Deserialize, Serialize};
-use worker_contract::{CalibrationSpec, MIB, WorkerSpec};
+use worker_contract::{CalibrationSpec, MIB, Spike, WorkerSpec};
 
 /// Relative tolerance for sizes the worker allocates and touches.
 pub const SIZE_TOLERANCE: f64 = 0.05;
@@ -328,13 +328,47 @@ fn check_leak(c: &mut Checks, arm: &ArmReceipt, cal: &CalibrationSpec) {
     c.within("leak", quantity, rule, stats::ols_slope(&points));
 }
 
+fn phase_of(phases: &[PhaseRow], phase: Phase, request: u64) -> Option<&PhaseRow> {
+    phases
+        .iter()
+        .find(|p| p.phase == phase && p.request_id == Some(request))
+}
+
+/// Kernel peak of request `request`'s phase above its `request_begin`, in MiB.
+fn kernel_rise(phases: &[PhaseRow], request: u64) -> Option<f64> {
+    let base = phase_of(phases, Phase::RequestBegin, request)?
+        .memory
+        .resident_bytes;
+    let end = phase_of(phases, Phase::RequestEnd, request)?;
+    Some(mib(end.memory.resident_peak_bytes?) - mib(base))
+}
+
+/// The request whose spike is judged. A plain spike: `spike.request`. A
+/// `between_ticks` spike is tried again in later requests while it overlaps
+/// a tick (see [`Spike`]), so the last request from `spike.request` on whose
+/// kernel peak rose by half the spike or more.
+fn judged_spike_request(phases: &[PhaseRow], spike: &Spike) -> u64 {
+    if !spike.between_ticks {
+        return spike.request;
+    }
+    let half = spike.mib as f64 / 2.0;
+    phases
+        .iter()
+        .filter(|p| p.phase == Phase::RequestEnd)
+        .filter_map(|p| p.request_id)
+        .filter(|&r| r >= spike.request && kernel_rise(phases, r).is_some_and(|m| m >= half))
+        .max()
+        .unwrap_or(spike.request)
+}
+
 fn check_spike(c: &mut Checks, arm: &ArmReceipt, cal: &CalibrationSpec) {
     let Some(spike) = cal.spike else { return };
     let expected = spike.mib as f64;
-    let begin = arm.phase(Phase::RequestBegin, Some(spike.request));
-    let end = arm.phase(Phase::RequestEnd, Some(spike.request));
+    let request = judged_spike_request(&arm.phases, &spike);
+    let begin = arm.phase(Phase::RequestBegin, Some(request));
+    let end = arm.phase(Phase::RequestEnd, Some(request));
     let base = begin.map(|b| b.memory.resident_bytes);
-    let kernel = end.and_then(|e| Some(mib(e.memory.resident_peak_bytes?) - mib(base?)));
+    let kernel = kernel_rise(&arm.phases, request);
     let series = end.and_then(|e| Some(mib(e.series_max_resident_bytes?) - mib(base?)));
     let quantity = "kernel peak of the request phase above request_begin";
     c.within(
@@ -382,5 +416,56 @@ mod tests {
         assert_eq!(c.out[5].format(c.out[5].measured), "no");
         assert_eq!(c.out[0].format(c.out[0].measured), "105.00");
         assert_eq!(c.out[3].format(c.out[3].measured), "-");
+    }
+
+    fn request_rows(request: u64, begin_mib: u64, peak_mib: u64) -> [PhaseRow; 2] {
+        let row = |phase, resident: u64, peak: Option<u64>| PhaseRow {
+            phase,
+            seq: 0,
+            request_id: Some(request),
+            t_ns: 0,
+            memory: TaskMemory {
+                resident_bytes: resident * MIB,
+                resident_peak_bytes: peak.map(|p| p * MIB),
+                ..TaskMemory::default()
+            },
+            window_start_ns: None,
+            samples: 1,
+            series_max_resident_bytes: None,
+            series_max_footprint_bytes: None,
+            observed_max_resident_bytes: resident * MIB,
+            observed_max_footprint_bytes: None,
+            peak_between_samples: None,
+            series_max_gpu_worker_bytes: None,
+        };
+        [
+            row(Phase::RequestBegin, begin_mib, Some(begin_mib)),
+            row(Phase::RequestEnd, begin_mib, Some(peak_mib)),
+        ]
+    }
+
+    #[test]
+    fn a_between_ticks_spike_is_judged_on_its_last_attempt() {
+        let spike = |between_ticks| Spike {
+            mib: 200,
+            hold_ms: 10,
+            request: 1,
+            between_ticks,
+        };
+        // Request 0 has no spike, 1 overlapped a tick, 2 fitted, 3 had none.
+        let phases: Vec<PhaseRow> = [(0, 6, 6), (1, 6, 207), (2, 6, 206), (3, 6, 7)]
+            .into_iter()
+            .flat_map(|(r, begin, peak)| request_rows(r, begin, peak))
+            .collect();
+        assert_eq!(judged_spike_request(&phases, &spike(true)), 2);
+        assert_eq!(kernel_rise(&phases, 2), Some(200.0));
+        // A plain spike is judged where the spec puts it, whatever happened later.
+        assert_eq!(judged_spike_request(&phases, &spike(false)), 1);
+        // A rise below half the spike is no attempt: the first request stays judged.
+        let small: Vec<PhaseRow> = [(1, 6, 90), (2, 6, 50)]
+            .into_iter()
+            .flat_map(|(r, begin, peak)| request_rows(r, begin, peak))
+            .collect();
+        assert_eq!(judged_spike_request(&small, &spike(true)), 1);
     }
 }

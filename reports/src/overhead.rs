@@ -353,6 +353,8 @@ mod tests {
                 spike_bytes: 0,
                 spike_resident_ns: None,
                 spike_freed_ns: None,
+                spike_started_ns: None,
+                spike_between_ticks: None,
             }),
             timing: None,
         }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use worker_contract::bounds::mib_to_bytes;
 use worker_contract::{
     ArmSpec, CalibrationResult, CalibrationSpec, LogLevel, MIB, Misbehaviour, RequestResult,
-    ResultBody, SamplerSchedule,
+    ResultBody, SamplerSchedule, Spike,
 };
 
 /// Worker name sent in `hello` and used as the prefix of its stderr lines.
@@ -455,6 +455,7 @@ pub fn run(
         .map(|s| s.at_requests.iter().copied().collect())
         .unwrap_or_default();
     let busy = (cal.busy_threads > 0).then(|| BusyThreads::start(cal.busy_threads));
+    let mut spike_attempts = SpikeAttempts::default();
     for request_id in 0..cal.requests {
         session.mark(Phase::RequestBegin, Some(request_id))?;
         let started = clock::monotonic_ns();
@@ -488,17 +489,15 @@ pub fn run(
             spike_bytes: 0,
             spike_resident_ns: None,
             spike_freed_ns: None,
+            spike_started_ns: None,
+            spike_between_ticks: None,
         };
-        if let (Some(spike), Some(bytes)) =
-            (cal.spike.filter(|s| s.request == request_id), spike_bytes)
+        if let (Some(spike), Some(bytes)) = (cal.spike, spike_bytes)
+            && spike_attempts.due(&spike, request_id)
         {
-            run_spike(
-                bytes,
-                spike.hold_ms,
-                spike.between_ticks.then_some(spec.sampler).flatten(),
-                &mut result,
-                session,
-            )?;
+            let align = spike.between_ticks.then_some(spec.sampler).flatten();
+            run_spike(bytes, spike.hold_ms, align, &mut result, session)?;
+            spike_attempts.record(&result);
         }
         if cal.crash_at == Some(request_id) {
             session.log(
@@ -529,6 +528,30 @@ pub fn run(
     Ok(cal.requests)
 }
 
+/// Which requests spike. A plain spike runs once, in `spike.request`. A
+/// `between_ticks` spike that still overlapped the next tick (the block took
+/// longer to build than the gap) proves nothing about the series, so it runs
+/// again in the next request, each in its own peak window, until one lies
+/// between two ticks or the requests run out; the checks judge the last.
+#[derive(Default)]
+struct SpikeAttempts {
+    fitted: bool,
+}
+
+impl SpikeAttempts {
+    fn due(&self, spike: &Spike, request_id: u64) -> bool {
+        if spike.between_ticks {
+            request_id >= spike.request && !self.fitted
+        } else {
+            request_id == spike.request
+        }
+    }
+
+    fn record(&mut self, result: &CalibrationResult) {
+        self.fitted |= result.spike_between_ticks == Some(true);
+    }
+}
+
 fn run_spike(
     bytes: u64,
     hold_ms: u64,
@@ -542,6 +565,7 @@ fn run_spike(
         sleep_until(tick.saturating_add(s.period_ns / 10));
         tick.saturating_add(s.period_ns)
     });
+    result.spike_started_ns = Some(clock::monotonic_ns());
     let block = TouchedBlock::new(bytes)?;
     result.spike_resident_ns = Some(clock::monotonic_ns());
     std::thread::sleep(Duration::from_millis(hold_ms));
@@ -549,17 +573,22 @@ fn run_spike(
     let freed = clock::monotonic_ns();
     result.spike_freed_ns = Some(freed);
     result.spike_bytes = bytes;
-    if let Some(deadline) = next_tick
-        && freed >= deadline
-    {
-        session.log(
-            LogLevel::Warn,
-            format!(
-                "spike.between_ticks: the spike ended {} µs after the next tick was due; \
-                 raise the arm's sampling period",
-                (freed - deadline) / 1000
-            ),
-        )?;
+    if let Some(deadline) = next_tick {
+        result.spike_between_ticks = Some(freed < deadline);
+        if freed >= deadline {
+            session.log(
+                LogLevel::Warn,
+                format!(
+                    "spike.between_ticks: the spike ended {} µs after the next tick was due \
+                     (building the block took {} ms); trying again in the next request, \
+                     if any (a longer sampling period leaves the spike more room)",
+                    (freed - deadline) / 1000,
+                    (result.spike_resident_ns.unwrap_or(freed)
+                        - result.spike_started_ns.unwrap_or(freed))
+                        / 1_000_000
+                ),
+            )?;
+        }
     }
     Ok(())
 }

@@ -146,6 +146,11 @@ pub fn markers(arm_dir: &Path) -> Vec<Marker> {
     run.read_jsonl(&arm.join(names::MARKERS)).unwrap()
 }
 
+pub fn results(arm_dir: &Path) -> Vec<worker_contract::RequestResult> {
+    let (run, arm) = open_arm(arm_dir);
+    run.read_jsonl(&arm.join(names::RESULTS)).unwrap()
+}
+
 pub fn series(arm_dir: &Path) -> Vec<SeriesRow> {
     let (run, arm) = open_arm(arm_dir);
     run.csv_reader(&arm.join(names::SERIES))

@@ -370,8 +370,10 @@ pub struct Spike {
     pub request: u64,
     /// Start the spike just after an external-sampler tick, so that it lies
     /// wholly between two ticks: the case only the kernel peak can catch.
-    /// Needs a sampling period well above the spike's duration; the worker
-    /// logs a warning when the spike still overlapped the next tick.
+    /// Needs a sampling period well above the spike's duration. A spike that
+    /// still overlapped the next tick is logged and tried again in the next
+    /// request, until one lies between two ticks or the requests run out;
+    /// `request` is the first attempt, and the checks judge the last.
     #[serde(default)]
     pub between_ticks: bool,
 }

@@ -133,6 +133,13 @@ pub struct CalibrationResult {
     /// Monotonic time the spike's block was freed (unmapped); `None` when
     /// no spike ran in this request.
     pub spike_freed_ns: Option<u64>,
+    /// Monotonic time the spike's block began to be mapped and touched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spike_started_ns: Option<u64>,
+    /// `spike.between_ticks` only: whether the spike was freed before the
+    /// next external-sampler tick was due (it lay between two ticks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spike_between_ticks: Option<bool>,
 }
 
 /// A snapshot of the worker's own memory after the settle period that
@@ -269,6 +276,8 @@ mod tests {
                     spike_bytes: 0,
                     spike_resident_ns: None,
                     spike_freed_ns: None,
+                    spike_started_ns: None,
+                    spike_between_ticks: None,
                 }),
                 timing: None,
             }),
@@ -281,6 +290,8 @@ mod tests {
                     spike_bytes: 0,
                     spike_resident_ns: None,
                     spike_freed_ns: None,
+                    spike_started_ns: None,
+                    spike_between_ticks: None,
                 }),
                 timing: Some(crate::RequestTiming {
                     mode: "realtime".into(),
