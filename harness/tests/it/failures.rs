@@ -238,6 +238,46 @@ fn calibrate_fails_when_a_pattern_is_not_reproduced() {
     assert_eq!(written, report);
 }
 
+#[test]
+fn a_between_ticks_spike_that_never_fits_is_tried_in_every_later_request_and_fails() {
+    // Held 500 ms against a 50 ms period: no attempt can lie between two
+    // ticks, so the worker tries requests 1, 2 and 3, says so each time, and
+    // the check judged on the last attempt fails: the series saw that spike.
+    let r = run_protocol_body(
+        "calibrate",
+        "\n[[arm]]\nid = \"never-fits\"\nsampling = { period_ms = 50 }\n[arm.calibrate]\n\
+         requests = 4\nrequest_ms = 100\n\
+         spike = { mib = 16, hold_ms = 500, request = 1, between_ticks = true }\n",
+        &["--json"],
+    );
+    assert_eq!(r.out.status.code(), Some(1), "{}", stderr(&r.out));
+    let attempts: Vec<(u64, Option<bool>)> = results(&r.dir.join("arms/never-fits"))
+        .into_iter()
+        .filter_map(|res| match res.body {
+            worker_contract::ResultBody::Calibration(c) if c.spike_bytes > 0 => {
+                Some((res.request_id, c.spike_between_ticks))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        attempts,
+        [(1, Some(false)), (2, Some(false)), (3, Some(false))]
+    );
+    let log = std::fs::read_to_string(r.dir.join("arms/never-fits/worker.log")).unwrap();
+    assert_eq!(log.matches("spike.between_ticks:").count(), 3, "{log}");
+    let report: serde_json::Value = serde_json::from_slice(&r.out.stdout).unwrap();
+    let missed = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["quantity"].as_str().unwrap().contains("must miss the spike"))
+        .unwrap();
+    assert_eq!(missed["pass"], false);
+    let seen = missed["measured"].as_f64().unwrap();
+    assert!((15.0..=17.0).contains(&seen), "{seen} MiB");
+}
+
 /// Wait until `path` has at least `lines` lines (the arm got that far).
 fn wait_for_lines(path: &std::path::Path, lines: usize) {
     let start = Instant::now();
