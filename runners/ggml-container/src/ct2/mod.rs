@@ -2,6 +2,7 @@
 //! conversion to whisper.cpp GGML (reference file §2 and §4).
 
 mod convert;
+pub mod dir;
 mod vocab;
 
 pub use convert::{ConvertError, ConvertSummary, convert_to_ggml, record_order};
