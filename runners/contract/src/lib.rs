@@ -50,9 +50,9 @@ pub use runtime::{
 };
 pub use spec::{ArmSpec, SamplerSchedule, WorkerSpec};
 pub use whisper::{
-    CancelSpec, CancelledRequest, Conversion, Decoding, Encoder, FixtureInput, Initializer,
-    LongFormInput, ModelInput, ModelLayout, StopReason, TranscriptionResult, WhisperSpec,
-    is_sha256_hex,
+    CancelSpec, CancelledRequest, Conversion, Ct2ComputeType, Ct2Options, Decoding, Encoder,
+    FixtureInput, Initializer, LongFormInput, ModelInput, ModelLayout, Runtime, StopReason,
+    TranscriptionResult, WhisperSpec, is_sha256_hex,
 };
 
 /// Version of the spec and message formats. Bump on any incompatible change.

@@ -69,7 +69,10 @@ impl WorkerSpec {
     pub fn executable_name(&self) -> &'static str {
         match self {
             WorkerSpec::Calibrate(_) => "memqual-calibrate",
-            WorkerSpec::Whisper(_) => "memqual-whisper",
+            WorkerSpec::Whisper(w) => match w.runtime {
+                crate::Runtime::WhisperCpp => "memqual-whisper",
+                crate::Runtime::Ctranslate2 => "memqual-ct2",
+            },
         }
     }
 }

@@ -223,6 +223,74 @@ impl LongFormInput {
     }
 }
 
+/// The inference runtime a whisper arm runs on.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Runtime {
+    /// whisper.cpp through whisper-rs (`memqual-whisper`), a GGML model file.
+    #[default]
+    WhisperCpp,
+    /// CTranslate2 through ct2rs (`memqual-ct2`), a CTranslate2 model directory.
+    Ctranslate2,
+}
+
+impl Runtime {
+    /// True for the default, whisper.cpp (left out when serialized).
+    pub fn is_whisper_cpp(&self) -> bool {
+        *self == Runtime::WhisperCpp
+    }
+}
+
+/// CTranslate2's compute type: the precision its weights are held and
+/// multiplied in, which sets the model's memory.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Ct2ComputeType {
+    /// 32-bit floats (the float16 weights converted at load).
+    #[default]
+    Float32,
+    /// 8-bit integer weights, 32-bit float activations where needed.
+    Int8,
+    /// 8-bit integer weights with float32 for the other layers.
+    Int8Float32,
+    /// 16-bit integer weights.
+    Int16,
+    /// 16-bit floats, where the device computes them efficiently (CTranslate2
+    /// refuses it on a CPU that does not).
+    Float16,
+    /// 8-bit integer weights with float16 for the other layers.
+    Int8Float16,
+}
+
+impl Ct2ComputeType {
+    /// CTranslate2's own name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Ct2ComputeType::Float32 => "float32",
+            Ct2ComputeType::Int8 => "int8",
+            Ct2ComputeType::Int8Float32 => "int8_float32",
+            Ct2ComputeType::Int16 => "int16",
+            Ct2ComputeType::Float16 => "float16",
+            Ct2ComputeType::Int8Float16 => "int8_float16",
+        }
+    }
+}
+
+/// Settings only CTranslate2 has (`runtime = "ctranslate2"`).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(deny_unknown_fields)]
+pub struct Ct2Options {
+    /// The compute type (default `float32`).
+    #[serde(default)]
+    pub compute_type: Ct2ComputeType,
+}
+
 /// Everything one whisper arm runs with.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -292,9 +360,87 @@ pub struct WhisperSpec {
     /// Abort one measured request mid-decode (see [`CancelSpec`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel: Option<CancelSpec>,
+    /// The runtime (default whisper.cpp).
+    #[serde(default, skip_serializing_if = "Runtime::is_whisper_cpp")]
+    pub runtime: Runtime,
+    /// CTranslate2's own settings; set exactly when `runtime` is CTranslate2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ctranslate2: Option<Ct2Options>,
 }
 
 impl WhisperSpec {
+    /// CTranslate2 settings go with the CTranslate2 runtime, and a
+    /// CTranslate2 arm sets nothing the CTranslate2 worker does not do: each
+    /// refusal names the key, so no arm silently runs without what it asked.
+    fn validate_runtime(&self) -> Result<(), FieldError> {
+        if self.runtime == Runtime::WhisperCpp {
+            return match self.ctranslate2 {
+                Some(_) => Err(FieldError::new(
+                    "ctranslate2",
+                    "[arm.whisper.ctranslate2] needs runtime = \"ctranslate2\"",
+                )),
+                None => Ok(()),
+            };
+        }
+        let refuse = |key: &str, what: &str| {
+            Err(FieldError::new(
+                key,
+                format!("{what} is whisper.cpp's; the CTranslate2 worker does not do it"),
+            ))
+        };
+        if self.encoder != Encoder::Native {
+            return refuse("encoder", "a Core ML encoder");
+        }
+        if self.extra_states > 0 {
+            return refuse("extra_states", "extra states");
+        }
+        if self.flash_attn {
+            return refuse("flash_attn", "flash attention");
+        }
+        if self.use_gpu {
+            return refuse("use_gpu", "a GPU backend in this build");
+        }
+        if self.audio_ctx != 0 {
+            return refuse("audio_ctx", "a shortened encoder context");
+        }
+        if self.temperature_fallback {
+            return refuse("temperature_fallback", "temperature fallback");
+        }
+        if let Decoding::Greedy { best_of } = self.decoding
+            && best_of > 1
+        {
+            return refuse("decoding.best_of", "best-of sampling");
+        }
+        if !self.no_timestamps {
+            return refuse("no_timestamps", "timestamp decoding");
+        }
+        if self.language != "en" {
+            return Err(FieldError::new(
+                "language",
+                "the CTranslate2 worker runs English-only models: language must be \"en\"",
+            ));
+        }
+        if !self.request_mode.is_file()
+            || !self.idle_policy.is_resident()
+            || !self.gaps_ms.is_empty()
+        {
+            return refuse("request_mode", "real-time delivery, idle policies and gaps");
+        }
+        if self.cancel.is_some() {
+            return refuse("cancel", "cancelling a request");
+        }
+        if self.model.layout != ModelLayout::Full
+            || !self.model.prevalidate
+            || self.model.coreml_sidecar.is_some()
+        {
+            return refuse(
+                "model_layout",
+                "a GGML layout, skipping prevalidation or a Core ML sidecar",
+            );
+        }
+        Ok(())
+    }
+
     /// Problems that make the spec unrunnable, before anything is loaded;
     /// the error names the key (as a protocol's `[arm.whisper]` spells it).
     pub fn validate(&self) -> Result<(), FieldError> {
@@ -377,6 +523,7 @@ impl WhisperSpec {
                 ));
             }
         }
+        self.validate_runtime()?;
         if self.language.is_empty() || self.language.len() > 8 {
             return Err(FieldError::new(
                 "language",
@@ -501,7 +648,54 @@ mod tests {
             idle_policy: IdlePolicy::Resident,
             gaps_ms: vec![],
             cancel: None,
+            runtime: Runtime::WhisperCpp,
+            ctranslate2: None,
         }
+    }
+
+    #[test]
+    fn a_ctranslate2_arm_refuses_what_only_whisper_cpp_does_naming_the_key() {
+        let ct2 = || WhisperSpec {
+            runtime: Runtime::Ctranslate2,
+            ctranslate2: Some(Ct2Options::default()),
+            temperature_fallback: false,
+            ..spec()
+        };
+        assert_eq!(ct2().validate(), Ok(()));
+        let refused = |edit: &dyn Fn(&mut WhisperSpec)| {
+            let mut s = ct2();
+            edit(&mut s);
+            s.validate().unwrap_err().key
+        };
+        assert_eq!(refused(&|s| s.extra_states = 1), "extra_states");
+        assert_eq!(refused(&|s| s.encoder = Encoder::Coreml), "encoder");
+        assert_eq!(refused(&|s| s.flash_attn = true), "flash_attn");
+        assert_eq!(refused(&|s| s.use_gpu = true), "use_gpu");
+        assert_eq!(refused(&|s| s.audio_ctx = 768), "audio_ctx");
+        assert_eq!(
+            refused(&|s| s.temperature_fallback = true),
+            "temperature_fallback"
+        );
+        assert_eq!(
+            refused(&|s| s.decoding = Decoding::Greedy { best_of: 5 }),
+            "decoding.best_of"
+        );
+        assert_eq!(refused(&|s| s.no_timestamps = false), "no_timestamps");
+        assert_eq!(refused(&|s| s.language = "de".into()), "language");
+        assert_eq!(refused(&|s| s.gaps_ms = vec![100]), "request_mode");
+        assert_eq!(refused(&|s| s.model.prevalidate = false), "model_layout");
+        // Beam search is CTranslate2's too.
+        let mut beam = ct2();
+        beam.decoding = Decoding::Beam { beam_size: 5 };
+        assert_eq!(beam.validate(), Ok(()));
+        // Its settings need its runtime.
+        let mut stray = spec();
+        stray.ctranslate2 = Some(Ct2Options::default());
+        assert_eq!(stray.validate().unwrap_err().key, "ctranslate2");
+        // The runtime picks the worker.
+        let worker = |s: WhisperSpec| crate::WorkerSpec::Whisper(Box::new(s)).executable_name();
+        assert_eq!(worker(spec()), "memqual-whisper");
+        assert_eq!(worker(ct2()), "memqual-ct2");
     }
 
     #[test]

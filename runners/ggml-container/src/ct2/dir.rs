@@ -105,6 +105,31 @@ impl CheckedDir {
     pub fn bytes(&self) -> u64 {
         self.files.iter().map(|f| f.bytes).sum()
     }
+
+    /// The file set's one digest ([`set_sha256`] of what was checked).
+    pub fn sha256(&self) -> String {
+        set_sha256(
+            self.files
+                .iter()
+                .map(|f| (f.name.as_str(), f.bytes, f.sha256.as_str())),
+        )
+    }
+}
+
+/// One digest for a whole file set, as receipts and arm specs carry a
+/// model's: SHA-256 of `name<TAB>bytes<TAB>sha256<LF>` per file, in name order.
+pub fn set_sha256<'a>(files: impl IntoIterator<Item = (&'a str, u64, &'a str)>) -> String {
+    let mut lines: Vec<String> = files
+        .into_iter()
+        .map(|(name, bytes, sha)| format!("{name}\t{bytes}\t{sha}\n"))
+        .collect();
+    lines.sort();
+    crate::digest::sha256_hex(lines.concat().as_bytes())
+}
+
+/// [`set_sha256`] of a pinned set.
+pub fn pinned_set_sha256(pins: &[PinnedFile]) -> String {
+    set_sha256(pins.iter().map(|p| (p.name, p.bytes, p.sha256)))
 }
 
 /// Why a model directory was refused; every variant names the file.
