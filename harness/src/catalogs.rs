@@ -40,8 +40,15 @@ pub struct ModelCache;
 
 impl ModelCatalog for ModelCache {
     fn locate(&self, name: &str) -> Option<(PathBuf, String)> {
-        let model = ModelName::parse(name)?;
         let cache = crate::fixtures::cache_dir().ok()?;
+        if name == crate::ct2_fixture::TINY_EN_CT2 {
+            use ggml_container::ct2::dir::{TINY_EN_FILES, pinned_set_sha256};
+            return Some((
+                crate::ct2_fixture::model_dir(&cache),
+                pinned_set_sha256(TINY_EN_FILES),
+            ));
+        }
+        let model = ModelName::parse(name)?;
         Some((
             ggml_container::cache::model_path(&cache, model.name()),
             model.sha256().to_string(),
@@ -52,6 +59,7 @@ impl ModelCatalog for ModelCache {
         ModelName::value_variants()
             .iter()
             .filter_map(|m| m.to_possible_value().map(|v| v.get_name().to_string()))
+            .chain([crate::ct2_fixture::TINY_EN_CT2.to_string()])
             .collect()
     }
 }

@@ -98,7 +98,14 @@ pub fn ensure_models(loaded: &protocol::LoadedProtocol) -> Result<(), Failure> {
         if let Some(whisper_arm::ModelRef::Named(name)) = &arm.model
             && !done.contains(&name.as_str())
         {
-            fixtures::ensure_model(name, fixtures::Progress::Stderr)
+            let ensured = if name == crate::ct2_fixture::TINY_EN_CT2 {
+                crate::fixtures::cache_dir()
+                    .and_then(|c| crate::ct2_fixture::ensure(&c, fixtures::Progress::Stderr))
+                    .map(drop)
+            } else {
+                fixtures::ensure_model(name, fixtures::Progress::Stderr).map(drop)
+            };
+            ensured
                 .with_context(|| format!("arm {} needs model {name}", arm.id))
                 .map_err(harness)?;
             done.push(name);

@@ -131,6 +131,12 @@ pub struct ComparisonSummary {
     /// Sum of every state's kv and compute buffers as whisper.cpp logged them,
     /// in bytes, arm minus control; `None` when either log lacks them.
     pub logged_state_bytes_delta: Option<i64>,
+    /// Agreement: fixtures whose outputs are identical, of those both ran;
+    /// `None` when the outputs could not be compared.
+    pub identical_fixtures: Option<(usize, usize)>,
+    /// The first fixture (by id) whose token streams differ, and where:
+    /// `<fixture> at token <i>: <control id> vs <arm id>`.
+    pub first_token_difference: Option<String>,
 }
 
 /// One arm's outcome and memory figures.
@@ -246,7 +252,29 @@ fn comparison_summary(c: &ControlComparison) -> ComparisonSummary {
             .find(|d| d.phase == Phase::StateReady)
             .map(|d| d.resident_delta_bytes),
         logged_state_bytes_delta: c.logged_state_bytes_delta,
+        identical_fixtures: c.parity.as_ref().ok().map(|p| {
+            (
+                p.fixtures_compared.saturating_sub(p.mismatches.len()),
+                p.fixtures_compared,
+            )
+        }),
+        first_token_difference: c.parity.as_ref().ok().and_then(first_token_difference),
     }
+}
+
+fn first_token_difference(p: &reports::quality::ParityReport) -> Option<String> {
+    let token = |t: Option<i32>| t.map_or("end".to_string(), |t| t.to_string());
+    p.mismatches.iter().find_map(|m| {
+        m.differences.iter().find_map(|d| match d {
+            reports::quality::Difference::TokenIds { index, a, b, .. } => Some(format!(
+                "{} at token {index}: {} vs {}",
+                m.fixture_id,
+                token(*a),
+                token(*b)
+            )),
+            _ => None,
+        })
+    })
 }
 
 /// The `--json` summary of a finished run in `dir`: pure function of its
@@ -343,9 +371,23 @@ pub fn human(summary: &RunSummary) -> String {
     for c in &summary.comparisons {
         let delta =
             |b: Option<i64>| b.map_or("-".into(), |b| format!("{:+.1}", b as f64 / 1048576.0));
+        let agreement = match (c.identical_fixtures, &c.first_token_difference) {
+            (Some((same, of)), Some(first)) => {
+                format!("; {same} of {of} fixtures identical, first token difference {first}")
+            }
+            (Some((same, of)), None) => format!("; {same} of {of} fixtures identical"),
+            (None, _) => String::new(),
+        };
+        let logged = match c.logged_state_bytes_delta {
+            Some(_) => format!(
+                " (whisper.cpp logged {} MiB of state buffers)",
+                delta(c.logged_state_bytes_delta)
+            ),
+            None => String::new(),
+        };
         let _ = writeln!(
             out,
-            "{} vs {}: parity {}; state_ready resident {} MiB (whisper.cpp logged {} MiB of state buffers)",
+            "{} vs {}: parity {}{agreement}; state_ready resident {} MiB{logged}",
             c.arm,
             c.control,
             match c.parity_exact {
@@ -354,7 +396,6 @@ pub fn human(summary: &RunSummary) -> String {
                 None => "not evaluated",
             },
             delta(c.state_ready_resident_delta_bytes),
-            delta(c.logged_state_bytes_delta),
         );
     }
     for a in &summary.gates {

@@ -10,8 +10,8 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use worker_contract::{
-    Decoding, Encoder, FieldError, FixtureInput, Initializer, LongFormInput, ModelInput,
-    ModelLayout, WhisperSpec, is_sha256_hex,
+    Ct2Options, Decoding, Encoder, FieldError, FixtureInput, Initializer, LongFormInput,
+    ModelInput, ModelLayout, Runtime, WhisperSpec, is_sha256_hex,
 };
 
 /// A whisper arm's options. Unknown keys are errors.
@@ -62,10 +62,18 @@ pub struct WhisperArmDecl {
     #[serde(default)]
     #[schemars(range(min = worker_contract::bounds::MAX_TOKENS.min, max = worker_contract::bounds::MAX_TOKENS.max))]
     pub max_tokens: u32,
-    /// whisper.cpp's temperature fallback (default true): a decode judged failed is
-    /// retried with sampling, whose RNG state carries over between requests.
-    #[serde(default = "yes")]
-    pub temperature_fallback: bool,
+    /// whisper.cpp's temperature fallback (default true for whisper.cpp): a
+    /// decode judged failed is retried with sampling, whose RNG state carries
+    /// over between requests. CTranslate2 arms have none.
+    pub temperature_fallback: Option<bool>,
+    /// `whisper_cpp` (default: `memqual-whisper`, a GGML model) or
+    /// `ctranslate2` (`memqual-ct2`, the model `tiny.en-ct2`).
+    #[serde(default)]
+    pub runtime: Runtime,
+    /// CTranslate2's own settings (`runtime = "ctranslate2"` only):
+    /// `{ compute_type = "float32" }` (default), `int8`, `int8_float32`,
+    /// `int16`, or `float16` / `int8_float16` where the device computes them.
+    pub ctranslate2: Option<Ct2Options>,
     /// `no_state` (default: the no-state context plus exactly one state) or `default`.
     #[serde(default = "default_initializer")]
     pub initializer: Initializer,
@@ -319,6 +327,30 @@ pub fn resolve(
         })?;
         (p, Some(sha), ModelRef::Named(model_text.clone()))
     };
+    let ct2_model =
+        matches!(&model_ref, ModelRef::Named(n) if n == crate::ct2_fixture::TINY_EN_CT2);
+    match decl.runtime {
+        Runtime::Ctranslate2 if !ct2_model => {
+            return Err(FieldError::new(
+                "model",
+                format!(
+                    "runtime = \"ctranslate2\" loads a CTranslate2 model directory: model = \"{}\" \
+                     (the only one memqual lays out and pins so far), not `{model_text}`",
+                    crate::ct2_fixture::TINY_EN_CT2
+                ),
+            ));
+        }
+        Runtime::WhisperCpp if ct2_model => {
+            return Err(FieldError::new(
+                "model",
+                format!(
+                    "`{model_text}` is a CTranslate2 directory: set runtime = \"ctranslate2\", \
+                     or name a GGML model (tiny.en, base) for whisper.cpp"
+                ),
+            ));
+        }
+        _ => {}
+    }
     let sha256 = decl.model_sha256.clone().or(pinned);
     if let Some(s) = &sha256
         && !is_sha256_hex(s)
@@ -424,7 +456,9 @@ pub fn resolve(
         use_gpu: decl.use_gpu,
         audio_ctx: decl.audio_ctx,
         max_tokens: decl.max_tokens,
-        temperature_fallback: decl.temperature_fallback,
+        temperature_fallback: decl
+            .temperature_fallback
+            .unwrap_or(decl.runtime == Runtime::WhisperCpp),
         initializer: decl.initializer,
         extra_states: decl.extra_states,
         warmup: decl.warmup,
@@ -441,6 +475,11 @@ pub fn resolve(
         idle_policy,
         gaps_ms,
         cancel: decl.cancel,
+        runtime: decl.runtime,
+        ctranslate2: match decl.runtime {
+            Runtime::Ctranslate2 => Some(decl.ctranslate2.unwrap_or_default()),
+            Runtime::WhisperCpp => decl.ctranslate2,
+        },
     };
     spec.validate()?;
     Ok((spec, model_ref))

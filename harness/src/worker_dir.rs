@@ -27,8 +27,13 @@ impl WorkerDir {
     pub fn executable(&self, name: &str) -> anyhow::Result<PathBuf> {
         let path = self.0.join(name);
         if !path.is_file() {
+            // The CTranslate2 worker is its own package, left out of the quickstart's build.
+            let build = match name {
+                "memqual-ct2" => "cargo build --release -p runners-ct2",
+                _ => "cargo build --release --workspace --exclude runners-ct2",
+            };
             bail!(
-                "worker executable {name} not found in {}: build the workspace (`cargo build --release --workspace`) \
+                "worker executable {name} not found in {}: build it (`{build}`) \
                  or point --worker-dir / MEMQUAL_WORKER_DIR at the folder that holds it",
                 self.0.display()
             );

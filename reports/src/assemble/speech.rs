@@ -17,22 +17,23 @@ fn diff_opt(a: Option<u64>, b: Option<u64>) -> Option<i64> {
 
 fn logged_state_bytes(arm: &ArmReceipt) -> Option<u64> {
     let rt = arm.speech.as_ref()?.runtime.as_ref()?;
-    Some(
+    // A runtime that logs no states (CTranslate2) has no logged figure, not 0.
+    (!rt.topology.states.is_empty()).then(|| {
         rt.topology
             .states
             .iter()
-            .fold(0u64, |sum, s| sum.saturating_add(s.total_bytes())),
-    )
+            .fold(0u64, |sum, s| sum.saturating_add(s.total_bytes()))
+    })
 }
 
 fn logged_model_bytes(arm: &ArmReceipt) -> Option<u64> {
     let rt = arm.speech.as_ref()?.runtime.as_ref()?;
-    Some(
+    (!rt.topology.model_buffers.is_empty()).then(|| {
         rt.topology
             .model_buffers
             .iter()
-            .fold(0u64, |sum, (_, s)| sum.saturating_add(s.bytes)),
-    )
+            .fold(0u64, |sum, (_, s)| sum.saturating_add(s.bytes))
+    })
 }
 
 /// Compare `arm` with `control`: exact parity of outputs and memory by phase.

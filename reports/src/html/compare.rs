@@ -78,12 +78,13 @@ pub fn peak_of(arm: &ArmReceipt, phase: Phase) -> Option<u64> {
 /// Every state's logged kv and compute buffers, summed.
 pub fn logged_state_bytes(arm: &ArmReceipt) -> Option<u64> {
     let rt = arm.speech.as_ref()?.runtime.as_ref()?;
-    Some(
+    // A runtime that logs no states (CTranslate2) has no logged figure, not 0.
+    (!rt.topology.states.is_empty()).then(|| {
         rt.topology
             .states
             .iter()
-            .fold(0u64, |sum, s| sum.saturating_add(s.total_bytes())),
-    )
+            .fold(0u64, |sum, s| sum.saturating_add(s.total_bytes()))
+    })
 }
 
 fn steady_p50(a: &ArmReceipt) -> Option<f64> {
