@@ -185,3 +185,24 @@ fn runtime_and_model_must_match_and_whisper_cpp_options_are_refused() {
         "int4",
     );
 }
+
+#[test]
+fn a_compute_type_this_cpu_cannot_compute_fails_the_arm_saying_which_it_can() {
+    let body = "[[arm]]\nid = \"half\"\n[arm.whisper]\nruntime = \"ctranslate2\"\n\
+                model = \"tiny.en-ct2\"\nctranslate2 = { compute_type = \"float16\" }\n\
+                fixtures = [\"s1\"]\nwarmup = 0\nidle_s = 0.1\n";
+    let r = run_protocol_body("run", body, &[]);
+    assert_eq!(r.out.status.code(), Some(1), "{}", stderr(&r.out));
+    let receipt = receipt(&r.dir);
+    let a = arm(&receipt, "half");
+    assert_eq!(a.status, ArmStatus::Failed);
+    assert!(
+        a.failure.iter().any(
+            |f| f.contains("refused the model with compute_type float16")
+                && f.contains("float32, int8 and int8_float32")
+        ),
+        "{:?}",
+        a.failure
+    );
+    assert_eq!(a.requests, 0);
+}

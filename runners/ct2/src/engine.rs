@@ -72,8 +72,19 @@ impl Engine {
             num_threads_per_replica: settings.intra_threads,
             ..Config::default()
         };
-        let whisper = sys::Whisper::new_from_memory(&mut reader, config)
-            .context("CTranslate2 refused the model")?;
+        let whisper = sys::Whisper::new_from_memory(&mut reader, config).map_err(|e| {
+            // CTranslate2's own message can be empty; say what this build computes.
+            anyhow::anyhow!(
+                "CTranslate2 refused the model with compute_type {} ({}): on a CPU it computes \
+                 float32, int8 and int8_float32 (ruy on Linux); int16 needs Intel MKL or oneDNN, \
+                 float16 and int8_float16 a CUDA device",
+                settings.compute_type,
+                match e.to_string() {
+                    m if m.trim().is_empty() => "no reason given".to_string(),
+                    m => m,
+                }
+            )
+        })?;
         drop(reader);
         if whisper.is_multilingual() {
             bail!(
