@@ -10,8 +10,8 @@ use crate::engine::{Engine, Settings};
 use anyhow::Context;
 use ggml_container::ct2::dir::{CheckedDir, TINY_EN_FILES, validate};
 use runners::session::WorkerSession;
-use runners::whisper::inputs;
 use runners::whisper::transcript::{self, Specials};
+use runners::whisper::{inputs, soak_deadline, soak_limit_reached};
 use sampler::{Phase, clock};
 use std::path::Path;
 use worker_contract::{
@@ -253,14 +253,10 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
     session.mark(Phase::WarmupDone, None)?;
 
     let mut request_id = 0u64;
-    let deadline = spec
-        .max_duration_s
-        .map(|s| clock::monotonic_ns().saturating_add(s.saturating_mul(1_000_000_000)));
+    let deadline = soak_deadline(spec, clock::monotonic_ns());
     'requests: for repetition in 0..spec.repetitions {
         for clip in &audio {
-            if spec.max_requests.is_some_and(|n| request_id >= n)
-                || deadline.is_some_and(|d| clock::monotonic_ns() >= d)
-            {
+            if soak_limit_reached(spec, request_id, deadline) {
                 break 'requests;
             }
             session.mark(Phase::RequestBegin, Some(request_id))?;

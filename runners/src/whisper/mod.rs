@@ -91,22 +91,46 @@ pub fn features() -> Vec<&'static str> {
 #[error("not runnable: {0}")]
 pub struct NotRunnable(pub String);
 
-/// Refuse an arm that needs a capability this build lacks.
-pub fn check_runnable(spec: &WhisperSpec) -> Result<(), NotRunnable> {
-    let caps = capabilities();
-    let missing: Vec<&str> = spec
-        .requires
+/// Refuse an arm whose `requires` names a capability outside `caps`, the
+/// capabilities of `worker` (any worker binary: whisper.cpp's or CTranslate2's).
+pub fn require_capabilities(
+    worker: &str,
+    requires: &[String],
+    caps: &[&str],
+) -> Result<(), NotRunnable> {
+    let missing: Vec<&str> = requires
         .iter()
         .map(String::as_str)
         .filter(|r| !caps.contains(r))
         .collect();
-    if !missing.is_empty() {
-        return Err(NotRunnable(format!(
-            "this {WORKER_NAME} lacks {} (it has: {})",
-            missing.join(", "),
-            caps.join(", ")
-        )));
+    if missing.is_empty() {
+        return Ok(());
     }
+    Err(NotRunnable(format!(
+        "this {worker} lacks {} (it has: {})",
+        missing.join(", "),
+        caps.join(", ")
+    )))
+}
+
+/// The monotonic time after which a soak starts no measured request
+/// (`max_duration_s` from `now_ns`, the end of warmup).
+pub fn soak_deadline(spec: &WhisperSpec, now_ns: u64) -> Option<u64> {
+    spec.max_duration_s
+        .map(|s| now_ns.saturating_add(s.saturating_mul(1_000_000_000)))
+}
+
+/// Whether a soak's limits (a request count or the deadline) stop the arm
+/// before measured request `request_id`.
+pub fn soak_limit_reached(spec: &WhisperSpec, request_id: u64, deadline: Option<u64>) -> bool {
+    spec.max_requests.is_some_and(|n| request_id >= n)
+        || deadline.is_some_and(|d| clock::monotonic_ns() >= d)
+}
+
+/// Refuse an arm that needs a capability this build lacks.
+pub fn check_runnable(spec: &WhisperSpec) -> Result<(), NotRunnable> {
+    let caps = capabilities();
+    require_capabilities(WORKER_NAME, &spec.requires, &caps)?;
     if spec.encoder == Encoder::Coreml && !caps.contains(&"encoder:coreml") {
         return Err(NotRunnable(format!(
             "encoder = \"coreml\" needs a {WORKER_NAME} built with the `coreml` feature (macOS)"
@@ -297,15 +321,10 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
     request::speech_ended(session, &mut held)?;
 
     let mut request_id = 0u64;
-    let deadline = spec
-        .max_duration_s
-        .map(|s| clock::monotonic_ns().saturating_add(s.saturating_mul(1_000_000_000)));
+    let deadline = soak_deadline(spec, clock::monotonic_ns());
     'requests: for repetition in 0..spec.repetitions {
         for clip in &audio {
-            // Soak limits: a request count, or a duration.
-            if spec.max_requests.is_some_and(|n| request_id >= n)
-                || deadline.is_some_and(|d| clock::monotonic_ns() >= d)
-            {
+            if soak_limit_reached(spec, request_id, deadline) {
                 break 'requests;
             }
             let gap_ms = worker_contract::gap_before(&spec.gaps_ms, request_id);

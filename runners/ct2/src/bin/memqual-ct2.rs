@@ -6,6 +6,7 @@
 
 use runners::last_words::{fail, print_stdout, say};
 use runners::session::WorkerSession;
+use runners::whisper::require_capabilities;
 use runners_ct2::run::{CT2RS_VERSION, WORKER_NAME, capabilities, run};
 use std::process::ExitCode;
 use worker_contract::{EXIT_NOT_RUNNABLE, Runtime, WorkerSpec, read_spec};
@@ -69,19 +70,13 @@ fn main() -> ExitCode {
             2,
         );
     }
-    let missing: Vec<&str> = ws
-        .requires
-        .iter()
-        .map(String::as_str)
-        .filter(|r| !caps.contains(r))
-        .collect();
-    if !missing.is_empty() {
-        let message = format!(
-            "not runnable: this {WORKER_NAME} lacks {} (it has: {})",
-            missing.join(", "),
-            caps.join(", ")
+    if let Err(e) = require_capabilities(WORKER_NAME, &ws.requires, &caps) {
+        return fail(
+            WORKER_NAME,
+            &mut session,
+            &e.to_string(),
+            EXIT_NOT_RUNNABLE as u8,
         );
-        return fail(WORKER_NAME, &mut session, &message, EXIT_NOT_RUNNABLE as u8);
     }
     match run(&spec, ws, &mut session) {
         Ok(requests) => match session.bye(requests) {
