@@ -33,3 +33,56 @@ pub fn print_stdout(text: &str) -> std::io::Result<()> {
     writeln!(out, "{text}")?;
     out.flush()
 }
+
+/// `--capabilities`: print `caps` (JSON) on stdout; exit 1 if it cannot.
+pub fn print_capabilities(worker: &str, caps: &serde_json::Value) -> ExitCode {
+    match print_stdout(&caps.to_string()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            say(
+                worker,
+                &format!("cannot write the capabilities to stdout: {e}"),
+            );
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// A worker's start: read the arm spec on stdin and open the channel. The
+/// channel opens even for a bad spec, so that memqual hears why; without a
+/// channel the error goes to stderr only. `Err` is the exit code to end with.
+pub fn open_session(
+    worker: &str,
+    caps: &[&str],
+) -> Result<(WorkerSession, worker_contract::ArmSpec), ExitCode> {
+    let spec = worker_contract::read_spec(std::io::stdin());
+    let mut session = match WorkerSession::open(worker, caps) {
+        Ok(s) => s,
+        Err(e) => {
+            if let Err(spec_error) = &spec {
+                say(worker, spec_error);
+            }
+            say(worker, &format!("{e:#}"));
+            return Err(ExitCode::from(2));
+        }
+    };
+    match spec {
+        Ok(spec) => Ok((session, spec)),
+        Err(e) => Err(fail(worker, &mut session, &e, 2)),
+    }
+}
+
+/// A worker's end: `bye` with the request count after a run that
+/// succeeded, the run's error otherwise.
+pub fn finish(worker: &str, session: &mut WorkerSession, run: anyhow::Result<u64>) -> ExitCode {
+    match run {
+        Ok(requests) => match session.bye(requests) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                say(worker, &format!("cannot send bye: {e:#}"));
+                ExitCode::from(1)
+            }
+        },
+        Err(e) => fail(worker, session, &format!("{e:#}"), 1),
+    }
+}

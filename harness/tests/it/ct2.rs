@@ -206,3 +206,25 @@ fn a_compute_type_this_cpu_cannot_compute_fails_the_arm_saying_which_it_can() {
     );
     assert_eq!(a.requests, 0);
 }
+
+#[test]
+fn a_gpu_arm_on_a_worker_without_cuda_is_not_runnable_and_never_runs_on_the_cpu() {
+    // `use_gpu` passes through to ct2rs' CUDA device in a `cuda` build; this
+    // CPU-only worker must refuse the arm rather than measure the CPU.
+    let body = "[[arm]]\nid = \"gpu\"\n[arm.whisper]\nruntime = \"ctranslate2\"\n\
+                model = \"tiny.en-ct2\"\nuse_gpu = true\nctranslate2 = { compute_type = \"float16\" }\n\
+                fixtures = [\"s1\"]\nwarmup = 0\nidle_s = 0.1\n";
+    let r = run_protocol_body("run", body, &[]);
+    assert_eq!(r.out.status.code(), Some(1), "{}", stderr(&r.out));
+    let receipt = receipt(&r.dir);
+    let a = arm(&receipt, "gpu");
+    assert_eq!(a.status, ArmStatus::NotRunnable, "{:?}", a.failure);
+    assert!(
+        a.failure
+            .iter()
+            .any(|f| f.contains("use_gpu = true needs a memqual-ct2 built with the cuda feature")),
+        "{:?}",
+        a.failure
+    );
+    assert!(a.phases.is_empty(), "a refused arm ran phases");
+}

@@ -308,7 +308,8 @@ pub struct WhisperSpec {
     /// Use flash attention (context parameter `flash_attn`).
     pub flash_attn: bool,
     /// Let whisper.cpp use a GPU backend (Metal on a Mac, CUDA in a `cuda`
-    /// build) when the build has one (context parameter `use_gpu`).
+    /// build) when the build has one (context parameter `use_gpu`). A
+    /// CTranslate2 arm runs on CUDA device 0, and only in a `cuda` build.
     pub use_gpu: bool,
     /// Encoder context length; 0 keeps the model's.
     pub audio_ctx: u32,
@@ -396,9 +397,6 @@ impl WhisperSpec {
         }
         if self.flash_attn {
             return refuse("flash_attn", "flash attention");
-        }
-        if self.use_gpu {
-            return refuse("use_gpu", "a GPU backend in this build");
         }
         if self.audio_ctx != 0 {
             return refuse("audio_ctx", "a shortened encoder context");
@@ -670,7 +668,6 @@ mod tests {
         assert_eq!(refused(&|s| s.extra_states = 1), "extra_states");
         assert_eq!(refused(&|s| s.encoder = Encoder::Coreml), "encoder");
         assert_eq!(refused(&|s| s.flash_attn = true), "flash_attn");
-        assert_eq!(refused(&|s| s.use_gpu = true), "use_gpu");
         assert_eq!(refused(&|s| s.audio_ctx = 768), "audio_ctx");
         assert_eq!(
             refused(&|s| s.temperature_fallback = true),
@@ -684,6 +681,10 @@ mod tests {
         assert_eq!(refused(&|s| s.language = "de".into()), "language");
         assert_eq!(refused(&|s| s.gaps_ms = vec![100]), "request_mode");
         assert_eq!(refused(&|s| s.model.prevalidate = false), "model_layout");
+        // A GPU is the worker's to refuse: only its build knows if it has CUDA.
+        let mut gpu = ct2();
+        gpu.use_gpu = true;
+        assert_eq!(gpu.validate(), Ok(()));
         // Beam search is CTranslate2's too.
         let mut beam = ct2();
         beam.decoding = Decoding::Beam { beam_size: 5 };

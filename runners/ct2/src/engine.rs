@@ -22,6 +22,8 @@ pub struct Settings {
     pub beam_size: usize,
     /// Most tokens generated per 30 s window.
     pub max_length: usize,
+    /// Run on CUDA device 0 (a `cuda` build only) instead of the CPU.
+    pub use_gpu: bool,
 }
 
 /// `compute_type` by its CTranslate2 name.
@@ -67,7 +69,11 @@ impl Engine {
             reader.register_file(name, bytes);
         }
         let config = Config {
-            device: Device::CPU,
+            device: if settings.use_gpu {
+                Device::CUDA
+            } else {
+                Device::CPU
+            },
             compute_type: compute_type(&settings.compute_type)?,
             num_threads_per_replica: settings.intra_threads,
             ..Config::default()

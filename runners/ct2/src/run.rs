@@ -27,13 +27,31 @@ pub const CT2RS_VERSION: &str = "0.10.3";
 
 /// What this build can do; an arm's `requires` must be a subset.
 pub fn capabilities() -> Vec<&'static str> {
-    vec![
+    let mut caps = vec![
         "ctranslate2",
         "decoding:greedy",
         "decoding:beam",
         "model_prevalidation:pinned_ct2_dir",
         "input:convert",
-    ]
+    ];
+    if cfg!(feature = "cuda") {
+        caps.push("backend:cuda");
+    }
+    caps
+}
+
+/// Refuse a GPU arm this build cannot run: CTranslate2 would otherwise
+/// fail deep in its loader, or a CPU run would pass for a GPU one.
+pub fn check_device(spec: &WhisperSpec) -> Result<(), runners::whisper::NotRunnable> {
+    if spec.use_gpu && !cfg!(feature = "cuda") {
+        return Err(runners::whisper::NotRunnable(
+            "use_gpu = true needs a memqual-ct2 built with the cuda feature \
+             (cargo build --release -p runners-ct2 --features cuda, with the CUDA toolkit); \
+             this one computes on the CPU only"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The model directory, checked against its pins, and its files' bytes read
@@ -152,6 +170,7 @@ fn settings(spec: &WhisperSpec) -> Settings {
             0 => 446,
             n => n as usize,
         },
+        use_gpu: spec.use_gpu,
     }
 }
 
@@ -199,14 +218,18 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
     let report = RuntimeReport {
         runtime: "CTranslate2".into(),
         runtime_version: format!("CTranslate2 (bundled by ct2rs {CT2RS_VERSION})"),
-        system_info: format!(
-            "CPU, {} backend",
-            if cfg!(target_os = "macos") {
-                "Accelerate"
-            } else {
-                "ruy"
-            }
-        ),
+        system_info: if settings.use_gpu {
+            "CUDA device 0".to_string()
+        } else {
+            format!(
+                "CPU, {} backend",
+                if cfg!(target_os = "macos") {
+                    "Accelerate"
+                } else {
+                    "ruy"
+                }
+            )
+        },
         worker_executable,
         worker_sha256,
         model: model_identity,
@@ -219,7 +242,7 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
             "inter_threads": 1,
             "beam_size": settings.beam_size,
             "max_length": settings.max_length,
-            "device": "cpu",
+            "device": if settings.use_gpu { "cuda" } else { "cpu" },
             "features": "whisper log-mel (memqual), 80 x 3000 per 30 s window",
             "prompt": ["<|startoftranscript|>", "<|notimestamps|>"],
         }),

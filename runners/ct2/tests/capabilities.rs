@@ -28,4 +28,10 @@ fn the_worker_names_itself_its_runtime_and_what_it_can_do() {
     assert!(list.contains(&"ctranslate2"), "{list:?}");
     // whisper.cpp-only capabilities are not claimed: arms requiring them are NOT_RUNNABLE.
     assert!(!list.contains(&"extra_states"), "{list:?}");
+    // A GPU backend is claimed exactly when the `cuda` feature built one in.
+    assert_eq!(
+        list.contains(&"backend:cuda"),
+        cfg!(feature = "cuda"),
+        "{list:?}"
+    );
 }

@@ -4,27 +4,14 @@
 //! sets the exit code; a failed write to stderr never ends the worker.
 
 use runners::calibrate::{self, CAPABILITIES, WORKER_NAME};
-use runners::last_words::{fail, say};
-use runners::session::WorkerSession;
+use runners::last_words::{fail, finish, open_session};
 use std::process::ExitCode;
-use worker_contract::{Misbehaviour, WorkerSpec, read_spec};
+use worker_contract::{Misbehaviour, WorkerSpec};
 
 fn main() -> ExitCode {
-    let spec = read_spec(std::io::stdin());
-    // The channel opens even for a bad spec, so that memqual hears why.
-    let mut session = match WorkerSession::open(WORKER_NAME, &CAPABILITIES) {
-        Ok(s) => s,
-        Err(e) => {
-            if let Err(spec_error) = &spec {
-                say(WORKER_NAME, spec_error);
-            }
-            say(WORKER_NAME, &format!("{e:#}"));
-            return ExitCode::from(2);
-        }
-    };
-    let spec = match spec {
-        Ok(s) => s,
-        Err(e) => return fail(WORKER_NAME, &mut session, &e, 2),
+    let (mut session, spec) = match open_session(WORKER_NAME, &CAPABILITIES) {
+        Ok(opened) => opened,
+        Err(code) => return code,
     };
     let WorkerSpec::Calibrate(cal) = &spec.worker else {
         let message = format!(
@@ -34,18 +21,8 @@ fn main() -> ExitCode {
         return fail(WORKER_NAME, &mut session, &message, 2);
     };
     match calibrate::run(&spec, cal, &mut session) {
-        Ok(requests) => {
-            if cal.misbehave == Some(Misbehaviour::NoBye) {
-                return ExitCode::SUCCESS;
-            }
-            match session.bye(requests) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    say(WORKER_NAME, &format!("cannot send bye: {e:#}"));
-                    ExitCode::from(1)
-                }
-            }
-        }
-        Err(e) => fail(WORKER_NAME, &mut session, &format!("{e:#}"), 1),
+        // The misbehaviour under test: a worker that ends without `bye`.
+        Ok(_) if cal.misbehave == Some(Misbehaviour::NoBye) => ExitCode::SUCCESS,
+        result => finish(WORKER_NAME, &mut session, result),
     }
 }

@@ -4,48 +4,27 @@
 //! goes to memqual over fd 3 (when it is open) and to stderr, and sets the
 //! exit code. `memqual-ct2 --capabilities` prints what this build can do.
 
-use runners::last_words::{fail, print_stdout, say};
-use runners::session::WorkerSession;
+use runners::last_words::{fail, finish, open_session, print_capabilities};
 use runners::whisper::require_capabilities;
-use runners_ct2::run::{CT2RS_VERSION, WORKER_NAME, capabilities, run};
+use runners_ct2::run::{CT2RS_VERSION, WORKER_NAME, capabilities, check_device, run};
 use std::process::ExitCode;
-use worker_contract::{EXIT_NOT_RUNNABLE, Runtime, WorkerSpec, read_spec};
+use worker_contract::{EXIT_NOT_RUNNABLE, Runtime, WorkerSpec};
 
 fn main() -> ExitCode {
+    let caps = capabilities();
     if std::env::args().nth(1).as_deref() == Some("--capabilities") {
-        let caps = serde_json::json!({
+        let json = serde_json::json!({
             "worker": WORKER_NAME,
             "version": env!("CARGO_PKG_VERSION"),
             "ct2rs": CT2RS_VERSION,
-            "features": [],
-            "capabilities": capabilities(),
+            "features": if cfg!(feature = "cuda") { vec!["cuda"] } else { vec![] },
+            "capabilities": caps,
         });
-        return match print_stdout(&caps.to_string()) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                say(
-                    WORKER_NAME,
-                    &format!("cannot write the capabilities to stdout: {e}"),
-                );
-                ExitCode::from(1)
-            }
-        };
+        return print_capabilities(WORKER_NAME, &json);
     }
-    let spec = read_spec(std::io::stdin());
-    let caps = capabilities();
-    let mut session = match WorkerSession::open(WORKER_NAME, &caps) {
-        Ok(s) => s,
-        Err(e) => {
-            if let Err(spec_error) = &spec {
-                say(WORKER_NAME, spec_error);
-            }
-            say(WORKER_NAME, &format!("{e:#}"));
-            return ExitCode::from(2);
-        }
-    };
-    let spec = match spec {
-        Ok(s) => s,
-        Err(e) => return fail(WORKER_NAME, &mut session, &e, 2),
+    let (mut session, spec) = match open_session(WORKER_NAME, &caps) {
+        Ok(opened) => opened,
+        Err(code) => return code,
     };
     let WorkerSpec::Whisper(ws) = &spec.worker else {
         let message = format!(
@@ -70,7 +49,9 @@ fn main() -> ExitCode {
             2,
         );
     }
-    if let Err(e) = require_capabilities(WORKER_NAME, &ws.requires, &caps) {
+    if let Err(e) =
+        require_capabilities(WORKER_NAME, &ws.requires, &caps).and_then(|()| check_device(ws))
+    {
         return fail(
             WORKER_NAME,
             &mut session,
@@ -78,14 +59,6 @@ fn main() -> ExitCode {
             EXIT_NOT_RUNNABLE as u8,
         );
     }
-    match run(&spec, ws, &mut session) {
-        Ok(requests) => match session.bye(requests) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                say(WORKER_NAME, &format!("cannot send bye: {e:#}"));
-                ExitCode::from(1)
-            }
-        },
-        Err(e) => fail(WORKER_NAME, &mut session, &format!("{e:#}"), 1),
-    }
+    let result = run(&spec, ws, &mut session);
+    finish(WORKER_NAME, &mut session, result)
 }
