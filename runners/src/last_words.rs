@@ -74,7 +74,7 @@ pub fn open_session(
 
 /// A worker's end: `bye` with the request count after a run that
 /// succeeded, the run's error otherwise.
-pub fn finish(worker: &str, session: &mut WorkerSession, run: anyhow::Result<u64>) -> ExitCode {
+pub fn finish(worker: &str, mut session: WorkerSession, run: anyhow::Result<u64>) -> ExitCode {
     match run {
         Ok(requests) => match session.bye(requests) {
             Ok(()) => ExitCode::SUCCESS,
@@ -83,6 +83,6 @@ pub fn finish(worker: &str, session: &mut WorkerSession, run: anyhow::Result<u64
                 ExitCode::from(1)
             }
         },
-        Err(e) => fail(worker, session, &format!("{e:#}"), 1),
+        Err(e) => fail(worker, &mut session, &format!("{e:#}"), 1),
     }
 }

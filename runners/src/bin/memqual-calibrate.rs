@@ -23,6 +23,6 @@ fn main() -> ExitCode {
     match calibrate::run(&spec, cal, &mut session) {
         // The misbehaviour under test: a worker that ends without `bye`.
         Ok(_) if cal.misbehave == Some(Misbehaviour::NoBye) => ExitCode::SUCCESS,
-        result => finish(WORKER_NAME, &mut session, result),
+        result => finish(WORKER_NAME, session, result),
     }
 }

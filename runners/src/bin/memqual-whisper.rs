@@ -51,5 +51,5 @@ fn main() -> ExitCode {
         );
     }
     let result = whisper::run(&spec, ws, &mut session);
-    finish(WORKER_NAME, &mut session, result)
+    finish(WORKER_NAME, session, result)
 }

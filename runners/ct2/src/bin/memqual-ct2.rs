@@ -60,5 +60,5 @@ fn main() -> ExitCode {
         );
     }
     let result = run(&spec, ws, &mut session);
-    finish(WORKER_NAME, &mut session, result)
+    finish(WORKER_NAME, session, result)
 }
