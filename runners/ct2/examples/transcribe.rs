@@ -21,6 +21,7 @@ fn main() -> anyhow::Result<()> {
         intra_threads: 2,
         beam_size: 1,
         max_length: 446,
+        use_gpu: false,
     };
     let engine = Engine::load(&files, &settings)?;
     for wav in &args[3..] {
