@@ -11,7 +11,7 @@ use anyhow::Context;
 use ggml_container::ct2::dir::{CheckedDir, TINY_EN_FILES, validate};
 use runners::session::WorkerSession;
 use runners::whisper::transcript::{self, Specials};
-use runners::whisper::{inputs, soak_deadline, soak_limit_reached};
+use runners::whisper::{executable_digest, inputs, soak_deadline, soak_limit_reached};
 use sampler::{Phase, clock};
 use std::path::Path;
 use worker_contract::{
@@ -105,15 +105,24 @@ fn read_checked(path: &Path, sha256: &str) -> anyhow::Result<Vec<u8>> {
 }
 
 /// The model as the receipt's runtime section names it: the file set's
-/// digest and size, and the shape `model.bin` declares.
-fn identity(spec: &WhisperSpec, model: &CheckedModel) -> anyhow::Result<ModelIdentity> {
-    let bin = model
+/// digest and size, and the shape `model.bin` declares. `model.bin`'s bytes
+/// are parsed in place and handed back: a copy would add the whole file to
+/// the memory measured before `model_loaded`.
+fn identity(spec: &WhisperSpec, model: &mut CheckedModel) -> anyhow::Result<ModelIdentity> {
+    let vocabulary = model
         .bytes
         .iter()
+        .find(|(n, _)| n == "vocabulary.txt")
+        .map_or(0, |(_, b)| {
+            b.split(|&c| c == b'\n').filter(|l| !l.is_empty()).count()
+        });
+    let bin = model
+        .bytes
+        .iter_mut()
         .find(|(n, _)| n == "model.bin")
-        .map(|(_, b)| b.clone())
+        .map(|(_, b)| b)
         .context("no model.bin")?;
-    let parsed = ggml_container::ct2::Ct2Model::from_bytes(bin)?;
+    let parsed = ggml_container::ct2::Ct2Model::from_bytes(std::mem::take(bin))?;
     let layers = |prefix: &str| {
         parsed
             .variables
@@ -129,17 +138,12 @@ fn identity(spec: &WhisperSpec, model: &CheckedModel) -> anyhow::Result<ModelIde
             .max()
             .map_or(0, |m| m + 1)
     };
-    let vocabulary = model
-        .bytes
-        .iter()
-        .find(|(n, _)| n == "vocabulary.txt")
-        .map_or(0, |(_, b)| {
-            b.split(|&c| c == b'\n').filter(|l| !l.is_empty()).count()
-        });
     let half = parsed
         .variables
         .iter()
         .any(|v| v.dtype == ggml_container::ct2::Ct2Dtype::F16);
+    let (n_audio_layer, n_text_layer) = (layers("encoder/layer_"), layers("decoder/layer_"));
+    *bin = parsed.into_bytes();
     Ok(ModelIdentity {
         path: spec.model.path.display().to_string(),
         bytes: model.dir.bytes(),
@@ -147,8 +151,8 @@ fn identity(spec: &WhisperSpec, model: &CheckedModel) -> anyhow::Result<ModelIde
         // GGML's ftype numbering: 1 = mostly F16, 0 = F32.
         ftype: i32::from(half),
         n_vocab: i32::try_from(vocabulary).unwrap_or(i32::MAX),
-        n_audio_layer: layers("encoder/layer_"),
-        n_text_layer: layers("decoder/layer_"),
+        n_audio_layer,
+        n_text_layer,
     })
 }
 
@@ -178,7 +182,7 @@ fn settings(spec: &WhisperSpec) -> Settings {
 pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> anyhow::Result<u64> {
     session.mark(Phase::ProcessStart, None)?;
     // Inputs first: nothing reaches CTranslate2 unchecked.
-    let model = check_model(spec)?;
+    let mut model = check_model(spec)?;
     let audio = match &spec.long_form {
         Some(long) => vec![inputs::compose_long_form(long)?],
         None => spec
@@ -187,7 +191,7 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
             .map(inputs::load_fixture)
             .collect::<anyhow::Result<Vec<_>>>()?,
     };
-    let model_identity = identity(spec, &model)?;
+    let model_identity = identity(spec, &mut model)?;
     let settings = settings(spec);
 
     let t0 = clock::monotonic_ns();
@@ -214,7 +218,7 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
     )?;
     session.mark(Phase::ModelLoaded, None)?;
 
-    let (worker_executable, worker_sha256) = executable_digest();
+    let (worker_executable, worker_sha256) = executable_digest(WORKER_NAME);
     let report = RuntimeReport {
         runtime: "CTranslate2".into(),
         runtime_version: format!("CTranslate2 (bundled by ct2rs {CT2RS_VERSION})"),
@@ -311,10 +315,4 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
     drop(engine);
     session.mark(Phase::TeardownDone, None)?;
     Ok(request_id)
-}
-
-fn executable_digest() -> (String, Option<String>) {
-    let exe = std::env::current_exe().unwrap_or_else(|_| WORKER_NAME.into());
-    let digest = inputs::sha256_file(&exe).ok().map(|(d, _)| d);
-    (exe.display().to_string(), digest)
 }

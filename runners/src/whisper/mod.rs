@@ -191,8 +191,10 @@ fn within<T>(sidecar: Option<&coreml::Sidecar>, f: impl FnOnce() -> T) -> anyhow
     }
 }
 
-fn executable_digest() -> (String, Option<String>) {
-    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from(WORKER_NAME));
+/// The running worker's executable and its SHA-256, for the runtime report
+/// (`worker` stands in for the path where the OS cannot name it).
+pub fn executable_digest(worker: &str) -> (String, Option<String>) {
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from(worker));
     let digest = inputs::sha256_file(&exe).ok().map(|(d, _)| d);
     (exe.display().to_string(), digest)
 }
@@ -279,7 +281,7 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
         }
         None => None,
     };
-    let (worker_executable, worker_sha256) = executable_digest();
+    let (worker_executable, worker_sha256) = executable_digest(WORKER_NAME);
     let report = RuntimeReport {
         runtime: "whisper.cpp".into(),
         runtime_version: engine::runtime_version(),

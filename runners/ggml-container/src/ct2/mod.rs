@@ -136,6 +136,14 @@ impl Ct2Model {
         Self::parse(Bytes::Owned(bytes))
     }
 
+    /// The model's bytes back, without a copy when they were owned.
+    pub fn into_bytes(self) -> Vec<u8> {
+        match self.bytes {
+            Bytes::Mapped(m) => m.to_vec(),
+            Bytes::Owned(v) => v,
+        }
+    }
+
     fn parse(bytes: Bytes) -> Result<Self, Ct2Error> {
         let mut r = Reader { b: &bytes, at: 0 };
         let version = r.u32()?;
@@ -284,6 +292,13 @@ mod tests {
         string(&mut b, "a");
         string(&mut b, "decoder/layer_norm/beta");
         b
+    }
+
+    #[test]
+    fn owned_bytes_come_back_unchanged_after_parsing() {
+        let bytes = model();
+        let m = Ct2Model::from_bytes(bytes.clone()).unwrap();
+        assert_eq!(m.into_bytes(), bytes);
     }
 
     #[test]
