@@ -10,9 +10,23 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use worker_contract::{
-    Ct2Options, Decoding, Encoder, FieldError, FixtureInput, Initializer, LongFormInput,
-    ModelInput, ModelLayout, Runtime, WhisperSpec, is_sha256_hex,
+    Ct2Options, Decoding, Encoder, EncoderFault, ExternalEncoderInput, FieldError, FixtureInput,
+    Initializer, LongFormInput, ModelInput, ModelLayout, Runtime, StateBounds, WhisperSpec,
+    is_sha256_hex,
 };
+
+/// `[arm.whisper.external_encoder]`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExternalEncoderDecl {
+    /// A named model or a path (default: the arm's own model, when full).
+    pub model: Option<String>,
+    /// Expected SHA-256 of that model (named models: their pinned digest).
+    pub model_sha256: Option<String>,
+    /// Test only: make the encoder process misbehave (`fail`,
+    /// `wrong_shape`, `short_buffer`, `small_tensor`).
+    pub fault: Option<EncoderFault>,
+}
 
 /// A whisper arm's options. Unknown keys are errors.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -66,14 +80,25 @@ pub struct WhisperArmDecl {
     /// decode judged failed is retried with sampling, whose RNG state carries
     /// over between requests. CTranslate2 arms have none.
     pub temperature_fallback: Option<bool>,
-    /// `whisper_cpp` (default: `memqual-whisper`, a GGML model) or
-    /// `ctranslate2` (`memqual-ct2`, the model `tiny.en-ct2`).
+    /// `whisper_cpp` (default: `memqual-whisper`, a GGML model),
+    /// `whisper_cpp_patched` (`memqual-whisper-patched`, memqual's patch set:
+    /// external-encoder-only loading, bounded state) or `ctranslate2`
+    /// (`memqual-ct2`, the model `tiny.en-ct2`).
     #[serde(default)]
     pub runtime: Runtime,
     /// CTranslate2's own settings (`runtime = "ctranslate2"` only):
     /// `{ compute_type = "float32" }` (default), `int8`, `int8_float32`,
     /// `int16`, or `float16` / `int8_float16` where the device computes them.
     pub ctranslate2: Option<Ct2Options>,
+    /// The encoder process of `encoder = "external_process"` (patched runtime):
+    /// `{ model = "tiny.en" }` names the full model it runs (default: the
+    /// arm's own model), `model_sha256` its digest; `fault` is for tests only.
+    pub external_encoder: Option<ExternalEncoderDecl>,
+    /// The patched runtime's bounded state: `{ max_audio_ctx = 1500,
+    /// max_batch = 8 }`. Cross/pad caches are sized for max_audio_ctx
+    /// encoder positions (rounded up to 256), logits and decoder buffers for
+    /// max_batch tokens; a request beyond either fails, never truncated.
+    pub state_bounds: Option<StateBounds>,
     /// `no_state` (default: the no-state context plus exactly one state) or `default`.
     #[serde(default = "default_initializer")]
     pub initializer: Initializer,
@@ -301,6 +326,79 @@ pub trait ModelCatalog {
     fn names(&self) -> Vec<String>;
 }
 
+/// A model named in a protocol: a known (pinned) model, or a path. Returns
+/// the text after substitution, the path, the pinned digest and the reference.
+fn locate_model(
+    key: &str,
+    text: &str,
+    params: &BTreeMap<String, String>,
+    base: &Path,
+    models: &dyn ModelCatalog,
+) -> Result<(String, PathBuf, Option<String>, ModelRef), FieldError> {
+    let model_text = substitute(key, text, params).map_err(|e| FieldError::new(key, e))?;
+    let looks_like_path = model_text.contains('/') || model_text.ends_with(".bin");
+    if looks_like_path {
+        let p = PathBuf::from(&model_text);
+        let p = if p.is_relative() { base.join(p) } else { p };
+        return Ok((model_text, p.clone(), None, ModelRef::File(p)));
+    }
+    let (p, sha) = models.locate(&model_text).ok_or_else(|| {
+        FieldError::new(key, format!(
+            "model `{model_text}` is neither a known model ({}) nor a path (a path contains `/` or ends in .bin)",
+            models.names().join(", ")
+        ))
+    })?;
+    Ok((
+        model_text.clone(),
+        p,
+        Some(sha),
+        ModelRef::Named(model_text),
+    ))
+}
+
+/// The external encoder process of a patched arm: its full model (default:
+/// the arm's own model) and its checked digest.
+fn resolve_external_encoder(
+    decl: &WhisperArmDecl,
+    arm_model: &ModelInput,
+    params: &BTreeMap<String, String>,
+    base: &Path,
+    models: &dyn ModelCatalog,
+) -> Result<Option<ExternalEncoderInput>, FieldError> {
+    let Some(ext) = &decl.external_encoder else {
+        return Ok(None);
+    };
+    let model = match &ext.model {
+        None => {
+            if decl.model_layout != ModelLayout::Full {
+                return Err(FieldError::new(
+                    "external_encoder.model",
+                    "a decoder-only model has no encoder to run: name the full model the encoder process loads",
+                ));
+            }
+            ModelInput {
+                coreml_sidecar: None,
+                ..arm_model.clone()
+            }
+        }
+        Some(text) => {
+            let (_, path, pinned, _) =
+                locate_model("external_encoder.model", text, params, base, models)?;
+            ModelInput {
+                path,
+                sha256: ext.model_sha256.clone().or(pinned),
+                layout: ModelLayout::Full,
+                prevalidate: true,
+                coreml_sidecar: None,
+            }
+        }
+    };
+    Ok(Some(ExternalEncoderInput {
+        model,
+        fault: ext.fault,
+    }))
+}
+
 /// Resolve one declaration into the worker's spec. `base` is the protocol's
 /// directory; `params` are resolved (see [`crate::params`]). The error names
 /// the key (relative to the `whisper` table).
@@ -311,22 +409,8 @@ pub fn resolve(
     fixtures: &FixtureCatalog,
     models: &dyn ModelCatalog,
 ) -> Result<(WhisperSpec, ModelRef), FieldError> {
-    let model_text =
-        substitute("model", &decl.model, params).map_err(|e| FieldError::new("model", e))?;
-    let looks_like_path = model_text.contains('/') || model_text.ends_with(".bin");
-    let (path, pinned, model_ref) = if looks_like_path {
-        let p = PathBuf::from(&model_text);
-        let p = if p.is_relative() { base.join(p) } else { p };
-        (p.clone(), None, ModelRef::File(p))
-    } else {
-        let (p, sha) = models.locate(&model_text).ok_or_else(|| {
-            FieldError::new("model", format!(
-                "model `{model_text}` is neither a known model ({}) nor a path (a path contains `/` or ends in .bin)",
-                models.names().join(", ")
-            ))
-        })?;
-        (p, Some(sha), ModelRef::Named(model_text.clone()))
-    };
+    let (model_text, path, pinned, model_ref) =
+        locate_model("model", &decl.model, params, base, models)?;
     let ct2_model =
         matches!(&model_ref, ModelRef::Named(n) if n == crate::ct2_fixture::TINY_EN_CT2);
     match decl.runtime {
@@ -340,7 +424,7 @@ pub fn resolve(
                 ),
             ));
         }
-        Runtime::WhisperCpp if ct2_model => {
+        Runtime::WhisperCpp | Runtime::WhisperCppPatched if ct2_model => {
             return Err(FieldError::new(
                 "model",
                 format!(
@@ -458,7 +542,7 @@ pub fn resolve(
         max_tokens: decl.max_tokens,
         temperature_fallback: decl
             .temperature_fallback
-            .unwrap_or(decl.runtime == Runtime::WhisperCpp),
+            .unwrap_or(decl.runtime != Runtime::Ctranslate2),
         initializer: decl.initializer,
         extra_states: decl.extra_states,
         warmup: decl.warmup,
@@ -478,8 +562,14 @@ pub fn resolve(
         runtime: decl.runtime,
         ctranslate2: match decl.runtime {
             Runtime::Ctranslate2 => Some(decl.ctranslate2.unwrap_or_default()),
-            Runtime::WhisperCpp => decl.ctranslate2,
+            Runtime::WhisperCpp | Runtime::WhisperCppPatched => decl.ctranslate2,
         },
+        external_encoder: None,
+        state_bounds: decl.state_bounds,
+    };
+    let spec = WhisperSpec {
+        external_encoder: resolve_external_encoder(decl, &spec.model, params, base, models)?,
+        ..spec
     };
     spec.validate()?;
     Ok((spec, model_ref))

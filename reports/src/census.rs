@@ -68,6 +68,59 @@ pub struct CensusReceipt {
     pub processes_seen: u64,
     /// Processes whose memory moved beyond the threshold, largest movement first.
     pub movers: Vec<Mover>,
+    /// The arm's own external encoder process (patched whisper.cpp,
+    /// `encoder = "external_process"`), left out of `movers`: its memory
+    /// belongs to the arm, beside the worker's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_encoder: Option<EncoderProcessMemory>,
+}
+
+/// The external encoder process's memory as the census saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EncoderProcessMemory {
+    /// Its process id (from the worker's runtime report).
+    pub pid: u32,
+    /// Largest memory seen in any census, in bytes.
+    pub max_bytes: u64,
+    /// Per phase of the worker's markers, in the order first seen: the
+    /// largest memory any census at that phase saw.
+    pub by_phase: Vec<PhaseMemory>,
+}
+
+/// One phase's memory of a process in the census.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PhaseMemory {
+    /// The worker's phase whose marker triggered the census.
+    pub phase: sampler::Phase,
+    /// Resident memory in bytes (largest over that phase's censuses).
+    pub bytes: u64,
+}
+
+/// The external encoder process `pid` in `records`: `None` when no census saw it.
+pub fn encoder_process(records: &[CensusRecord], pid: u32) -> Option<EncoderProcessMemory> {
+    let mut by_phase: Vec<PhaseMemory> = Vec::new();
+    let mut max_bytes = None;
+    for rec in records {
+        let Some(taken) = &rec.taken else { continue };
+        let Some(p) = taken.processes.iter().find(|p| p.pid == pid) else {
+            continue;
+        };
+        max_bytes = Some(max_bytes.unwrap_or(0).max(p.memory_bytes));
+        if let Trigger::Phase { phase, .. } = rec.trigger {
+            match by_phase.iter_mut().find(|m| m.phase == phase) {
+                Some(m) => m.bytes = m.bytes.max(p.memory_bytes),
+                None => by_phase.push(PhaseMemory {
+                    phase,
+                    bytes: p.memory_bytes,
+                }),
+            }
+        }
+    }
+    Some(EncoderProcessMemory {
+        pid,
+        max_bytes: max_bytes?,
+        by_phase,
+    })
 }
 
 /// A process whose memory moved by more than the threshold during the arm.
@@ -194,7 +247,11 @@ pub fn assemble(
         return Ok(None);
     };
     let records: Vec<CensusRecord> = run.read_jsonl(&arm.join(CENSUS))?;
-    let exclude = vec![settings.harness_pid, settings.worker_pid];
+    let runtime: Option<worker_contract::RuntimeReport> =
+        run.read_json(&arm.join(crate::record::files::RUNTIME))?;
+    let encoder_pid = runtime.and_then(|r| r.external_encoder).map(|e| e.pid);
+    let mut exclude = vec![settings.harness_pid, settings.worker_pid];
+    exclude.extend(encoder_pid);
     let (movers, processes_seen) = movers(&records, threshold, &exclude);
     let receipt = CensusReceipt {
         threshold_bytes: threshold,
@@ -202,6 +259,7 @@ pub fn assemble(
         skipped: records.iter().filter(|r| r.taken.is_none()).count() as u64,
         processes_seen,
         movers,
+        external_encoder: encoder_pid.and_then(|pid| encoder_process(&records, pid)),
     };
     Ok(Some((receipt, ArmCensus { records, exclude })))
 }
@@ -349,6 +407,25 @@ mod tests {
     }
 
     #[test]
+    fn the_external_encoder_process_is_reported_per_phase_and_only_when_seen() {
+        let records = arm_records(200);
+        let got = encoder_process(&records, 60).unwrap();
+        assert_eq!(got.pid, 60);
+        assert_eq!(got.max_bytes, 300 * MIB);
+        assert_eq!(
+            got.by_phase,
+            vec![PhaseMemory {
+                phase: Phase::ModelLoaded,
+                bytes: 300 * MIB
+            }]
+        );
+        assert_eq!(encoder_process(&records, 61), None);
+        // Left out of the movers when excluded, as `assemble` does with its pid.
+        let (m, _) = movers(&records, 16 * MIB, &[7, 60]);
+        assert!(m.iter().all(|m| m.pid != 60));
+    }
+
+    #[test]
     fn a_control_arm_gives_the_paired_delta_by_process_name() {
         let (movers_, _) = movers(&arm_records(200), 16 * MIB, &[7]);
         let mut receipt = CensusReceipt {
@@ -357,6 +434,7 @@ mod tests {
             skipped: 1,
             processes_seen: 3,
             movers: movers_,
+            external_encoder: None,
         };
         let control = ArmCensus {
             records: arm_records(30),

@@ -186,9 +186,10 @@ pub fn estimate(path: &Path, e: &StateEstimate) -> String {
     );
     let _ = writeln!(
         s,
-        "  logits reserve {:>10} B ({}; reserved, not necessarily touched)",
+        "  logits reserve {:>10} B ({}, {} tokens; reserved, not necessarily touched)",
         grouped(e.logits_reserve_bytes),
-        mb(e.logits_reserve_bytes)
+        mb(e.logits_reserve_bytes),
+        e.logits_batch
     );
     if let (Some(enc), Some(dec)) = (e.native_encoder_weight_bytes, e.decoder_weight_bytes) {
         let _ = writeln!(

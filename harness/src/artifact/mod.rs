@@ -9,7 +9,7 @@ use anyhow::Context;
 use ggml_container::corpus::{CorpusError, build_corpus};
 use ggml_container::derive::{DeriveError, derive_decoder, receipt_path, verify_derivation};
 use ggml_container::estimate::{EstimateOptions, estimate};
-use ggml_container::quantize::{QuantizeError, quantize};
+use ggml_container::quantize::{QuantizeError, quantize_as};
 use ggml_container::{Expect, GgmlType, ParseError, inspect};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -68,6 +68,9 @@ pub enum ArtifactCommand {
         /// The quantization type.
         #[arg(long = "type", value_enum)]
         target: QuantTarget,
+        /// SRC is a decoder-only derivative (`derive-decoder`); so is OUT.
+        #[arg(long)]
+        decoder_only: bool,
         /// Print the result as JSON.
         #[arg(long)]
         json: bool,
@@ -97,6 +100,10 @@ pub enum ArtifactCommand {
         /// Decoders (beam size or best-of), 1 to 8; more than one grows the self cache.
         #[arg(long, value_name = "N", value_parser = crate::limits::int_flag(crate::limits::BEAMS))]
         beams: Option<u64>,
+        /// Tokens per decoder batch the logits capacity holds, 1 to 448 (the
+        /// patched worker's `state_bounds.max_batch`; default: the text context).
+        #[arg(long, value_name = "N", value_parser = crate::limits::int_flag(crate::limits::TEXT_POSITIONS))]
+        max_batch: Option<u64>,
         /// Print the result as JSON.
         #[arg(long)]
         json: bool,
@@ -267,8 +274,18 @@ pub fn main(command: ArtifactCommand) -> anyhow::Result<Outcome> {
             src,
             out,
             target,
+            decoder_only,
             json,
-        } => match quantize(&src, &out, target.ggml()) {
+        } => match quantize_as(
+            &src,
+            &out,
+            target.ggml(),
+            if decoder_only {
+                Expect::DecoderOnly
+            } else {
+                Expect::Full
+            },
+        ) {
             Ok(s) if json => print_json(&s).map(|_| Outcome::Passed),
             Ok(s) => {
                 outln!(
@@ -300,6 +317,7 @@ pub fn main(command: ArtifactCommand) -> anyhow::Result<Outcome> {
             audio_ctx,
             text_ctx,
             beams,
+            max_batch,
             json,
         } => {
             // A stripped artifact is a valid subject too.
@@ -314,6 +332,7 @@ pub fn main(command: ArtifactCommand) -> anyhow::Result<Outcome> {
                 audio_ctx,
                 text_ctx,
                 decoders: beams,
+                max_batch,
             };
             let e = estimate(&inv.hparams, Some(&inv.totals), opts);
             if json {

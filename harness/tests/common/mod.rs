@@ -197,3 +197,56 @@ pub fn run_protocol_body(command: &str, body: &str, extra: &[&str]) -> ProtocolR
         out,
     }
 }
+
+/// The patched whisper.cpp worker, built when missing or stale: `cargo
+/// build` in `runners/patched` (its own workspace and `.cargo/config.toml`),
+/// into `target/patched/<profile>/`, where `memqual` looks for it. A worker
+/// whose linked library carries another patch set refuses `--capabilities`;
+/// then whisper-rs-sys is cleaned and built again. Once per test binary;
+/// cargo's lock on the target folder serialises concurrent binaries.
+pub fn patched_worker() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let memqual_dir = Path::new(MEMQUAL).parent().unwrap();
+            let profile = memqual_dir
+                .file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_string();
+            let target = memqual_dir.parent().unwrap();
+            let exe = target
+                .join("patched")
+                .join(&profile)
+                .join("memqual-whisper-patched");
+            let package = Path::new(env!("CARGO_MANIFEST_DIR")).join("../runners/patched");
+            let cargo = |args: &[&str]| {
+                let mut cmd =
+                    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+                cmd.args(args)
+                    .arg("--target-dir")
+                    .arg(target.join("patched"))
+                    .current_dir(&package)
+                    .env_remove("CARGO_TARGET_DIR")
+                    .env_remove("CARGO_BUILD_TARGET_DIR");
+                if profile == "release" {
+                    cmd.arg("--release");
+                }
+                let out = cmd.output().unwrap();
+                assert!(
+                    out.status.success(),
+                    "cargo {args:?} in runners/patched failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            };
+            cargo(&["build", "--locked"]);
+            let fresh = Command::new(&exe).arg("--capabilities").output().unwrap();
+            if !fresh.status.success() {
+                cargo(&["clean", "-p", "whisper-rs-sys"]);
+                cargo(&["build", "--locked"]);
+            }
+            exe
+        })
+        .clone()
+}

@@ -25,6 +25,7 @@ mod gates;
 mod idle_policies;
 mod import;
 mod integrity;
+mod ladder;
 mod loaded_bytes;
 mod long_form;
 mod module_graph;

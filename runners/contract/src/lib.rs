@@ -46,13 +46,14 @@ pub use realtime::{
     IdlePolicy, RequestMode, RequestTiming, gap_before, validate as validate_realtime,
 };
 pub use runtime::{
-    CoremlIdentity, LoggedSize, ModelIdentity, RuntimeReport, StateBuffers, Topology,
+    CoremlIdentity, ExternalEncoderProcess, LoggedSize, ModelIdentity, RuntimeReport, StateBuffers,
+    Topology,
 };
 pub use spec::{ArmSpec, SamplerSchedule, WorkerSpec};
 pub use whisper::{
     CancelSpec, CancelledRequest, Conversion, Ct2ComputeType, Ct2Options, Decoding, Encoder,
-    FixtureInput, Initializer, LongFormInput, ModelInput, ModelLayout, Runtime, StopReason,
-    TranscriptionResult, WhisperSpec, is_sha256_hex,
+    EncoderFault, ExternalEncoderInput, FixtureInput, Initializer, LongFormInput, ModelInput,
+    ModelLayout, Runtime, StateBounds, StopReason, TranscriptionResult, WhisperSpec, is_sha256_hex,
 };
 
 /// Version of the spec and message formats. Bump on any incompatible change.

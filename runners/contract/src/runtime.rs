@@ -286,6 +286,22 @@ pub struct RuntimeReport {
     pub load_ns: u64,
     /// Wall time to create all states.
     pub state_ns: u64,
+    /// The external encoder process (patched whisper.cpp,
+    /// `encoder = "external_process"`): its memory is outside the worker's,
+    /// and the census reports it apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_encoder: Option<ExternalEncoderProcess>,
+}
+
+/// The process that computes an arm's encoder output outside the worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ExternalEncoderProcess {
+    /// Its process id.
+    pub pid: u32,
+    /// The full model whose native encoder it runs, as it checked it.
+    pub model: std::path::PathBuf,
+    /// That model's SHA-256 (lowercase hex), as the encoder process read it.
+    pub model_sha256: String,
 }
 
 #[cfg(test)]

@@ -72,6 +72,7 @@ impl WorkerSpec {
             WorkerSpec::Whisper(w) => match w.runtime {
                 crate::Runtime::WhisperCpp => "memqual-whisper",
                 crate::Runtime::Ctranslate2 => "memqual-ct2",
+                crate::Runtime::WhisperCppPatched => "memqual-whisper-patched",
             },
         }
     }

@@ -32,6 +32,50 @@ pub enum Encoder {
     Native,
     /// The Core ML sidecar (`<model>-encoder.mlmodelc`); the arm fails unless it engaged.
     Coreml,
+    /// memqual's patched whisper.cpp (`runtime = "whisper_cpp_patched"`): the
+    /// model loads without its native encoder, whose tensors are validated
+    /// and discarded, and a second process runs the encoder of
+    /// `external_encoder.model` (Linux's stand-in for Core ML).
+    ExternalProcess,
+}
+
+/// A deliberate defect of the external encoder process, for the tests that
+/// prove the worker refuses it (never set in a measurement).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EncoderFault {
+    /// The encoder reports a failure.
+    Fail,
+    /// The output's dimensions are swapped.
+    WrongShape,
+    /// The reply announces the whole output and sends half of it.
+    ShortBuffer,
+    /// A consistent reply for one encoder position fewer than asked.
+    SmallTensor,
+}
+
+/// The external encoder process of an `encoder = "external_process"` arm.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExternalEncoderInput {
+    /// The full model (encoder tensors included) whose native encoder it runs.
+    pub model: ModelInput,
+    /// Test only: a deliberate defect of its replies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault: Option<EncoderFault>,
+}
+
+/// Bounds a patched worker's state is sized for, each checked on every
+/// request: an input beyond one fails, never truncated or overrun.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StateBounds {
+    /// Encoder positions the cross-attention and pad caches hold (1 to the
+    /// model's 1500; the caches round it up to a multiple of 256).
+    pub max_audio_ctx: u32,
+    /// Tokens per decoder batch the logits buffer and decoder work buffers
+    /// hold (1 to the model's 448): the prompt and, per step, one per decoder.
+    pub max_batch: u32,
 }
 
 /// Greedy or beam-search decoding.
@@ -234,6 +278,9 @@ pub enum Runtime {
     WhisperCpp,
     /// CTranslate2 through ct2rs (`memqual-ct2`), a CTranslate2 model directory.
     Ctranslate2,
+    /// whisper.cpp with memqual's patch set (`memqual-whisper-patched`, built
+    /// in `runners/patched`): external-encoder-only loading and bounded state.
+    WhisperCppPatched,
 }
 
 impl Runtime {
@@ -367,14 +414,80 @@ pub struct WhisperSpec {
     /// CTranslate2's own settings; set exactly when `runtime` is CTranslate2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ctranslate2: Option<Ct2Options>,
+    /// The encoder process of `encoder = "external_process"` (patched runtime only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_encoder: Option<ExternalEncoderInput>,
+    /// The patched runtime's bounded state; `None` sizes it as stock does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_bounds: Option<StateBounds>,
 }
 
 impl WhisperSpec {
+    /// What only the patched runtime does is refused elsewhere, by key; an
+    /// external encoder comes with its process's model, and a bounded state
+    /// with bounds inside the model's limits.
+    fn validate_patched(&self) -> Result<(), FieldError> {
+        let patched = self.runtime == Runtime::WhisperCppPatched;
+        let needs_patch = |key: &str| {
+            Err(FieldError::new(
+                key,
+                format!(
+                    "{key} needs runtime = \"whisper_cpp_patched\" (memqual's patched whisper.cpp)"
+                ),
+            ))
+        };
+        match (
+            self.encoder == Encoder::ExternalProcess,
+            &self.external_encoder,
+        ) {
+            (true, _) if !patched => return needs_patch("encoder"),
+            (true, None) => {
+                return Err(FieldError::new(
+                    "external_encoder",
+                    "encoder = \"external_process\" needs external_encoder.model, the full model its process runs",
+                ));
+            }
+            (false, Some(_)) => {
+                return Err(FieldError::new(
+                    "external_encoder",
+                    "external_encoder goes with encoder = \"external_process\"",
+                ));
+            }
+            _ => {}
+        }
+        if let Some(bounds) = self.state_bounds {
+            if !patched {
+                return needs_patch("state_bounds");
+            }
+            AUDIO_CTX.check(
+                "state_bounds.max_audio_ctx",
+                u64::from(bounds.max_audio_ctx),
+            )?;
+            if bounds.max_audio_ctx == 0 {
+                return Err(FieldError::new(
+                    "state_bounds.max_audio_ctx",
+                    "max_audio_ctx must be at least 1",
+                ));
+            }
+            if bounds.max_batch == 0 || bounds.max_batch > 448 {
+                return Err(FieldError::new(
+                    "state_bounds.max_batch",
+                    format!(
+                        "max_batch = {} is out of range: 1 to 448 (the text context)",
+                        bounds.max_batch
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// CTranslate2 settings go with the CTranslate2 runtime, and a
     /// CTranslate2 arm sets nothing the CTranslate2 worker does not do: each
     /// refusal names the key, so no arm silently runs without what it asked.
     fn validate_runtime(&self) -> Result<(), FieldError> {
-        if self.runtime == Runtime::WhisperCpp {
+        self.validate_patched()?;
+        if self.runtime != Runtime::Ctranslate2 {
             return match self.ctranslate2 {
                 Some(_) => Err(FieldError::new(
                     "ctranslate2",
@@ -648,6 +761,8 @@ mod tests {
             cancel: None,
             runtime: Runtime::WhisperCpp,
             ctranslate2: None,
+            external_encoder: None,
+            state_bounds: None,
         }
     }
 

@@ -253,6 +253,7 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
         topology: Topology::default(),
         load_ns,
         state_ns: 0,
+        external_encoder: None,
     };
     session.mark(Phase::StateReady, None)?;
     session.runtime(report)?;

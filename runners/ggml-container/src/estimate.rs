@@ -27,6 +27,10 @@ pub struct EstimateOptions {
     pub text_ctx: Option<u64>,
     /// Concurrent decoders (beam size or best-of); default 1.
     pub decoders: Option<u64>,
+    /// Tokens per decoder batch the logits capacity is sized for (memqual's
+    /// bounded state); default: `text_ctx`, as stock whisper.cpp reserves.
+    #[serde(default)]
+    pub max_batch: Option<u64>,
 }
 
 /// Predicted allocations, in bytes.
@@ -55,7 +59,9 @@ pub struct StateEstimate {
     pub kv_pad_bytes: u64,
     /// Self + cross + pad caches.
     pub kv_total_bytes: u64,
-    /// The f32 logits buffer, `n_vocab` x `text_ctx` x 4 bytes. Reserved
+    /// Tokens the logits capacity holds: `max_batch`, else `text_ctx`.
+    pub logits_batch: u64,
+    /// The f32 logits buffer, `n_vocab` x `logits_batch` x 4 bytes. Reserved
     /// capacity; not necessarily touched (seed 000 §3.3).
     pub logits_reserve_bytes: u64,
     /// Native-encoder weight payload bytes, when the file was parsed (`None`
@@ -79,6 +85,7 @@ pub fn estimate(h: &Hparams, totals: Option<&ClassTotals>, opts: EstimateOptions
     let audio_ctx = opts.audio_ctx.unwrap_or(positive(h.n_audio_ctx));
     let text_ctx = opts.text_ctx.unwrap_or(positive(h.n_text_ctx));
     let decoders = opts.decoders.unwrap_or(1).max(1);
+    let logits_batch = opts.max_batch.unwrap_or(text_ctx);
     let kv_self_factor = if decoders > 1 {
         decoders.saturating_add(2)
     } else {
@@ -118,8 +125,9 @@ pub fn estimate(h: &Hparams, totals: Option<&ClassTotals>, opts: EstimateOptions
         kv_total_bytes: kv_self_bytes
             .saturating_add(kv_cross_bytes)
             .saturating_add(kv_pad_bytes),
+        logits_batch,
         logits_reserve_bytes: positive(h.n_vocab)
-            .saturating_mul(text_ctx)
+            .saturating_mul(logits_batch)
             .saturating_mul(4),
         native_encoder_weight_bytes: totals.map(|t| t.native_encoder.payload_bytes),
         decoder_weight_bytes: totals.map(|t| t.decoder.payload_bytes),
@@ -150,6 +158,7 @@ mod tests {
     fn bounded_audio_context_and_beams() {
         // 600 positions round to 768 (seed 000 §3.2).
         let opts = EstimateOptions {
+            max_batch: None,
             audio_ctx: Some(600),
             decoders: Some(5),
             ..Default::default()
@@ -165,6 +174,7 @@ mod tests {
     fn huge_numbers_saturate_instead_of_wrapping() {
         let h = Hparams::from_array([i32::MAX; 11]);
         let opts = EstimateOptions {
+            max_batch: None,
             audio_ctx: Some(u64::MAX),
             text_ctx: Some(u64::MAX),
             decoders: Some(u64::MAX),

@@ -80,19 +80,30 @@ pub const TARGETS: [GgmlType; 4] = [
     GgmlType::Q8_0,
 ];
 
-/// Quantize `src` (F16 or F32 weights) to `target`, writing `out` atomically
-/// once the result has been reparsed strictly.
+/// Quantize `src` (F16 or F32 weights, all tensors) to `target`, writing
+/// `out` atomically once the result has been reparsed strictly.
 pub fn quantize(
     src: &Path,
     out: &Path,
     target: GgmlType,
+) -> Result<QuantizeSummary, QuantizeError> {
+    quantize_as(src, out, target, Expect::Full)
+}
+
+/// [`quantize`] for a model of layout `expect`: `Expect::DecoderOnly`
+/// quantizes a derived decoder-only artifact, which stays decoder-only.
+pub fn quantize_as(
+    src: &Path,
+    out: &Path,
+    target: GgmlType,
+    expect: Expect,
 ) -> Result<QuantizeSummary, QuantizeError> {
     if !TARGETS.contains(&target) {
         return Err(QuantizeError::Unsupported(format!(
             "cannot quantize to {target}: one of q4_0, q5_0, q5_1, q8_0"
         )));
     }
-    let source = inspect(src, Expect::Full).map_err(|source| QuantizeError::Source {
+    let source = inspect(src, expect).map_err(|source| QuantizeError::Source {
         path: src.to_path_buf(),
         source,
     })?;
@@ -108,7 +119,7 @@ pub fn quantize(
         ftype: ftype.raw,
         ..source.hparams
     };
-    let expected = ExpectedInventory::new(&hparams, Expect::Full).map_err(|e| {
+    let expected = ExpectedInventory::new(&hparams, expect).map_err(|e| {
         QuantizeError::Unsupported(format!("{target} does not fit this model: {e}"))
     })?;
 
@@ -169,7 +180,7 @@ pub fn quantize(
     }
     w.flush().map_err(io(tmp.path()))?;
     drop(w);
-    let output = inspect(tmp.path(), Expect::Full).map_err(QuantizeError::Output)?;
+    let output = inspect(tmp.path(), expect).map_err(QuantizeError::Output)?;
     tmp.persist(out).map_err(|e| QuantizeError::Io {
         path: out.to_path_buf(),
         source: e.error,

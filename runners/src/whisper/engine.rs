@@ -88,6 +88,12 @@ pub enum EngineError {
     /// `whisper_full` returned this non-zero code.
     #[error("whisper_full failed with code {0}")]
     Full(c_int),
+    /// `whisper_full` failed because the external encoder did (patched worker only).
+    #[error("whisper_full failed with code {0}: {1}")]
+    ExternalEncoder(c_int, String),
+    /// The patched build's load plan was refused (patched worker only).
+    #[error("{0}")]
+    Patch(String),
 }
 
 /// A loaded context and its states. Not `Send`: it stays on the worker thread.
@@ -118,6 +124,9 @@ impl Engine {
         let mut cparams = unsafe { sys::whisper_context_default_params() };
         cparams.use_gpu = settings.use_gpu;
         cparams.flash_attn = settings.flash_attn;
+        // The patched build hands whisper.cpp this arm's load plan before every load.
+        #[cfg(feature = "whisper-patch")]
+        super::patch::configure_next_load().map_err(EngineError::Patch)?;
         let mut loader = FileLoader::new(model.file());
         let mut callbacks = loader.callbacks();
         // SAFETY: `callbacks` points at `loader`, which stays in place and
@@ -153,6 +162,18 @@ impl Engine {
             return Err(e.into());
         }
         Ok(engine)
+    }
+
+    /// The live context and working state, for the patch's own calls.
+    #[cfg(feature = "whisper-patch")]
+    pub(crate) fn raw(&self) -> (*mut sys::whisper_context, Option<*mut sys::whisper_state>) {
+        (self.ctx, self.working)
+    }
+
+    /// The model's encoder width (`n_audio_state`).
+    pub fn n_audio_state(&self) -> u32 {
+        // SAFETY: ctx is live.
+        unsafe { sys::whisper_model_n_audio_state(self.ctx) }.max(0) as u32
     }
 
     /// Time spent hashing the model bytes during [`Engine::load`]: the
@@ -264,6 +285,10 @@ impl Engine {
             }
         };
         if code != 0 {
+            #[cfg(feature = "whisper-patch")]
+            if let Some(why) = super::external_encoder::take_last_error() {
+                return Err(EngineError::ExternalEncoder(code, why));
+            }
             return Err(EngineError::Full(code));
         }
         Ok(self.read_result())

@@ -48,3 +48,12 @@ pub fn install() {
 pub fn drain() -> Vec<(LogLevel, String)> {
     std::mem::take(&mut *LINES.lock().unwrap_or_else(|e| e.into_inner()))
 }
+
+/// Add one of the worker's own error lines beside whisper.cpp's (from code
+/// whisper.cpp calls back, which has no session to write to).
+pub fn note(line: &str) {
+    LINES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((LogLevel::Error, line.to_string()));
+}

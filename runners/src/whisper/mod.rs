@@ -22,10 +22,14 @@ pub mod cancel;
 pub mod coreml;
 pub mod delivery;
 pub mod engine;
+#[cfg(feature = "whisper-patch")]
+pub mod external_encoder;
 pub mod inputs;
 pub mod loader;
 pub mod logcapture;
 pub mod model;
+#[cfg(feature = "whisper-patch")]
+pub mod patch;
 pub mod request;
 pub mod residency;
 pub mod transcript;
@@ -41,7 +45,91 @@ use worker_contract::{
 };
 
 /// Worker name sent in `hello` and used as the prefix of its stderr lines.
+#[cfg(not(feature = "whisper-patch"))]
 pub const WORKER_NAME: &str = "memqual-whisper";
+/// Worker name sent in `hello` and used as the prefix of its stderr lines.
+#[cfg(feature = "whisper-patch")]
+pub const WORKER_NAME: &str = patch::WORKER_NAME;
+
+/// The runtime this build serves: stock whisper.cpp, or memqual's patched one.
+const RUNTIME: worker_contract::Runtime = if cfg!(feature = "whisper-patch") {
+    worker_contract::Runtime::WhisperCppPatched
+} else {
+    worker_contract::Runtime::WhisperCpp
+};
+
+/// The whole worker: `--capabilities`, the patched build's
+/// `--external-encoder` process, or one arm read from the harness.
+pub fn worker_main() -> std::process::ExitCode {
+    use crate::last_words::{fail, finish, open_session, print_capabilities};
+    use worker_contract::{EXIT_NOT_RUNNABLE, WorkerSpec};
+    let first = std::env::args().nth(1);
+    // A library patched with another set than this worker's says nothing true.
+    #[cfg(feature = "whisper-patch")]
+    if let Err(e) = patch::check_linked() {
+        eprintln!("{WORKER_NAME}: {e}");
+        return std::process::ExitCode::from(2);
+    }
+    if first.as_deref() == Some("--capabilities") {
+        let json = serde_json::json!({
+            "worker": WORKER_NAME,
+            "version": env!("CARGO_PKG_VERSION"),
+            "whisper_cpp": engine::runtime_version(),
+            "features": features(),
+            "capabilities": capabilities(),
+        });
+        return print_capabilities(WORKER_NAME, &json);
+    }
+    #[cfg(feature = "whisper-patch")]
+    if first.as_deref() == Some("--external-encoder") {
+        logcapture::install();
+        return std::process::ExitCode::from(external_encoder::serve());
+    }
+    // Before anything else, so whisper.cpp's first line is captured too.
+    logcapture::install();
+    let (mut session, spec) = match open_session(WORKER_NAME, &capabilities()) {
+        Ok(opened) => opened,
+        Err(code) => return code,
+    };
+    let WorkerSpec::Whisper(ws) = &spec.worker else {
+        let message = format!(
+            "this worker runs whisper arms, not {:?}",
+            spec.worker.executable_name()
+        );
+        return fail(WORKER_NAME, &mut session, &message, 2);
+    };
+    if let Err(e) = ws.validate() {
+        return fail(
+            WORKER_NAME,
+            &mut session,
+            &format!("invalid whisper spec: {e}"),
+            2,
+        );
+    }
+    if ws.runtime != RUNTIME {
+        let message = format!(
+            "{WORKER_NAME} runs runtime {RUNTIME:?}, not {:?} (that is {})",
+            ws.runtime,
+            spec.worker.executable_name()
+        );
+        return fail(WORKER_NAME, &mut session, &message, 2);
+    }
+    if let Err(e) = check_runnable(ws) {
+        return fail(
+            WORKER_NAME,
+            &mut session,
+            &e.to_string(),
+            EXIT_NOT_RUNNABLE as u8,
+        );
+    }
+    let result = run(&spec, ws, &mut session);
+    if result.is_err() {
+        // whisper.cpp's last lines say why (a loader refusal, an external
+        // encoder's defect): they go out before the error does.
+        let _ = forward_log(&mut session, &mut Vec::new());
+    }
+    finish(WORKER_NAME, session, result)
+}
 
 /// What this build can do. An arm's `requires` must be a subset.
 pub fn capabilities() -> Vec<&'static str> {
@@ -69,6 +157,9 @@ pub fn capabilities() -> Vec<&'static str> {
     if cfg!(feature = "cuda") {
         caps.push("backend:cuda");
     }
+    // Exactly what the linked, patched library says it adds.
+    #[cfg(feature = "whisper-patch")]
+    caps.extend_from_slice(patch::linked_capabilities());
     caps
 }
 
@@ -135,6 +226,24 @@ pub fn check_runnable(spec: &WhisperSpec) -> Result<(), NotRunnable> {
         return Err(NotRunnable(format!(
             "encoder = \"coreml\" needs a {WORKER_NAME} built with the `coreml` feature (macOS)"
         )));
+    }
+    // A capability the arm requires must be one it uses, never a label on
+    // something else: the patch's loader serves the external encoder process
+    // (not Core ML), and the bounded caches need their bounds.
+    let requires = |cap: &str| spec.requires.iter().any(|r| r == cap);
+    if requires("loader:external_encoder_only") && spec.encoder != Encoder::ExternalProcess {
+        return Err(NotRunnable(
+            "external-encoder-only loading runs with encoder = \"external_process\"; \
+             no build loads without the native encoder for Core ML yet"
+                .into(),
+        ));
+    }
+    if (requires("state:bounded_cross_cache") || requires("state:bounded_batch"))
+        && spec.state_bounds.is_none()
+    {
+        return Err(NotRunnable(
+            "a bounded state is required but the arm sets no state_bounds".into(),
+        ));
     }
     Ok(())
 }
@@ -220,8 +329,10 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
             spec.model.coreml_sidecar.as_deref(),
             &arm.scratch_dir,
         )?),
-        Encoder::Native => None,
+        Encoder::Native | Encoder::ExternalProcess => None,
     };
+    #[cfg(feature = "whisper-patch")]
+    let encoder_slot = patch::plan_load(spec)?;
     pause_after_checks(session)?;
 
     let settings = RunSettings {
@@ -264,6 +375,20 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
     )?;
     session.mark(Phase::ModelLoaded, None)?;
 
+    // The external encoder is the Core ML load's counterpart: after the
+    // decoder's context, before `state_ready`.
+    #[cfg(feature = "whisper-patch")]
+    let (patch_report, external_encoder) =
+        patch::start_external_encoder(spec, encoder_slot, &engine, session)?;
+    #[cfg(not(feature = "whisper-patch"))]
+    let external_encoder = None;
+    #[cfg(feature = "whisper-patch")]
+    let settings_json = {
+        let mut json = settings_json;
+        json["memqual_patch"] = patch_report;
+        json
+    };
+
     let t0 = clock::monotonic_ns();
     let created = within(sidecar.as_ref(), || {
         engine.create_states(spec.initializer, spec.extra_states)
@@ -296,6 +421,7 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
         topology,
         load_ns,
         state_ns,
+        external_encoder,
     };
     session.mark(Phase::StateReady, None)?;
     session.runtime(report)?;
@@ -397,6 +523,10 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
     request::idle(session, &mut held, until)?;
     session.mark(Phase::IdleEnd, None)?;
     held.teardown();
+    #[cfg(feature = "whisper-patch")]
+    if let Some(slot) = encoder_slot {
+        slot.stop();
+    }
     forward_log(session, &mut log_lines)?;
     session.mark(Phase::TeardownDone, None)?;
     Ok(request_id)

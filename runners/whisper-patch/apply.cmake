@@ -1,0 +1,60 @@
+# memqual's patch step for whisper.cpp 1.8.3, run by CMake before each
+# project() of the whisper.cpp build that whisper-rs-sys configures (cargo
+# passes it as CMAKE_PROJECT_INCLUDE_BEFORE, see runners/patched/.cargo/config.toml).
+# It patches whisper-rs-sys's own copy of the sources in its OUT_DIR, never the
+# registry, and records the patch set's digest in the sources it built, so the
+# worker can refuse a library patched with another set.
+set(MEMQUAL_PATCHES
+    "${CMAKE_CURRENT_LIST_DIR}/0001-external-encoder-only.patch"
+    "${CMAKE_CURRENT_LIST_DIR}/0002-bounded-state.patch")
+
+# The digest: SHA-256 over "<sha256 of each patch>  <file name>\n", in order
+# (runners/build.rs computes the same).
+set(memqual_manifest "")
+foreach(patch IN LISTS MEMQUAL_PATCHES)
+    file(SHA256 "${patch}" patch_sha)
+    get_filename_component(patch_name "${patch}" NAME)
+    string(APPEND memqual_manifest "${patch_sha}  ${patch_name}\n")
+endforeach()
+string(SHA256 MEMQUAL_PATCH_DIGEST "${memqual_manifest}")
+
+set(memqual_marker "${CMAKE_SOURCE_DIR}/.memqual-patch-digest")
+if(EXISTS "${memqual_marker}")
+    file(READ "${memqual_marker}" applied)
+    if(NOT applied STREQUAL MEMQUAL_PATCH_DIGEST)
+        message(FATAL_ERROR "memqual: ${CMAKE_SOURCE_DIR} carries patch set ${applied}, not ${MEMQUAL_PATCH_DIGEST}: "
+            "run `cargo clean -p whisper-rs-sys` in runners/patched and build again")
+    endif()
+    return()
+endif()
+
+if(NOT EXISTS "${CMAKE_SOURCE_DIR}/src/whisper.cpp")
+    message(FATAL_ERROR "memqual: ${CMAKE_SOURCE_DIR} is not whisper.cpp's source tree")
+endif()
+file(STRINGS "${CMAKE_SOURCE_DIR}/CMakeLists.txt" version_line REGEX "^project\\(\"whisper.cpp\" VERSION 1\\.8\\.3\\)")
+if(NOT version_line)
+    message(FATAL_ERROR "memqual: the patch set is for whisper.cpp 1.8.3; ${CMAKE_SOURCE_DIR} is another version")
+endif()
+
+find_program(MEMQUAL_GIT git)
+if(NOT MEMQUAL_GIT)
+    message(FATAL_ERROR "memqual: git is needed to apply the patch set (it applies patches outside a repository too)")
+endif()
+# Outside any repository: the sources sit in cargo's target directory, often inside a checkout.
+get_filename_component(memqual_ceiling "${CMAKE_SOURCE_DIR}" DIRECTORY)
+foreach(patch IN LISTS MEMQUAL_PATCHES)
+    execute_process(
+        COMMAND "${CMAKE_COMMAND}" -E env "GIT_CEILING_DIRECTORIES=${memqual_ceiling}"
+                "${MEMQUAL_GIT}" apply --whitespace=nowarn "${patch}"
+        WORKING_DIRECTORY "${CMAKE_SOURCE_DIR}"
+        RESULT_VARIABLE rc
+        ERROR_VARIABLE err)
+    if(NOT rc EQUAL 0)
+        message(FATAL_ERROR "memqual: ${patch} does not apply to ${CMAKE_SOURCE_DIR}: ${err}")
+    endif()
+endforeach()
+file(APPEND "${CMAKE_SOURCE_DIR}/src/whisper.cpp"
+    "\n// memqual: written by runners/whisper-patch/apply.cmake\n"
+    "const char * whisper_memqual_patch_digest(void) {\n    return \"${MEMQUAL_PATCH_DIGEST}\";\n}\n")
+file(WRITE "${memqual_marker}" "${MEMQUAL_PATCH_DIGEST}")
+message(STATUS "memqual: whisper.cpp patched with set ${MEMQUAL_PATCH_DIGEST}")
