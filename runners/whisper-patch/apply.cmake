@@ -36,21 +36,28 @@ if(NOT version_line)
     message(FATAL_ERROR "memqual: the patch set is for whisper.cpp 1.8.3; ${CMAKE_SOURCE_DIR} is another version")
 endif()
 
+# git applies a patch outside a repository too; `patch` is the fallback.
 find_program(MEMQUAL_GIT git)
-if(NOT MEMQUAL_GIT)
-    message(FATAL_ERROR "memqual: git is needed to apply the patch set (it applies patches outside a repository too)")
-endif()
+find_program(MEMQUAL_PATCH patch)
 # Outside any repository: the sources sit in cargo's target directory, often inside a checkout.
 get_filename_component(memqual_ceiling "${CMAKE_SOURCE_DIR}" DIRECTORY)
 foreach(patch IN LISTS MEMQUAL_PATCHES)
+    if(MEMQUAL_GIT)
+        set(apply_command "${CMAKE_COMMAND}" -E env "GIT_CEILING_DIRECTORIES=${memqual_ceiling}"
+            "${MEMQUAL_GIT}" apply --whitespace=nowarn "${patch}")
+    elseif(MEMQUAL_PATCH)
+        set(apply_command "${MEMQUAL_PATCH}" -p1 --forward --batch -i "${patch}")
+    else()
+        message(FATAL_ERROR "memqual: git or patch is needed to apply ${patch}")
+    endif()
     execute_process(
-        COMMAND "${CMAKE_COMMAND}" -E env "GIT_CEILING_DIRECTORIES=${memqual_ceiling}"
-                "${MEMQUAL_GIT}" apply --whitespace=nowarn "${patch}"
+        COMMAND ${apply_command}
         WORKING_DIRECTORY "${CMAKE_SOURCE_DIR}"
         RESULT_VARIABLE rc
+        OUTPUT_VARIABLE out
         ERROR_VARIABLE err)
     if(NOT rc EQUAL 0)
-        message(FATAL_ERROR "memqual: ${patch} does not apply to ${CMAKE_SOURCE_DIR}: ${err}")
+        message(FATAL_ERROR "memqual: ${patch} does not apply to ${CMAKE_SOURCE_DIR}: ${out}${err}")
     endif()
 endforeach()
 file(APPEND "${CMAKE_SOURCE_DIR}/src/whisper.cpp"
