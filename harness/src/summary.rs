@@ -168,6 +168,10 @@ pub struct ArmSummary {
     pub peak_between_samples: bool,
     /// Speech figures; `None` for non-whisper arms.
     pub speech: Option<SpeechSummary>,
+    /// The largest memory the census saw of the arm's external encoder
+    /// process (patched whisper.cpp), apart from the worker's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_encoder_max_bytes: Option<u64>,
 }
 
 /// The memory snapshot taken at one phase marker.
@@ -217,6 +221,11 @@ fn arm_summary(a: &ArmReceipt) -> ArmSummary {
         max_sampled_resident_bytes: a.series.max_resident_bytes,
         max_sampled_footprint_bytes: a.series.max_footprint_bytes,
         peak_between_samples: a.peak_between_samples,
+        external_encoder_max_bytes: a
+            .census
+            .as_ref()
+            .and_then(|c| c.external_encoder.as_ref())
+            .map(|e| e.max_bytes),
         speech: a.speech.as_ref().map(|s| SpeechSummary {
             cold_load_ns: s.latency.cold_load_ns,
             first_request_ns: s.latency.first_request_ns,
@@ -323,6 +332,12 @@ pub fn human(summary: &RunSummary) -> String {
         }
         if a.skipped_ticks > 0 {
             notes.push(format!("{} skipped ticks", a.skipped_ticks));
+        }
+        if let Some(bytes) = a.external_encoder_max_bytes {
+            notes.push(format!(
+                "external encoder process {:.1} MiB",
+                bytes as f64 / 1048576.0
+            ));
         }
         notes.extend(a.failure.iter().cloned());
         let _ = writeln!(

@@ -170,6 +170,27 @@ impl Engine {
         (self.ctx, self.working)
     }
 
+    /// The loaded model's hyperparameters, as whisper.cpp read them.
+    pub fn hparams(&self) -> ggml_container::Hparams {
+        // SAFETY: ctx is live; each call reads one integer.
+        let v = unsafe {
+            [
+                sys::whisper_model_n_vocab(self.ctx),
+                sys::whisper_model_n_audio_ctx(self.ctx),
+                sys::whisper_model_n_audio_state(self.ctx),
+                sys::whisper_model_n_audio_head(self.ctx),
+                sys::whisper_model_n_audio_layer(self.ctx),
+                sys::whisper_model_n_text_ctx(self.ctx),
+                sys::whisper_model_n_text_state(self.ctx),
+                sys::whisper_model_n_text_head(self.ctx),
+                sys::whisper_model_n_text_layer(self.ctx),
+                sys::whisper_model_n_mels(self.ctx),
+                sys::whisper_model_ftype(self.ctx),
+            ]
+        };
+        ggml_container::Hparams::from_array(v)
+    }
+
     /// The model's encoder width (`n_audio_state`).
     pub fn n_audio_state(&self) -> u32 {
         // SAFETY: ctx is live.
