@@ -71,13 +71,22 @@ pub fn worker_main() -> std::process::ExitCode {
         return std::process::ExitCode::from(2);
     }
     if first.as_deref() == Some("--capabilities") {
-        let json = serde_json::json!({
+        #[allow(unused_mut)]
+        let mut json = serde_json::json!({
             "worker": WORKER_NAME,
             "version": env!("CARGO_PKG_VERSION"),
             "whisper_cpp": engine::runtime_version(),
             "features": features(),
             "capabilities": capabilities(),
         });
+        // What the patch set adds, and which set it is.
+        #[cfg(feature = "whisper-patch")]
+        {
+            json["whisper_cpp_patch"] = serde_json::json!({
+                "digest": patch::linked_digest(),
+                "adds": patch::linked_capabilities(),
+            });
+        }
         return print_capabilities(WORKER_NAME, &json);
     }
     #[cfg(feature = "whisper-patch")]
