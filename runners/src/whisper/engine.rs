@@ -43,6 +43,24 @@ pub struct RunSettings {
     pub flash_attn: bool,
 }
 
+impl RunSettings {
+    /// One CPU thread, greedy, English, no timestamps, no fallback, the
+    /// model's own contexts: what the encoder process and the tests use.
+    pub fn plain() -> RunSettings {
+        RunSettings {
+            threads: 1,
+            decoding: Decoding::Greedy { best_of: 1 },
+            language: "en".into(),
+            no_timestamps: true,
+            audio_ctx: 0,
+            max_tokens: 0,
+            temperature_fallback: false,
+            use_gpu: false,
+            flash_attn: false,
+        }
+    }
+}
+
 /// What one `whisper_full` produced, read back before the next call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawTranscript {
@@ -428,17 +446,7 @@ mod tests {
     use worker_contract::{ModelInput, ModelLayout};
 
     fn settings() -> RunSettings {
-        RunSettings {
-            threads: 1,
-            decoding: Decoding::Greedy { best_of: 1 },
-            language: "en".into(),
-            no_timestamps: true,
-            audio_ctx: 0,
-            max_tokens: 0,
-            temperature_fallback: false,
-            use_gpu: false,
-            flash_attn: false,
-        }
+        RunSettings::plain()
     }
 
     fn verified(path: &std::path::Path, prevalidate: bool) -> VerifiedModel {

@@ -392,17 +392,7 @@ type Started = ((super::engine::Engine, String), Option<EncoderFault>);
 fn start(line: &str) -> anyhow::Result<Started> {
     let start: EncoderStart = serde_json::from_str(line.trim_end())?;
     let model = super::model::VerifiedModel::open(&start.model)?;
-    let settings = super::engine::RunSettings {
-        threads: 1,
-        decoding: worker_contract::Decoding::Greedy { best_of: 1 },
-        language: "en".into(),
-        no_timestamps: true,
-        audio_ctx: 0,
-        max_tokens: 0,
-        temperature_fallback: false,
-        use_gpu: false,
-        flash_attn: false,
-    };
+    let settings = super::engine::RunSettings::plain();
     let mut engine =
         super::engine::Engine::load(&model, worker_contract::Initializer::NoState, settings)?;
     engine.create_states(worker_contract::Initializer::NoState, 0)?;
