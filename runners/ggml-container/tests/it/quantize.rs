@@ -84,3 +84,50 @@ fn every_target_type_gives_a_strictly_valid_file() {
     assert!(quantize(&q, &dir.path().join("again.bin"), GgmlType::Q8_0).is_err());
     assert!(quantize(&src, &dir.path().join("x.bin"), GgmlType::F16).is_err());
 }
+
+/// The ladder's stage 3: a decoder-only derivative quantized stays
+/// decoder-only, and each of its tensors is exactly the whole-model
+/// quantization's (the quantizer works per tensor, so dropping the encoder
+/// changes no decoder byte).
+#[test]
+fn a_decoder_only_artifact_quantizes_to_the_whole_models_decoder_tensors() {
+    use ggml_container::derive::derive_decoder;
+    use ggml_container::quantize::quantize_as;
+    let Some(src) = cached_model("tiny.en") else {
+        eprintln!("skipped: run `memqual fixtures model tiny.en`");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let stripped = dir.path().join("decoder-f16.bin");
+    derive_decoder(&src, &stripped, "test").unwrap();
+    // Without the flag the stripped file is refused: it is not a full model.
+    assert!(quantize(&stripped, &dir.path().join("refused.bin"), GgmlType::Q5_0).is_err());
+    let decoder = quantize_as(
+        &stripped,
+        &dir.path().join("decoder-q5_0.bin"),
+        GgmlType::Q5_0,
+        Expect::DecoderOnly,
+    )
+    .unwrap();
+    assert_eq!(decoder.output.expect, Expect::DecoderOnly);
+    assert_eq!(decoder.quantized_tensors, 41);
+    let whole = quantize(&src, &dir.path().join("q5_0.bin"), GgmlType::Q5_0).unwrap();
+    for t in &decoder.output.tensors {
+        let same = whole
+            .output
+            .tensors
+            .iter()
+            .find(|w| w.name == t.name)
+            .unwrap();
+        assert_eq!(
+            (t.ggml_type, &t.payload_sha256),
+            (same.ggml_type, &same.payload_sha256),
+            "{}",
+            t.name
+        );
+    }
+    assert_eq!(
+        decoder.output.tensors.len() + 67,
+        whole.output.tensors.len()
+    );
+}
