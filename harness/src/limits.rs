@@ -50,11 +50,9 @@ pub const REPETITIONS: IntBound = IntBound::new(1, 100_000, "at most 100000");
 /// `memqual artifact estimate --beams`: whisper.cpp runs at most 8 decoders.
 pub const BEAMS: IntBound = IntBound::new(1, 8, "whisper.cpp's decoder limit");
 
-/// `memqual artifact estimate --audio-ctx`: Whisper's encoder context is 1500.
-pub const AUDIO_POSITIONS: IntBound = IntBound::new(1, 1500, "Whisper's encoder context");
-
-/// `memqual artifact estimate --text-ctx`: Whisper's text context is 448.
-pub const TEXT_POSITIONS: IntBound = IntBound::new(1, 448, "Whisper's text context");
+/// `memqual artifact estimate --audio-ctx`, `--text-ctx` and `--max-batch`:
+/// the same bounds as a patched arm's `state_bounds`.
+pub use worker_contract::bounds::{AUDIO_POSITIONS, TEXT_POSITIONS};
 
 /// `memqual import --page-size`: a power of two from 1 KiB to 1 GiB.
 pub const PAGE_SIZE: IntBound = IntBound::new(1024, 1 << 30, "bytes, a power of two");

@@ -524,14 +524,16 @@ pub fn resolve(
         unload_after_idle_s: decl.unload_after_idle_s,
         gaps_s: &decl.gaps_s,
     })?;
+    let model = ModelInput {
+        path,
+        sha256,
+        layout: decl.model_layout,
+        prevalidate: decl.prevalidate_model,
+        coreml_sidecar,
+    };
+    let external_encoder = resolve_external_encoder(decl, &model, params, base, models)?;
     let spec = WhisperSpec {
-        model: ModelInput {
-            path,
-            sha256,
-            layout: decl.model_layout,
-            prevalidate: decl.prevalidate_model,
-            coreml_sidecar,
-        },
+        model,
         threads: decl.threads.unwrap_or_else(default_threads),
         decoding: decl.decoding,
         language: decl.language.clone(),
@@ -564,12 +566,8 @@ pub fn resolve(
             Runtime::Ctranslate2 => Some(decl.ctranslate2.unwrap_or_default()),
             Runtime::WhisperCpp | Runtime::WhisperCppPatched => decl.ctranslate2,
         },
-        external_encoder: None,
+        external_encoder,
         state_bounds: decl.state_bounds,
-    };
-    let spec = WhisperSpec {
-        external_encoder: resolve_external_encoder(decl, &spec.model, params, base, models)?,
-        ..spec
     };
     spec.validate()?;
     Ok((spec, model_ref))

@@ -221,6 +221,14 @@ pub const AUDIO_CTX: IntBound = IntBound::new(
     "0 = the model's; Whisper's encoder context is 1500",
 );
 
+/// Encoder positions a state or an estimate is sized for: 1 to Whisper's 1500
+/// (`state_bounds.max_audio_ctx`, `memqual artifact estimate --audio-ctx`).
+pub const AUDIO_POSITIONS: IntBound = IntBound::new(1, 1500, "Whisper's encoder context");
+
+/// Text positions or tokens per batch a state or an estimate is sized for: 1
+/// to Whisper's 448 (`state_bounds.max_batch`, `--text-ctx`, `--max-batch`).
+pub const TEXT_POSITIONS: IntBound = IntBound::new(1, 448, "Whisper's text context");
+
 /// Tokens per segment: Whisper's text context is 448 tokens; 0 = no limit.
 pub const MAX_TOKENS: IntBound =
     IntBound::new(0, 448, "0 = no limit; Whisper's text context is 448");

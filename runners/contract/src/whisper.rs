@@ -6,8 +6,8 @@
 //! not name.
 
 use crate::bounds::{
-    AUDIO_CTX, BEAM_SIZE, BEST_OF, EXTRA_STATES, FieldError, MAX_TOKENS, MILLIS, REQUESTS,
-    SOAK_SECONDS, WARMUP, WHISPER_THREADS,
+    AUDIO_CTX, AUDIO_POSITIONS, BEAM_SIZE, BEST_OF, EXTRA_STATES, FieldError, MAX_TOKENS, MILLIS,
+    REQUESTS, SOAK_SECONDS, TEXT_POSITIONS, WARMUP, WHISPER_THREADS,
 };
 use crate::{IdlePolicy, RequestMode};
 use schemars::JsonSchema;
@@ -72,9 +72,11 @@ pub struct ExternalEncoderInput {
 pub struct StateBounds {
     /// Encoder positions the cross-attention and pad caches hold (1 to the
     /// model's 1500; the caches round it up to a multiple of 256).
+    #[schemars(range(min = crate::bounds::AUDIO_POSITIONS.min, max = crate::bounds::AUDIO_POSITIONS.max))]
     pub max_audio_ctx: u32,
     /// Tokens per decoder batch the logits buffer and decoder work buffers
     /// hold (1 to the model's 448): the prompt and, per step, one per decoder.
+    #[schemars(range(min = crate::bounds::TEXT_POSITIONS.min, max = crate::bounds::TEXT_POSITIONS.max))]
     pub max_batch: u32,
 }
 
@@ -459,25 +461,11 @@ impl WhisperSpec {
             if !patched {
                 return needs_patch("state_bounds");
             }
-            AUDIO_CTX.check(
+            AUDIO_POSITIONS.check(
                 "state_bounds.max_audio_ctx",
                 u64::from(bounds.max_audio_ctx),
             )?;
-            if bounds.max_audio_ctx == 0 {
-                return Err(FieldError::new(
-                    "state_bounds.max_audio_ctx",
-                    "max_audio_ctx must be at least 1",
-                ));
-            }
-            if bounds.max_batch == 0 || bounds.max_batch > 448 {
-                return Err(FieldError::new(
-                    "state_bounds.max_batch",
-                    format!(
-                        "max_batch = {} is out of range: 1 to 448 (the text context)",
-                        bounds.max_batch
-                    ),
-                ));
-            }
+            TEXT_POSITIONS.check("state_bounds.max_batch", u64::from(bounds.max_batch))?;
         }
         Ok(())
     }

@@ -209,12 +209,6 @@ impl Engine {
         ggml_container::Hparams::from_array(v)
     }
 
-    /// The model's encoder width (`n_audio_state`).
-    pub fn n_audio_state(&self) -> u32 {
-        // SAFETY: ctx is live.
-        unsafe { sys::whisper_model_n_audio_state(self.ctx) }.max(0) as u32
-    }
-
     /// Time spent hashing the model bytes during [`Engine::load`]: the
     /// worker's check, not whisper.cpp's work.
     pub fn load_hash_ns(&self) -> u64 {

@@ -51,6 +51,9 @@ pub struct EncoderProcess {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
+    /// The window being sent, kept between windows: a request's path
+    /// allocates nothing per window once the first has been sent.
+    request: Vec<u8>,
     /// The last reply's data; the patch copies it before the next call.
     reply: Vec<u8>,
     /// The model's SHA-256 as the process checked it.
@@ -148,6 +151,7 @@ impl EncoderProcess {
             child,
             stdin,
             stdout,
+            request: Vec::new(),
             reply: Vec::new(),
             model_sha256: ready.model_sha256.unwrap_or_default(),
         })
@@ -160,8 +164,9 @@ impl EncoderProcess {
         dims: [u32; 4],
         n_state: u32,
     ) -> Result<MemqualTensor, String> {
-        let [n_mel, n_frames, n_ctx, _threads] = dims;
-        let mut frame = Vec::with_capacity(20 + mel.len() * 4);
+        let n_ctx = dims[2];
+        let frame = &mut self.request;
+        frame.clear();
         frame.extend_from_slice(REQUEST_MAGIC);
         for d in dims {
             frame.extend_from_slice(&d.to_le_bytes());
@@ -170,7 +175,7 @@ impl EncoderProcess {
             frame.extend_from_slice(&v.to_le_bytes());
         }
         self.stdin
-            .write_all(&frame)
+            .write_all(frame)
             .and_then(|()| self.stdin.flush())
             .map_err(|e| format!("cannot send the window to the external encoder: {e}"))?;
         let mut head = [0u8; 4 + 4 * 3 + 8 * 8 + 8];
@@ -203,7 +208,6 @@ impl EncoderProcess {
             data: std::ptr::null(),
             nbytes: u64::from_le_bytes(head[80..88].try_into().unwrap_or([0; 8])) as usize,
         };
-        let _ = (n_mel, n_frames);
         // Never read (or allocate) more than the window's output can be.
         let most = n_state as usize * n_ctx as usize * 4;
         if tensor.nbytes > most {
@@ -305,7 +309,11 @@ pub fn serve() -> u8 {
     if (&mut input).take(1 << 20).read_line(&mut line).is_err() {
         return 2;
     }
-    let (engine, fault) = match start(&line) {
+    let Started {
+        engine,
+        model_sha256,
+        fault,
+    } = match start(&line) {
         Ok(started) => started,
         Err(e) => {
             let ready = EncoderReady {
@@ -322,7 +330,7 @@ pub fn serve() -> u8 {
     };
     let ready = EncoderReady {
         error: None,
-        model_sha256: Some(engine.1.clone()),
+        model_sha256: Some(model_sha256),
     };
     if writeln!(
         output,
@@ -334,8 +342,9 @@ pub fn serve() -> u8 {
     {
         return 1;
     }
-    let engine = engine.0;
-    let mut out = Vec::new();
+    let (ctx, state) = engine.raw();
+    let n_state = engine.hparams().n_audio_state.max(0) as u32;
+    let (mut raw, mut mel, mut out) = (Vec::new(), Vec::new(), Vec::new());
     loop {
         let mut head = [0u8; 20];
         match input.read_exact(&mut head) {
@@ -349,16 +358,15 @@ pub fn serve() -> u8 {
         if &head[..4] != REQUEST_MAGIC || n_mel > MOST_MELS || n_frames > MOST_FRAMES {
             return 1; // not a request: the stream cannot be trusted any further
         }
-        let mut raw = vec![0u8; n_mel as usize * n_frames as usize * 4];
+        raw.resize(n_mel as usize * n_frames as usize * 4, 0);
         if input.read_exact(&mut raw).is_err() {
             return 1;
         }
-        let mel: Vec<f32> = raw
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
-        let (ctx, state) = engine.raw();
-        let n_state = engine.n_audio_state();
+        mel.clear();
+        mel.extend(
+            raw.chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+        );
         out.clear();
         out.resize(n_state as usize * n_ctx as usize, 0.0);
         let result = match state {
@@ -387,7 +395,12 @@ pub fn serve() -> u8 {
     }
 }
 
-type Started = ((super::engine::Engine, String), Option<EncoderFault>);
+/// The encoder process once its model is loaded.
+struct Started {
+    engine: super::engine::Engine,
+    model_sha256: String,
+    fault: Option<EncoderFault>,
+}
 
 fn start(line: &str) -> anyhow::Result<Started> {
     let start: EncoderStart = serde_json::from_str(line.trim_end())?;
@@ -397,7 +410,11 @@ fn start(line: &str) -> anyhow::Result<Started> {
         super::engine::Engine::load(&model, worker_contract::Initializer::NoState, settings)?;
     engine.create_states(worker_contract::Initializer::NoState, 0)?;
     let _ = super::logcapture::drain();
-    Ok(((engine, model.identity.sha256.clone()), start.fault))
+    Ok(Started {
+        engine,
+        model_sha256: model.identity.sha256.clone(),
+        fault: start.fault,
+    })
 }
 
 fn write_reply(

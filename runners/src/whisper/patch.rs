@@ -141,7 +141,7 @@ pub struct LoadPlan {
 
 static PLAN: OnceLock<LoadPlan> = OnceLock::new();
 
-/// Fix this process's [`LoadPlan`]. A second, different plan is refused.
+/// Fix this process's [`LoadPlan`]; a second one is refused.
 pub fn set_plan(plan: LoadPlan) -> Result<(), String> {
     PLAN.set(plan)
         .map_err(|_| "the load plan is set once per worker".to_string())
@@ -150,29 +150,26 @@ pub fn set_plan(plan: LoadPlan) -> Result<(), String> {
 /// Hand the plan to whisper.cpp for the next context (called right before
 /// each `whisper_init_*`). Without a plan the context loads as stock.
 pub fn configure_next_load() -> Result<(), String> {
-    let config = match PLAN.get() {
-        None => MemqualConfig {
-            load_mode: LOAD_FULL,
-            encode: None,
-            encode_user_data: std::ptr::null_mut(),
-            max_audio_ctx: 0,
-            max_batch: 0,
+    const STOCK: LoadPlan = LoadPlan {
+        external_encoder: None,
+        max_audio_ctx: 0,
+        max_batch: 0,
+    };
+    let plan = PLAN.get().unwrap_or(&STOCK);
+    let config = MemqualConfig {
+        load_mode: if plan.external_encoder.is_some() {
+            LOAD_EXTERNAL_ENCODER_ONLY
+        } else {
+            LOAD_FULL
         },
-        Some(plan) => MemqualConfig {
-            load_mode: if plan.external_encoder.is_some() {
-                LOAD_EXTERNAL_ENCODER_ONLY
-            } else {
-                LOAD_FULL
-            },
-            encode: plan
-                .external_encoder
-                .map(|_| super::external_encoder::encode_callback as EncodeFn),
-            encode_user_data: plan.external_encoder.map_or(std::ptr::null_mut(), |slot| {
-                std::ptr::from_ref(slot).cast_mut().cast()
-            }),
-            max_audio_ctx: i32::try_from(plan.max_audio_ctx).map_err(|e| e.to_string())?,
-            max_batch: i32::try_from(plan.max_batch).map_err(|e| e.to_string())?,
-        },
+        encode: plan
+            .external_encoder
+            .map(|_| super::external_encoder::encode_callback as EncodeFn),
+        encode_user_data: plan.external_encoder.map_or(std::ptr::null_mut(), |slot| {
+            std::ptr::from_ref(slot).cast_mut().cast()
+        }),
+        max_audio_ctx: i32::try_from(plan.max_audio_ctx).map_err(|e| e.to_string())?,
+        max_batch: i32::try_from(plan.max_batch).map_err(|e| e.to_string())?,
     };
     // SAFETY: `config` is a valid struct for the call; whisper.cpp copies it.
     // The user-data pointer is to a `'static` slot, alive for the process.
