@@ -1,8 +1,7 @@
 //! `memqual artifact …`: the real binary on synthetic models (always) and on
 //! the cached tiny.en (when `memqual fixtures model tiny.en` has run).
 
-use crate::common::MEMQUAL;
-use ggml_container::cache::cached_model;
+use crate::common::{MEMQUAL, tiny_en};
 use ggml_container::synthetic::{SyntheticSpec, write_file};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -136,10 +135,7 @@ fn corpus_cases_are_each_rejected_by_inspect() {
 
 #[test]
 fn estimate_matches_the_sizes_whisper_cpp_logs_for_tiny_en() {
-    let Some(model) = cached_model("tiny.en") else {
-        eprintln!("skipped: run `memqual fixtures model tiny.en`");
-        return;
-    };
+    let model = tiny_en();
     let out = artifact(&["estimate", s(&model), "--json"]);
     assert_eq!(out.status.code(), Some(0));
     let e = json(&out);
@@ -162,10 +158,7 @@ fn estimate_matches_the_sizes_whisper_cpp_logs_for_tiny_en() {
 
 #[test]
 fn tiny_en_q5_0_has_the_reference_digest() {
-    let Some(model) = cached_model("tiny.en") else {
-        eprintln!("skipped: run `memqual fixtures model tiny.en`");
-        return;
-    };
+    let model = tiny_en();
     let dir = tempfile::tempdir().unwrap();
     let q = dir.path().join("q5_0.bin");
     let out = artifact(&["quantize", s(&model), s(&q), "--type", "q5_0", "--json"]);

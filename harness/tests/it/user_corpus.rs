@@ -5,7 +5,6 @@
 //! FIFOs, huge files).
 
 use crate::common::*;
-use crate::whisper::tiny_en;
 use reports::record::ArmStatus;
 use rubato::audioadapter_buffers::direct::InterleavedSlice;
 use rubato::audioadapter_buffers::owned::InterleavedOwned;

@@ -1,6 +1,6 @@
 //! Decoder-only derivation, its receipt, and the negative-control corpus.
 
-use ggml_container::cache::cached_model;
+use crate::common::model;
 use ggml_container::corpus::{build_corpus, rejection_of};
 use ggml_container::derive::{derive_decoder, receipt_path, verify_derivation};
 use ggml_container::synthetic::{SyntheticSpec, write_file};
@@ -85,10 +85,7 @@ fn synthetic_derivation_is_lossless_and_every_byte_is_bound() {
 
 #[test]
 fn tiny_en_derivation() {
-    let Some(src) = cached_model("tiny.en") else {
-        eprintln!("skipped: run `memqual fixtures model tiny.en`");
-        return;
-    };
+    let src = model("tiny.en");
     let dir = tempfile::tempdir().unwrap();
     let receipt = derive_and_verify(&src, dir.path(), &[0.0, 0.001, 0.007, 0.3, 0.999]);
     assert_eq!((receipt.retained.len(), receipt.removed.len()), (100, 67));

@@ -3,9 +3,8 @@
 //! loader aborts, segfaults, exhausts memory or reads uninitialised values
 //! (negative name length, wrong payload length, vocabulary count beyond the
 //! file, header only) belong in a child process: the whisper worker's tests.
-#![cfg(feature = "quantize")]
 
-use ggml_container::cache::cached_model;
+use crate::common::model;
 use ggml_container::corpus::build_corpus;
 use ggml_container::derive::derive_decoder;
 use ggml_container::synthetic::{SyntheticSpec, write_file};
@@ -37,10 +36,7 @@ fn the_loadable_synthetic_model_loads_and_its_stripped_form_does_not() {
 
 #[test]
 fn stock_whisper_cpp_accepts_defects_the_strict_parser_rejects() {
-    let Some(src) = cached_model("tiny.en") else {
-        eprintln!("skipped: run `memqual fixtures model tiny.en`");
-        return;
-    };
+    let src = model("tiny.en");
     let dir = tempfile::tempdir().unwrap();
     let manifest = build_corpus(&src, dir.path()).unwrap();
     let stock = |case: &str| {
