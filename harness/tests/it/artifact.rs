@@ -183,3 +183,62 @@ fn tiny_en_q5_0_has_the_reference_digest() {
     assert_eq!(summary["output"]["file_len"], 29_889_210);
     assert_eq!(summary["ftype"]["raw"], 2008);
 }
+
+#[test]
+fn derive_encoder_only_inspect_refuses_the_wrong_expectation_and_estimate_reads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = synthetic(dir.path());
+    let out = dir.path().join("encoder.bin");
+    // A kind is required.
+    assert_eq!(
+        artifact(&["derive", s(&src), s(&out)]).status.code(),
+        Some(2)
+    );
+    assert!(!out.exists());
+    let derived = artifact(&["derive", "--encoder-only", s(&src), s(&out), "--json"]);
+    assert_eq!(derived.status.code(), Some(0));
+    let receipt = json(&derived);
+    assert_eq!(receipt["totals"]["retained_records"], 22);
+    assert_eq!(receipt["totals"]["removed_records"], 28);
+    assert!(
+        receipt["derivation"]
+            .as_str()
+            .unwrap()
+            .starts_with("encoder-only:")
+    );
+    let human = artifact(&["verify-derivation", s(&src), s(&out)]);
+    assert_eq!(human.status.code(), Some(0));
+    let said = String::from_utf8_lossy(&human.stdout);
+    assert!(said.contains("minus 28 decoder records"), "{said}");
+    // Accepted only as encoder-only; the full and decoder-only inventories refuse it.
+    let as_encoder = artifact(&["inspect", "--encoder-only", s(&out), "--json"]);
+    assert_eq!(as_encoder.status.code(), Some(0));
+    assert_eq!(json(&as_encoder)["expect"], "encoder_only");
+    let as_full = artifact(&["inspect", s(&out), "--json"]);
+    assert_eq!(as_full.status.code(), Some(1));
+    assert_eq!(
+        json(&as_full)["rejection"]["defect"]["kind"],
+        "missing_tensors"
+    );
+    let hint = String::from_utf8_lossy(&as_full.stderr);
+    assert!(hint.contains("--encoder-only"), "{hint}");
+    let as_decoder = artifact(&["inspect", "--decoder-only", s(&out), "--json"]);
+    assert_eq!(as_decoder.status.code(), Some(1));
+    assert_eq!(
+        json(&as_decoder)["rejection"]["defect"]["kind"],
+        "unknown_tensor"
+    );
+    // The full model is not encoder-only either.
+    assert_eq!(
+        artifact(&["inspect", "--encoder-only", s(&src)])
+            .status
+            .code(),
+        Some(1)
+    );
+    // estimate takes the derivative: the header's state, no decoder weights.
+    let e = artifact(&["estimate", s(&out), "--json"]);
+    assert_eq!(e.status.code(), Some(0));
+    let e = json(&e);
+    assert_eq!(e["decoder_weight_bytes"], 0);
+    assert_eq!(e["logits_reserve_bytes"], 64 * 8 * 4); // miniature: n_vocab 64, n_text_ctx 8
+}
