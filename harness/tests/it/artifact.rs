@@ -242,3 +242,45 @@ fn derive_encoder_only_inspect_refuses_the_wrong_expectation_and_estimate_reads_
     assert_eq!(e["decoder_weight_bytes"], 0);
     assert_eq!(e["logits_reserve_bytes"], 64 * 8 * 4); // miniature: n_vocab 64, n_text_ctx 8
 }
+
+#[test]
+fn fixtures_synthetic_presets_print_their_digest_and_the_default_is_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        Command::new(MEMQUAL)
+            .arg("fixtures")
+            .arg("synthetic")
+            .args(args)
+            .output()
+            .expect("memqual runs")
+    };
+    let plain = dir.path().join("plain.bin");
+    let named = dir.path().join("named.bin");
+    assert!(run(&[s(&plain)]).status.success());
+    let out = run(&[s(&named), "--preset", "loadable", "--seed", "1"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bytes = std::fs::read(&named).unwrap();
+    assert_eq!(bytes, std::fs::read(&plain).unwrap());
+    assert_eq!(
+        bytes,
+        ggml_container::synthetic::to_bytes(&SyntheticSpec::loadable()).unwrap()
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    let digest = ggml_container::digest::sha256_file(&named).unwrap();
+    assert!(
+        said.contains(&format!("{} bytes, SHA-256 {digest}", bytes.len())),
+        "{said}"
+    );
+    // Not over an existing file, and not an unknown preset.
+    assert_eq!(run(&[s(&named)]).status.code(), Some(3));
+    assert_eq!(
+        run(&[s(&dir.path().join("x.bin")), "--preset", "turbo"])
+            .status
+            .code(),
+        Some(2)
+    );
+}

@@ -11,7 +11,8 @@
 //!   the byte offset and the record. It never panics, whatever the input.
 //! - [`GgmlWriter`] lays out header, mel filters, vocabulary and records.
 //! - [`ct2`] reads CTranslate2 `model.bin` (binary version 6) and converts it
-//!   to a GGML F16 file; [`synthetic`] writes deterministic small models.
+//!   to a GGML F16 file; [`synthetic`] writes deterministic models, small or
+//!   at real Whisper shapes (streaming, steered to end decoding at once).
 //! - Artifact tools: [`derive`] (lossless decoder-only or encoder-only
 //!   derivatives with a sealed receipt), [`corpus`] (negative controls with
 //!   the rejection each must get), [`estimate`] (whisper.cpp's state

@@ -8,3 +8,4 @@ mod parser;
 mod quantize;
 mod real_models;
 mod stock_loader;
+mod synthetic;
