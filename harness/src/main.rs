@@ -196,8 +196,8 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         public: PathBuf,
     },
-    /// GGML model artifacts: inspect, derive a decoder-only file, quantize,
-    /// build a negative-control corpus, estimate state sizes.
+    /// GGML model artifacts: inspect, derive a decoder-only or encoder-only
+    /// file, quantize, build a negative-control corpus, estimate state sizes.
     #[command(subcommand, after_help = exit::HELP)]
     Artifact(artifact::ArtifactCommand),
     /// Soak one arm: many requests (fixtures cycled) or a duration, then judge

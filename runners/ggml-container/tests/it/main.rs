@@ -7,3 +7,4 @@
 
 mod never_panics;
 mod parser;
+mod synthetic;
