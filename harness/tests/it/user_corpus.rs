@@ -374,3 +374,38 @@ fn a_wav_whose_data_chunk_claims_more_than_the_file_holds_is_refused() {
     );
     assert!(!r.dir.exists());
 }
+
+#[test]
+fn a_run_refuses_a_fixture_file_replaced_by_a_link() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (set, manifest) = one_file_set(tmp.path());
+    // The same bytes elsewhere, linked in: the digest would still match.
+    let wav = set.join("talk/a.wav");
+    let moved = tmp.path().join("outside.wav");
+    std::fs::rename(&wav, &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, &wav).unwrap();
+    let r = run_protocol_body("run", &protocol(&manifest, ""), &[]);
+    let err = stderr(&r.out);
+    assert_eq!(r.out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("{}: a symbolic link", wav.display())),
+        "{err}"
+    );
+    assert!(!r.dir.exists());
+    // The category folder as a link to a copy: refused too.
+    std::fs::remove_file(&wav).unwrap();
+    let copy = tmp.path().join("talk-copy");
+    std::fs::create_dir(&copy).unwrap();
+    std::fs::rename(&moved, copy.join("a.wav")).unwrap();
+    std::fs::rename(set.join("talk/a.txt"), copy.join("a.txt")).unwrap();
+    std::fs::remove_dir(set.join("talk")).unwrap();
+    std::os::unix::fs::symlink(&copy, set.join("talk")).unwrap();
+    let r = run_protocol_body("run", &protocol(&manifest, ""), &[]);
+    let err = stderr(&r.out);
+    assert_eq!(r.out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("{}: a symbolic link", set.join("talk").display())),
+        "{err}"
+    );
+    assert!(!r.dir.exists());
+}
