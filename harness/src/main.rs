@@ -188,6 +188,10 @@ enum Command {
         key: PathBuf,
     },
     /// Make a new unencrypted minisign key pair for `memqual sign`.
+    ///
+    /// Both paths are checked before either is written (neither may exist,
+    /// even as a link; they must differ); if the public key cannot be
+    /// written, the secret key is removed again: never half a pair.
     Keygen {
         /// Where to write the secret key (must not exist; mode 0600).
         #[arg(long, value_name = "FILE")]
