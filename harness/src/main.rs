@@ -114,6 +114,12 @@ enum Command {
     /// Arm-by-arm differences between two runs' receipts (B minus A): the
     /// state_ready peak, the maximum resident size and the steady p95.
     ///
+    /// Both runs' seals are verified first, as `memqual verify` checks them:
+    /// a run whose seal is broken (a file changed, missing or added after
+    /// sealing) is named with its problems, its figures are marked
+    /// unverified (`?`; `seal` and `figures_verified` in --json), and
+    /// compare exits 1.
+    ///
     /// With --max-regression PCT, exit 1 naming every key metric of an arm
     /// that is worse in B than in A by more than PCT percent (all three are
     /// lower-is-better), or that A measured and B did not.
@@ -124,7 +130,7 @@ enum Command {
         /// The run directory compared with it (B).
         run_b: PathBuf,
         /// Print the comparison as JSON (A, B, B − A and B − A in % per arm
-        /// and metric, and the regressions).
+        /// and metric, the regressions, and each run's seal check).
         #[arg(long)]
         json: bool,
         /// Exit 1 when a key metric regressed by more than this percentage (0 to 10000).
