@@ -116,3 +116,62 @@ fn older_vmmap_columns_and_footprint_shared_blocks_in_the_summary() {
         "{text}"
     );
 }
+
+/// A real meminfo lacking keys names each missing key instead of procfs's
+/// "please report this procfs bug"; `MemAvailable` (Linux 3.14+) is optional.
+#[test]
+fn a_meminfo_lacking_required_keys_names_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = std::fs::read_to_string(captures().join("meminfo/linux-6.18-a.txt")).unwrap();
+    let without = |keys: &[&str]| -> String {
+        src.lines()
+            .filter(|l| !keys.iter().any(|k| l.starts_with(&format!("{k}:"))))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
+    let path = dir.path().join("meminfo");
+    std::fs::write(&path, without(&["SwapCached", "VmallocChunk"])).unwrap();
+    let file = path.to_str().unwrap();
+    for extra in [&[][..], &["--lenient", "--json"][..]] {
+        let mut args = vec!["import", "meminfo", file];
+        args.extend(extra);
+        let out = memqual(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(out.stdout.is_empty());
+        assert!(
+            err.contains(&format!(
+                "{file} as meminfo output: meminfo: missing the required keys SwapCached, VmallocChunk"
+            )),
+            "{err}"
+        );
+        assert!(
+            !err.contains("procfs bug") && !err.contains("Internal"),
+            "{err}"
+        );
+    }
+    std::fs::write(&path, without(&["MemTotal"])).unwrap();
+    let out = memqual(&["import", "meminfo", file]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("missing the required key MemTotal (every Linux kernel prints it"),
+        "{err}"
+    );
+
+    // Without MemAvailable (older kernels): imported, shown as absent.
+    std::fs::write(&path, without(&["MemAvailable"])).unwrap();
+    let out = memqual(&["import", "meminfo", file, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Report = serde_json::from_slice(&out.stdout).unwrap();
+    match report.parsed.value {
+        Capture::Meminfo(m) => {
+            assert_eq!(m.mem_available, None);
+            assert!(m.mem_total > 0);
+        }
+        other => panic!("not meminfo: {other:?}"),
+    }
+}
