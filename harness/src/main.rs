@@ -66,7 +66,10 @@ enum Command {
     /// TOOL: vmmap, vm_stat, memory_pressure, footprint, time, ps, status,
     /// statm, smaps_rollup, meminfo, vmstat, pressure, memory.stat,
     /// memory.events, memory.peak. A line the parser does not understand is
-    /// an error naming its number, unless --lenient lists it as skipped.
+    /// an error naming its number, unless --lenient lists it as skipped. An
+    /// empty capture (nothing but blank lines), or one in which no line is
+    /// the tool's output, is an error for every tool; meminfo names each
+    /// required key that is missing.
     Import {
         /// The tool that produced FILE.
         #[arg(value_enum)]
