@@ -157,7 +157,7 @@ enum Command {
         /// The run directories to merge (the same protocol, each sealed).
         #[arg(required = true, num_args = 1.., value_name = "RUN_DIR")]
         run_dirs: Vec<PathBuf>,
-        /// The fleet directory to create (must not exist or be empty).
+        /// The fleet directory to create (must not exist or be empty; not a symbolic link).
         #[arg(long, value_name = "DIR")]
         out: PathBuf,
         /// A minisign public key: every run must carry a signature that verifies with it.
@@ -294,7 +294,7 @@ enum Command {
 
 #[derive(clap::Args, Debug)]
 struct CommonArgs {
-    /// The run directory to create (must not exist or be empty).
+    /// The run directory to create (must not exist or be empty; not a symbolic link).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Print a machine-readable summary on stdout instead of the table.

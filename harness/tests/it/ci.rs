@@ -696,6 +696,44 @@ fn compare_verifies_both_seals_and_marks_a_broken_run_unverified() {
     assert_eq!(json["regressions"], serde_json::json!([]));
 }
 
+/// `merge --out LINK` (and `run --out LINK`), where LINK is a symbolic link
+/// to an empty folder elsewhere, is refused (exit 2) and nothing is written
+/// into the folder it points to; a link higher up the path is allowed.
+#[test]
+fn merge_and_run_refuse_an_out_that_is_a_symbolic_link() {
+    let tmp = tempfile::tempdir().unwrap();
+    let body = "[[arm]]\nid = \"a\"\n[arm.calibrate]\nrequests = 1\nrequest_ms = 1\nidle_ms = 1\n";
+    let (r1, out) = run_into(tmp.path(), "r1", body, &[], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let link = tmp.path().join("fleet-link");
+    std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+
+    let out = merge(&[&r1], &link, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        stderr(&out).contains(&format!("{} is a symbolic link", link.display())),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+
+    let (_, out) = run_into(tmp.path(), "fleet-link", body, &[], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        stderr(&out).contains("is a symbolic link"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+
+    // A new folder under the link is the user's choice: written.
+    let out = merge(&[&r1], &link.join("fleet"), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(elsewhere.join("fleet/fleet.json").is_file());
+}
+
 /// `merge` with `extra` arguments into `out`.
 fn merge(dirs: &[&Path], out: &Path, extra: &[&str]) -> Output {
     let mut args = vec!["merge"];
