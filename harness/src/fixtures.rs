@@ -283,7 +283,9 @@ pub enum FixturesCommand {
     /// empty file for audio without speech). Categories are the names of
     /// DIR's subfolders (DIR/<category>/NAME.wav), or with --category one
     /// name for a flat DIR. Each file's SHA-256, sample rate, channels and
-    /// length are pinned; symbolic links, FIFOs and files over 64 MiB are refused.
+    /// length are pinned; symbolic links, FIFOs, files over 64 MiB and WAVs
+    /// whose `data` chunk claims more bytes than the file holds are refused
+    /// (a run reading the set refuses links and such WAVs too).
     Manifest {
         /// The corpus folder.
         dir: PathBuf,

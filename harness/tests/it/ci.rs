@@ -670,6 +670,122 @@ fn compare_prints_json_and_fails_on_a_regression_beyond_the_limit() {
     }
 }
 
+/// A run whose seal is broken (a raw file edited after sealing) is named by
+/// `compare`, its figures are marked unverified, and the exit code is 1,
+/// whichever side it is on and with or without --json.
+#[test]
+fn compare_verifies_both_seals_and_marks_a_broken_run_unverified() {
+    let tmp = tempfile::tempdir().unwrap();
+    let body = "[[arm]]\nid = \"a\"\n[arm.calibrate]\nrequests = 2\nrequest_ms = 5\nidle_ms = 1\n";
+    let (a, out) = run_into(tmp.path(), "a", body, &[], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let (b, out) = run_into(tmp.path(), "b", body, &[], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+
+    // Both seals hold: exit 0, the figures verified and unmarked.
+    let out = compare(&a, &b, &["--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["figures_verified"], true, "{json:#}");
+    assert_eq!(json["a"]["seal"]["verified"], true, "{json:#}");
+    assert_eq!(json["b"]["seal"]["problems"], serde_json::json!([]));
+    let measured_in_b = json["arms"][0]["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| !m["b"].is_null())
+        .count();
+    let out = compare(&a, &b, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(!text(&out).contains("UNVERIFIED"), "{}", text(&out));
+
+    // A raw file of B changes after sealing.
+    std::fs::write(b.join("arms/a/worker.log"), "edited after the run\n").unwrap();
+    let out = compare(&a, &b, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        said.contains(&format!(
+            "run B ({}): seal BROKEN (1 problems): its figures are UNVERIFIED",
+            b.display()
+        )),
+        "{said}"
+    );
+    assert!(said.contains("CHANGED arms/a/worker.log"), "{said}");
+    assert!(!said.contains("run A ("), "A's seal holds: {said}");
+    let last = said.lines().last().unwrap();
+    assert!(
+        last.starts_with("UNVERIFIED: the seal of run B does not hold"),
+        "{said}"
+    );
+    // Every figure B measured carries the mark; A's do not.
+    let row = said.lines().find(|l| l.starts_with("a ")).unwrap();
+    assert!(measured_in_b >= 2, "{json:#}");
+    assert_eq!(row.matches('?').count(), measured_in_b, "{row}");
+    assert_eq!(
+        row.matches("? →").count(),
+        0,
+        "A's figures are verified: {row}"
+    );
+    assert!(
+        stderr(&out).contains(&format!("the seal of {} is BROKEN", b.display())),
+        "{}",
+        stderr(&out)
+    );
+
+    // As JSON, and with A broken instead.
+    let out = compare(&b, &a, &["--json", "--max-regression", "1000"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["figures_verified"], false, "{json:#}");
+    assert_eq!(json["a"]["seal"]["verified"], false, "{json:#}");
+    assert_eq!(json["a"]["seal"]["problems"][0]["kind"], "changed");
+    assert_eq!(
+        json["a"]["seal"]["problems"][0]["path"],
+        "arms/a/worker.log"
+    );
+    assert_eq!(json["b"]["seal"]["verified"], true, "{json:#}");
+    assert_eq!(json["regressions"], serde_json::json!([]));
+}
+
+/// `merge --out LINK` (and `run --out LINK`), where LINK is a symbolic link
+/// to an empty folder elsewhere, is refused (exit 2) and nothing is written
+/// into the folder it points to; a link higher up the path is allowed.
+#[test]
+fn merge_and_run_refuse_an_out_that_is_a_symbolic_link() {
+    let tmp = tempfile::tempdir().unwrap();
+    let body = "[[arm]]\nid = \"a\"\n[arm.calibrate]\nrequests = 1\nrequest_ms = 1\nidle_ms = 1\n";
+    let (r1, out) = run_into(tmp.path(), "r1", body, &[], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let link = tmp.path().join("fleet-link");
+    std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+
+    let out = merge(&[&r1], &link, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        stderr(&out).contains(&format!("{} is a symbolic link", link.display())),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+
+    let (_, out) = run_into(tmp.path(), "fleet-link", body, &[], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        stderr(&out).contains("is a symbolic link"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+
+    // A new folder under the link is the user's choice: written.
+    let out = merge(&[&r1], &link.join("fleet"), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(elsewhere.join("fleet/fleet.json").is_file());
+}
+
 /// `merge` with `extra` arguments into `out`.
 fn merge(dirs: &[&Path], out: &Path, extra: &[&str]) -> Output {
     let mut args = vec!["merge"];

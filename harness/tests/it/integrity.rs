@@ -599,3 +599,87 @@ fn a_signed_run_verifies_with_its_key_and_fails_with_another_or_when_forged() {
         text(&out)
     );
 }
+
+/// `keygen` checks both paths before writing either, and never leaves half a
+/// key pair: not when the public key exists, is a link, names the secret's
+/// path, or cannot be created (its folder is missing).
+#[test]
+fn keygen_refuses_before_writing_and_never_leaves_half_a_pair() {
+    let tmp = tempfile::tempdir().unwrap();
+    let secret = tmp.path().join("k.key");
+    let keygen = |public: &Path| {
+        let out = memqual(&[
+            "keygen",
+            "--secret",
+            path(&secret),
+            "--public",
+            path(public),
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(!secret.exists(), "a secret key was left: {}", text(&out));
+        assert!(std::fs::symlink_metadata(&secret).is_err());
+        text(&out)
+    };
+
+    // The public key exists: refused by name, the old key untouched.
+    let existing = tmp.path().join("old.pub");
+    std::fs::write(&existing, "old public key\n").unwrap();
+    let said = keygen(&existing);
+    assert!(
+        said.contains(&format!("{}: already exists", existing.display())),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&existing).unwrap(),
+        "old public key\n"
+    );
+
+    // A dangling link where the public key would go: not written through.
+    let link = tmp.path().join("link.pub");
+    let target = tmp.path().join("target.pub");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let said = keygen(&link);
+    assert!(said.contains("link.pub: already exists"), "{said}");
+    assert!(!target.exists());
+
+    // The same path twice.
+    let said = keygen(&secret);
+    assert!(said.contains("name the same file"), "{said}");
+
+    // The second write fails (no such folder): the first is removed.
+    let said = keygen(&tmp.path().join("missing/k.pub"));
+    assert!(said.contains("k.pub: cannot create"), "{said}");
+
+    // A link where the secret key would go is refused too.
+    let secret_link = tmp.path().join("s.key");
+    std::os::unix::fs::symlink(tmp.path().join("stolen.key"), &secret_link).unwrap();
+    let out = memqual(&[
+        "keygen",
+        "--secret",
+        path(&secret_link),
+        "--public",
+        path(&tmp.path().join("s.pub")),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(!tmp.path().join("stolen.key").exists());
+    assert!(!tmp.path().join("s.pub").exists());
+
+    // Two fresh paths: both written, the secret key private.
+    let public = tmp.path().join("k.pub");
+    let out = memqual(&[
+        "keygen",
+        "--secret",
+        path(&secret),
+        "--public",
+        path(&public),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&secret).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    assert!(
+        std::fs::read_to_string(&public)
+            .unwrap()
+            .starts_with("untrusted comment: minisign public key")
+    );
+}
