@@ -209,19 +209,26 @@ fn calibration_with_ci_files(tmp: &Path) -> CiFiles {
             "[[arm]]\nid = \"plateau-32\"\n[arm.calibrate]\nrequests = 2\nplateau = {{ mib = 32 }}\n{LENIENT_ADMISSION}"
         ),
     );
-    let (dir, junit, bmf) = (tmp.join("cal"), tmp.join("cal.xml"), tmp.join("cal.json"));
-    let out = memqual(&[
+    let dir = tmp.join("cal");
+    let args = [
         "calibrate",
         "--protocol",
         path(&protocol),
         "--out",
         path(&dir),
-        "--json",
-        "--junit",
-        path(&junit),
-        "--export-bmf",
-        path(&bmf),
-    ]);
+    ];
+    with_ci_files(&[&args[..], &["--json"]].concat(), dir.clone(), tmp, "cal")
+}
+
+/// `memqual ARGS --junit <at>/<name>.xml --export-bmf <at>/<name>.json`,
+/// whose run directory is `dir`.
+fn with_ci_files(args: &[&str], dir: PathBuf, at: &Path, name: &str) -> CiFiles {
+    let (junit, bmf) = (
+        at.join(format!("{name}.xml")),
+        at.join(format!("{name}.json")),
+    );
+    let ci = ["--junit", path(&junit), "--export-bmf", path(&bmf)];
+    let out = memqual(&[args, &ci[..]].concat());
     CiFiles {
         dir,
         out,
@@ -241,12 +248,8 @@ fn soak_with_ci_files(tmp: &Path) -> CiFiles {
              [soak]\nwarmup_requests = 0\nmin_points = 5\nbootstrap_resamples = 20\n{LENIENT_ADMISSION}"
         ),
     );
-    let (dir, junit, bmf) = (
-        soak.join("run"),
-        soak.join("soak.xml"),
-        soak.join("soak.json"),
-    );
-    let out = memqual(&[
+    let dir = soak.join("run");
+    let args = [
         "soak",
         path(&protocol),
         "--requests",
@@ -254,17 +257,8 @@ fn soak_with_ci_files(tmp: &Path) -> CiFiles {
         "--no-history",
         "--out",
         path(&dir),
-        "--junit",
-        path(&junit),
-        "--export-bmf",
-        path(&bmf),
-    ]);
-    CiFiles {
-        dir,
-        out,
-        junit,
-        bmf,
-    }
+    ];
+    with_ci_files(&args, dir.clone(), &soak, "soak")
 }
 
 /// [`MATRIX`] run with `--junit`, `--export-bmf` and a step summary

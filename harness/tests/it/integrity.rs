@@ -6,7 +6,7 @@
 use crate::common::*;
 use reports::Receipt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const QUICK: &str =
@@ -504,18 +504,17 @@ fn the_documented_run_directory_table_matches_the_run_directory_type() {
     }
 }
 
+/// `memqual keygen --secret SECRET --public PUBLIC`.
+fn keygen(secret: &Path, public: &Path) -> Output {
+    memqual(&["keygen", "--secret", path(secret), "--public", path(public)])
+}
+
 /// A finished [`QUICK`] run and a fresh key pair (secret, public) beside it.
 fn quick_run_and_key_pair() -> (ProtocolRun, PathBuf, PathBuf) {
     let r = run_protocol_body("run", QUICK, &[]);
     assert_eq!(r.out.status.code(), Some(0), "{}", text(&r.out));
     let (secret, public) = (r.tmp.path().join("k.key"), r.tmp.path().join("k.pub"));
-    let out = memqual(&[
-        "keygen",
-        "--secret",
-        path(&secret),
-        "--public",
-        path(&public),
-    ]);
+    let out = keygen(&secret, &public);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     (r, secret, public)
 }
@@ -560,13 +559,7 @@ fn a_signed_run_verifies_with_its_key_and_fails_with_another_or_when_forged() {
 
     // Another key does not verify; a forged receipt breaks the signature.
     let (other_secret, other_public) = (r.tmp.path().join("o.key"), r.tmp.path().join("o.pub"));
-    memqual(&[
-        "keygen",
-        "--secret",
-        path(&other_secret),
-        "--public",
-        path(&other_public),
-    ]);
+    keygen(&other_secret, &other_public);
     let out = memqual(&["verify", path(&r.dir), "--pubkey", path(&other_public)]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(
@@ -607,14 +600,8 @@ fn a_signed_run_verifies_with_its_key_and_fails_with_another_or_when_forged() {
 fn keygen_refuses_before_writing_and_never_leaves_half_a_pair() {
     let tmp = tempfile::tempdir().unwrap();
     let secret = tmp.path().join("k.key");
-    let keygen = |public: &Path| {
-        let out = memqual(&[
-            "keygen",
-            "--secret",
-            path(&secret),
-            "--public",
-            path(public),
-        ]);
+    let refused = |public: &Path| {
+        let out = keygen(&secret, public);
         assert_eq!(out.status.code(), Some(2), "{}", text(&out));
         assert!(!secret.exists(), "a secret key was left: {}", text(&out));
         assert!(std::fs::symlink_metadata(&secret).is_err());
@@ -624,7 +611,7 @@ fn keygen_refuses_before_writing_and_never_leaves_half_a_pair() {
     // The public key exists: refused by name, the old key untouched.
     let existing = tmp.path().join("old.pub");
     std::fs::write(&existing, "old public key\n").unwrap();
-    let said = keygen(&existing);
+    let said = refused(&existing);
     assert!(
         said.contains(&format!("{}: already exists", existing.display())),
         "{said}"
@@ -638,41 +625,29 @@ fn keygen_refuses_before_writing_and_never_leaves_half_a_pair() {
     let link = tmp.path().join("link.pub");
     let target = tmp.path().join("target.pub");
     std::os::unix::fs::symlink(&target, &link).unwrap();
-    let said = keygen(&link);
+    let said = refused(&link);
     assert!(said.contains("link.pub: already exists"), "{said}");
     assert!(!target.exists());
 
     // The same path twice.
-    let said = keygen(&secret);
+    let said = refused(&secret);
     assert!(said.contains("name the same file"), "{said}");
 
     // The second write fails (no such folder): the first is removed.
-    let said = keygen(&tmp.path().join("missing/k.pub"));
+    let said = refused(&tmp.path().join("missing/k.pub"));
     assert!(said.contains("k.pub: cannot create"), "{said}");
 
     // A link where the secret key would go is refused too.
     let secret_link = tmp.path().join("s.key");
     std::os::unix::fs::symlink(tmp.path().join("stolen.key"), &secret_link).unwrap();
-    let out = memqual(&[
-        "keygen",
-        "--secret",
-        path(&secret_link),
-        "--public",
-        path(&tmp.path().join("s.pub")),
-    ]);
+    let out = keygen(&secret_link, &tmp.path().join("s.pub"));
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(!tmp.path().join("stolen.key").exists());
     assert!(!tmp.path().join("s.pub").exists());
 
     // Two fresh paths: both written, the secret key private.
     let public = tmp.path().join("k.pub");
-    let out = memqual(&[
-        "keygen",
-        "--secret",
-        path(&secret),
-        "--public",
-        path(&public),
-    ]);
+    let out = keygen(&secret, &public);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&secret).unwrap().permissions().mode() & 0o777;
