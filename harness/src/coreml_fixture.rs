@@ -52,7 +52,7 @@ const TINY_EN_VARIANTS: [Variant; 2] = [
         name: "palettized-6bit",
         dir: "ggml-tiny.en-encoder-pal6.mlpackage",
         palettize_bits: Some(6),
-        tree_sha256: "396401ee6d38785fd1a18f6158ab2cbe7caabc21149a691679a710c1c487e891",
+        tree_sha256: "53d63c7b2b127ed031438a146a4f7daa515c1597da7857ad9f01f933f1c80a73",
     },
 ];
 

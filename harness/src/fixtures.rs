@@ -279,7 +279,8 @@ pub enum FixturesCommand {
         model: PathBuf,
         /// The .mlpackage to write (must not exist).
         out: PathBuf,
-        /// Palettize the weights to a 2^N-entry table (uniform, per tensor).
+        /// Palettize every weight tensor of 10,000 weights or more to a
+        /// 2^N-entry table (k-means per tensor, kmeans1d: deterministic).
         #[arg(long, value_name = "N", value_parser = palette_bits)]
         palettize_bits: Option<u8>,
         /// Print {variant, path, tree_sha256, bytes, palettize_bits} as JSON.

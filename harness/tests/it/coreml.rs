@@ -180,6 +180,50 @@ fn tiny_en_packages_have_whisper_cpp_features_all_encoder_weights_and_their_pins
     assert!(sizes[1] * 2 < sizes[0], "{sizes:?}");
 }
 
+/// `fixtures/coreml/check_encoder.py GGML PACKAGE WAV` in the builder's
+/// environment: the package's program evaluated with numpy against
+/// Whisper's encoder computed from the GGML weights.
+fn check_encoder(ggml: &Path, package: &Path) -> serde_json::Value {
+    let cache = harness::fixtures::cache_dir().unwrap();
+    let python =
+        harness::coreml_fixture::ensure_venv(&cache, harness::fixtures::Progress::Quiet).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let out = Command::new(python)
+        .arg(root.join("fixtures/coreml/check_encoder.py"))
+        .arg(ggml)
+        .arg(package)
+        .arg(root.join("fixtures/audio/clean-01.wav"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let last = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_owned();
+    serde_json::from_str(&last).unwrap_or_else(|e| panic!("{e}: {last}"))
+}
+
+#[test]
+fn tiny_en_packages_compute_the_encoder_of_the_ggml_weights() {
+    let built = tiny_en_encoders();
+    for p in &built.packages {
+        let r = check_encoder(&built.source, &p.path);
+        assert_eq!(r["shape"], serde_json::json!([1, 1500, 384]));
+        // The reference ends in a LayerNorm: rows near mean 0, spread 1.
+        let std = r["reference_std"].as_f64().unwrap();
+        assert!((0.5..2.0).contains(&std), "{r}");
+        let rel = r["relative_rms"].as_f64().unwrap();
+        let cos = r["cosine"].as_f64().unwrap();
+        match p.palettize_bits {
+            // Only float16 rounding of biases and input between them.
+            None => assert!(rel < 1e-3 && cos > 0.9999, "{}: {r}", p.variant),
+            // 6-bit tables: a few percent, the palettization's own error.
+            Some(_) => assert!(rel < 0.15 && cos > 0.99, "{}: {r}", p.variant),
+        }
+    }
+}
+
 #[test]
 fn against_names_the_first_mismatch_and_accepts_the_model_it_was_built_for() {
     let dir = tempfile::tempdir().unwrap();
@@ -235,9 +279,13 @@ fn against_names_the_first_mismatch_and_accepts_the_model_it_was_built_for() {
 fn a_second_build_gives_the_same_tree_digest() {
     let dir = tempfile::tempdir().unwrap();
     let mini = synthetic(dir.path(), &SyntheticSpec::miniature());
-    for bits in [None, Some("6")] {
-        let a = build(&mini, &dir.path().join("a.mlpackage"), bits);
-        let b = build(&mini, &dir.path().join("b.mlpackage"), bits);
+    // The miniature's tensors are all under the palettizer's 10,000-weight
+    // threshold; the loadable synthetic model (64 wide) has larger ones.
+    let wide_dir = tempfile::tempdir().unwrap();
+    let wide = synthetic(wide_dir.path(), &SyntheticSpec::loadable());
+    for (model, bits) in [(&mini, None), (&wide, Some("6"))] {
+        let a = build(model, &dir.path().join("a.mlpackage"), bits);
+        let b = build(model, &dir.path().join("b.mlpackage"), bits);
         assert_eq!(a.tree_sha256, b.tree_sha256, "{bits:?}");
         let i = inspection(&inspect_cmd(&[s(&a.path), "--json"]));
         assert_eq!(i.tree.sha256, a.tree_sha256);
@@ -249,7 +297,7 @@ fn a_second_build_gives_the_same_tree_digest() {
         std::fs::remove_dir_all(&a.path).unwrap();
         std::fs::remove_dir_all(&b.path).unwrap();
     }
-    // An existing output is refused, a quantized-free model is required.
+    // An existing output is refused.
     let taken = dir.path().join("taken.mlpackage");
     std::fs::create_dir(&taken).unwrap();
     let out = memqual(&["fixtures", "coreml-encoder", s(&mini), s(&taken)]);
