@@ -46,6 +46,26 @@ fn contained(path: &str) -> bool {
             .all(|c| !c.is_empty() && c != "." && c != "..")
 }
 
+/// Decode a specification. A protobuf cut at a field boundary still
+/// decodes, so a model whose type memqual does not read (the type is the
+/// last field Core ML Tools writes) is refused as truncated too.
+fn decode_spec(bytes: &[u8]) -> Result<Model, String> {
+    let model = Model::decode(bytes).map_err(|e| {
+        format!(
+            "not a Core ML specification (Model.proto), truncated or damaged: {e} ({} bytes)",
+            bytes.len()
+        )
+    })?;
+    if program::model_type(&model).is_none() {
+        return Err(format!(
+            "no ML Program, neural network or pipeline in the specification ({} bytes): \
+             truncated, or a kind of model memqual does not read",
+            bytes.len()
+        ));
+    }
+    Ok(model)
+}
+
 /// Read the package at `root` (already listed as `tree`).
 pub fn read(root: &Path, tree: &Tree) -> Result<ModelReport, CoremlError> {
     let manifest_path = root.join(MANIFEST);
@@ -92,15 +112,7 @@ pub fn read(root: &Path, tree: &Tree) -> Result<ModelReport, CoremlError> {
     }
     let spec_path = root.join(&spec_rel);
     let bytes = run_dir::input::read(&spec_path, SPEC_LIMIT)?;
-    let model = Model::decode(bytes.as_slice()).map_err(|e| {
-        CoremlError::malformed(
-            &spec_path,
-            format!(
-                "not a Core ML specification (Model.proto), truncated or damaged: {e} ({} bytes)",
-                bytes.len()
-            ),
-        )
-    })?;
+    let model = decode_spec(&bytes).map_err(|reason| CoremlError::malformed(&spec_path, reason))?;
     let Some(description) = &model.description else {
         return Err(CoremlError::malformed(
             &spec_path,
@@ -173,7 +185,49 @@ pub fn read(root: &Path, tree: &Tree) -> Result<ModelReport, CoremlError> {
 
 #[cfg(test)]
 mod tests {
-    use super::contained;
+    use super::{contained, decode_spec};
+    use crate::program;
+
+    /// The committed miniature encoder's specification (made by
+    /// fixtures/coreml/build_encoder.py; see harness/tests/it/coreml.rs).
+    const MINIATURE: &[u8] = include_bytes!(
+        "../../../harness/tests/coreml/miniature-encoder.mlpackage/Data/com.apple.CoreML/model.mlmodel"
+    );
+
+    #[test]
+    fn every_truncation_of_a_real_specification_is_refused_without_panicking() {
+        let whole = decode_spec(MINIATURE).unwrap();
+        let facts = program::facts(whole.ml_program.as_ref().unwrap());
+        assert_eq!(facts.operations.get("softmax"), Some(&1));
+        for len in 0..MINIATURE.len() {
+            assert!(
+                decode_spec(&MINIATURE[..len]).is_err(),
+                "{len} bytes decoded"
+            );
+        }
+    }
+
+    #[test]
+    fn damaged_bytes_never_panic() {
+        // Every byte of the specification set to each of a few values:
+        // decoding and reading the program fail or succeed, never panic.
+        let mut bytes = MINIATURE.to_vec();
+        for i in 0..bytes.len() {
+            let saved = bytes[i];
+            for v in [0x00, 0x7f, 0x80, 0xff] {
+                bytes[i] = v;
+                if let Ok(m) = decode_spec(&bytes) {
+                    if let Some(p) = &m.ml_program {
+                        let _ = program::facts(p);
+                    }
+                    if let Some(d) = &m.description {
+                        let _: Vec<_> = d.input.iter().map(program::feature).collect();
+                    }
+                }
+            }
+            bytes[i] = saved;
+        }
+    }
 
     #[test]
     fn only_paths_inside_the_folder_are_contained() {
