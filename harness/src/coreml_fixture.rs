@@ -95,14 +95,40 @@ fn pins() -> Vec<String> {
         .collect()
 }
 
+/// Holds `<cache>/coreml/.lock` exclusively while it lives: one memqual at a
+/// time creates the environment or builds into the cache (parallel tests
+/// and commands would otherwise remove each other's half-made venv).
+pub struct CacheLock(#[allow(dead_code)] nix::fcntl::Flock<std::fs::File>);
+
+/// Wait for the Core ML cache lock.
+pub fn lock_cache(cache: &Path) -> anyhow::Result<CacheLock> {
+    let dir = cache.join("coreml");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let path = dir.join(".lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+        .map(CacheLock)
+        .map_err(|(_, e)| anyhow::anyhow!("cannot lock {}: {e}", path.display()))
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The builder's environment in the cache, created once per requirements
 /// set: the venv is built in place and marked complete last, so an
-/// interrupted install is redone.
+/// interrupted install is redone; under the cache lock.
 pub fn ensure_venv(cache: &Path, progress: Progress) -> anyhow::Result<PathBuf> {
+    let _lock = lock_cache(cache)?;
+    venv_locked(cache, progress)
+}
+
+fn venv_locked(cache: &Path, progress: Progress) -> anyhow::Result<PathBuf> {
     let tag = hex(&Sha256::digest(REQUIREMENTS.as_bytes())[..6]);
     let dir = cache.join("coreml").join(format!("venv-{tag}"));
     let python = dir.join("bin").join("python");
@@ -275,6 +301,7 @@ pub fn ensure_tiny_en(
     source: &Source<'_>,
     progress: Progress,
 ) -> anyhow::Result<CoremlEncoders> {
+    let _lock = lock_cache(cache)?;
     let models = cache.join("models");
     let mut packages = Vec::new();
     let mut python = None;
@@ -303,7 +330,7 @@ pub fn ensure_tiny_en(
         }
         let py = match &python {
             Some(p) => p,
-            None => python.insert(ensure_venv(cache, progress)?),
+            None => python.insert(venv_locked(cache, progress)?),
         };
         let spinner = progress.spinner(format!("building tiny.en's Core ML encoder ({})", v.name));
         let built = build_checked(
