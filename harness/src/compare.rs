@@ -2,6 +2,10 @@
 //! metrics A → B ([`reports::compare`]), as a table or JSON; with
 //! `--max-regression`, exit 1 naming every key metric that got worse by
 //! more than PCT percent (or was measured in A and is missing in B).
+//!
+//! Both runs' seals are verified first (as `memqual verify` does): a run
+//! whose seal is broken is named, its figures are marked unverified (`?`),
+//! and compare exits 1, whatever the figures say.
 
 use crate::exit::{self, Failure};
 use crate::{console, review};
@@ -27,6 +31,9 @@ pub fn parse_pct(text: &str) -> Result<f64, String> {
     Ok(v)
 }
 
+/// The mark after a figure from a run whose seal does not hold.
+const UNVERIFIED: &str = "?";
+
 fn fmt(v: Option<f64>, unit: &str) -> String {
     match (v, unit) {
         (None, _) => "-".into(),
@@ -44,6 +51,31 @@ pub fn human(c: &Comparison) -> String {
         "A: {} {} | B: {} {}",
         c.a.protocol, c.a.started_utc, c.b.protocol, c.b.started_utc
     );
+    for (name, run) in [("A", &c.a), ("B", &c.b)] {
+        match &run.seal {
+            Some(seal) if seal.verified => {}
+            Some(seal) => {
+                let _ = writeln!(
+                    out,
+                    "run {name} ({}): seal BROKEN ({} problems): its figures are UNVERIFIED (marked {UNVERIFIED})",
+                    run.dir,
+                    seal.problems.len()
+                );
+                for p in &seal.problems {
+                    let _ = writeln!(out, "  {} {}: {}", p.kind.to_uppercase(), p.path, p.detail);
+                }
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "run {name} ({}): seal not checked: its figures are UNVERIFIED (marked {UNVERIFIED})",
+                    run.dir
+                );
+            }
+        }
+    }
+    let mark = |verified: bool| if verified { "" } else { UNVERIFIED };
+    let (ma, mb) = (mark(c.a.verified()), mark(c.b.verified()));
     let headers: Vec<String> = KEY_METRICS
         .iter()
         .map(|m| format!("{} {}", m.label, if m.unit == "ns" { "ms" } else { "MiB" }))
@@ -53,7 +85,9 @@ pub fn human(c: &Comparison) -> String {
         "{:<24} {:>28} {:>28} {:>28} {:>21}",
         "arm", headers[0], headers[1], headers[2], "verdict"
     );
-    let v = |o: Option<reports::gates::Outcome>| o.map_or("-", |o| o.as_str());
+    let v = |o: Option<reports::gates::Outcome>, m: &str| {
+        o.map_or("-".to_string(), |o| format!("{}{m}", o.as_str()))
+    };
     for a in &c.arms {
         let cells: Vec<String> = a
             .metrics
@@ -67,10 +101,14 @@ pub fn human(c: &Comparison) -> String {
                         m.delta_pct.map_or(String::new(), |p| format!(", {p:+.1}%"))
                     )
                 });
+                let side = |x: Option<f64>, mark: &str| match x {
+                    Some(_) => format!("{}{mark}", fmt(x, &m.unit)),
+                    None => fmt(x, &m.unit),
+                };
                 format!(
                     "{} → {} ({d}){}",
-                    fmt(m.a, &m.unit),
-                    fmt(m.b, &m.unit),
+                    side(m.a, ma),
+                    side(m.b, mb),
                     if m.regression { "!" } else { "" }
                 )
             })
@@ -82,10 +120,15 @@ pub fn human(c: &Comparison) -> String {
             cells[0],
             cells[1],
             cells[2],
-            format!("{} → {}", v(a.verdict_a), v(a.verdict_b)),
+            format!("{} → {}", v(a.verdict_a, ma), v(a.verdict_b, mb)),
         );
     }
-    let _ = writeln!(out, "run verdict: {} → {}", v(c.a.verdict), v(c.b.verdict));
+    let _ = writeln!(
+        out,
+        "run verdict: {} → {}",
+        v(c.a.verdict, ma),
+        v(c.b.verdict, mb)
+    );
     if let Some(limit) = c.max_regression_pct {
         if c.regressions.is_empty() {
             let _ = writeln!(out, "no key metric regressed by more than {limit} %");
@@ -94,21 +137,48 @@ pub fn human(c: &Comparison) -> String {
             let _ = writeln!(out, "REGRESSION {} {}: {}", r.arm, r.metric, r.reason);
         }
     }
+    if !c.figures_verified {
+        let broken: Vec<&str> = [("A", &c.a), ("B", &c.b)]
+            .iter()
+            .filter(|(_, r)| !r.verified())
+            .map(|(n, _)| *n)
+            .collect();
+        let _ = writeln!(
+            out,
+            "UNVERIFIED: the seal of run {} does not hold, so the figures marked {UNVERIFIED} may \
+             not be the ones measured (`memqual verify DIR` names each problem)",
+            broken.join(" and run ")
+        );
+    }
     out
 }
 
 /// `memqual compare`.
 pub fn command(a: &Path, b: &Path, json: bool, max_regression: Option<f64>) -> Result<u8, Failure> {
-    let (ra, rb) = (review::read_receipt(a)?, review::read_receipt(b)?);
-    let c = reports::compare::compare(
+    let ((ra, seal_a), (rb, seal_b)) = (review::read_receipt(a)?, review::read_receipt(b)?);
+    let mut c = reports::compare::compare(
         (&a.display().to_string(), &ra),
         (&b.display().to_string(), &rb),
         max_regression,
     );
+    c.mark_seals(&seal_a, &seal_b);
     if json {
         console::print_json(&c)?;
     } else {
         console::out(format_args!("{}", human(&c)));
+    }
+    let mut code = exit::PASS;
+    for (run, seal) in [(a, &seal_a), (b, &seal_b)] {
+        if !seal.holds() {
+            note!(
+                "memqual: the seal of {} is BROKEN ({} problems): its figures are unverified; \
+                 `memqual verify {}` names each problem",
+                run.display(),
+                seal.problems.len(),
+                run.display()
+            );
+            code = exit::ARM_FAILED;
+        }
     }
     if !c.regressions.is_empty() {
         let named: Vec<String> = c
@@ -122,9 +192,9 @@ pub fn command(a: &Path, b: &Path, json: bool, max_regression: Option<f64>) -> R
             max_regression.unwrap_or_default(),
             named.join(", ")
         );
-        return Ok(exit::ARM_FAILED);
+        code = exit::ARM_FAILED;
     }
-    Ok(exit::PASS)
+    Ok(code)
 }
 
 #[cfg(test)]

@@ -287,22 +287,30 @@ pub enum FixturesCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Write a deterministic synthetic GGML Whisper model (random weights,
-    /// 64-wide, one layer each; stock whisper.cpp loads it) for fast tests of
-    /// load paths. Its transcripts are meaningless.
+    /// Write a deterministic synthetic GGML Whisper model that stock
+    /// whisper.cpp loads: seeded pseudo-random weights in the real container
+    /// layout, at the shape --preset names. The same preset and seed always
+    /// give the same bytes (the SHA-256 is printed). Written streaming, with
+    /// a progress bar on a terminal. Its transcripts are meaningless: the
+    /// real-shape presets are steered to say " synthetic" and end.
     Synthetic {
         /// The file to write (must not exist).
         out: PathBuf,
         /// Seed of the pseudo-random weights.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// The shape.
+        #[arg(long, value_enum, default_value_t = SyntheticPreset::Loadable)]
+        preset: SyntheticPreset,
     },
     /// Write the manifest of a user's own corpus, for `[arm.whisper]
     /// fixture_set`: every NAME.wav with its NAME.txt (the reference; an
     /// empty file for audio without speech). Categories are the names of
     /// DIR's subfolders (DIR/<category>/NAME.wav), or with --category one
     /// name for a flat DIR. Each file's SHA-256, sample rate, channels and
-    /// length are pinned; symbolic links, FIFOs and files over 64 MiB are refused.
+    /// length are pinned; symbolic links, FIFOs, files over 64 MiB and WAVs
+    /// whose `data` chunk claims more bytes than the file holds are refused
+    /// (a run reading the set refuses links and such WAVs too).
     Manifest {
         /// The corpus folder.
         dir: PathBuf,
@@ -363,18 +371,8 @@ pub fn main(command: FixturesCommand) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        FixturesCommand::Synthetic { out, seed } => {
-            if out.exists() {
-                bail!("{} already exists; choose another path", out.display());
-            }
-            let spec = ggml_container::synthetic::SyntheticSpec {
-                seed,
-                ..ggml_container::synthetic::SyntheticSpec::loadable()
-            };
-            let bytes = ggml_container::synthetic::write_file(&spec, &out)
-                .with_context(|| format!("cannot write {}", out.display()))?;
-            outln!("{} ({bytes} bytes)", out.display());
-            Ok(())
+        FixturesCommand::Synthetic { out, seed, preset } => {
+            write_synthetic(&out, preset.preset().spec(seed), Progress::Stderr)
         }
         FixturesCommand::CoremlEncoder {
             model,
@@ -409,6 +407,66 @@ pub fn main(command: FixturesCommand) -> anyhow::Result<()> {
             force,
         } => write_set_manifest(&dir, category, out, force),
     }
+}
+
+/// The shapes `memqual fixtures synthetic --preset` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SyntheticPreset {
+    /// 64 wide, one layer each, English-only vocabulary (about 7.5 MB;
+    /// random weights, not steered).
+    #[value(name = "loadable")]
+    Loadable,
+    /// Whisper base's hyperparameters, multilingual (about 148 MB, F16).
+    #[value(name = "base")]
+    Base,
+    /// Whisper large-v3-turbo's: 32 encoder and 4 decoder layers, 1280
+    /// wide, 128 mels, 51,866 tokens (about 1.6 GB, F16).
+    #[value(name = "large-v3-turbo")]
+    LargeV3Turbo,
+    /// Whisper large-v3's: as turbo with 32 decoder layers (about 3.1 GB, F16).
+    #[value(name = "large-v3")]
+    LargeV3,
+}
+
+impl SyntheticPreset {
+    /// The container crate's preset of the same name.
+    pub fn preset(self) -> ggml_container::synthetic::Preset {
+        use ggml_container::synthetic::Preset;
+        match self {
+            SyntheticPreset::Loadable => Preset::Loadable,
+            SyntheticPreset::Base => Preset::Base,
+            SyntheticPreset::LargeV3Turbo => Preset::LargeV3Turbo,
+            SyntheticPreset::LargeV3 => Preset::LargeV3,
+        }
+    }
+}
+
+/// `memqual fixtures synthetic`: write `spec` to the new file `out`
+/// (streaming; it appears only whole) and print its size and SHA-256.
+fn write_synthetic(
+    out: &Path,
+    spec: ggml_container::synthetic::SyntheticSpec,
+    progress: Progress,
+) -> anyhow::Result<()> {
+    if std::fs::symlink_metadata(out).is_ok() {
+        bail!("{} already exists; choose another path", out.display());
+    }
+    let layout = spec
+        .layout()
+        .context("the synthetic model's shape is refused")?;
+    let bar = progress.bytes_bar(layout.file_len, format!("writing {}", out.display()));
+    let written =
+        ggml_container::synthetic::write_new_file(&spec, out, &mut |n| bar.set_position(n))
+            .with_context(|| format!("cannot write {}", out.display()));
+    bar.finish_and_clear();
+    let written = written?;
+    outln!(
+        "{} ({} bytes, SHA-256 {})",
+        out.display(),
+        written.bytes,
+        written.sha256
+    );
+    Ok(())
 }
 
 /// `memqual fixtures manifest` was refused its input (the folder, or an

@@ -237,9 +237,10 @@ pub fn merge(
     let now = chrono::Utc::now().to_rfc3339();
     let mut report = fleet::build(&inputs, &now).map_err(usage)?;
     let fleet_dir = RunDir::create(out).map_err(|e| match e {
-        RunDirError::NotEmpty { .. } | RunDirError::Busy { .. } | RunDirError::Claimed { .. } => {
-            usage(e)
-        }
+        RunDirError::NotEmpty { .. }
+        | RunDirError::OutLink { .. }
+        | RunDirError::Busy { .. }
+        | RunDirError::Claimed { .. } => usage(e),
         other => harness(other),
     })?;
     write(&fleet_dir, &opened, &mut report)

@@ -82,7 +82,10 @@ pub fn command(
 
 /// Read the capture `file` (a regular file of bounded size) and parse it as
 /// `tool`'s output. Fails when it cannot be read, is not UTF-8 (unless
-/// `opts.lenient`), or does not parse; the error names the file.
+/// `opts.lenient`), is empty (nothing but blank lines), or does not parse
+/// (each parser also refuses a capture without the lines it needs, e.g. one
+/// whose lines `opts.lenient` all skipped); the error names the file and
+/// what was expected.
 pub fn import(tool: Tool, file: &Path, opts: ParseOptions) -> anyhow::Result<ImportReport> {
     let bytes = run_dir::input::read(file, run_dir::limits::CAPTURE)?;
     let text = match String::from_utf8(bytes) {
@@ -94,6 +97,17 @@ pub fn import(tool: Tool, file: &Path, opts: ParseOptions) -> anyhow::Result<Imp
             e.utf8_error().valid_up_to()
         ),
     };
+    // The same for every tool: a capture with no line in it measured nothing.
+    if text.lines().all(|l| l.trim().is_empty()) {
+        anyhow::bail!(
+            "{}: empty ({} bytes, no line that is not blank): expected the output of {}",
+            file.display(),
+            text.len(),
+            describe(tool)
+        );
+    }
+    // A capture whose lines are all unrecognised (skipped by --lenient) is
+    // refused by each parser, which names the line or table it lacks.
     let parsed = captures::parse(tool, &text, opts)
         .with_context(|| format!("{} as {tool} output", file.display()))?;
     Ok(ImportReport {

@@ -66,7 +66,10 @@ enum Command {
     /// TOOL: vmmap, vm_stat, memory_pressure, footprint, time, ps, status,
     /// statm, smaps_rollup, meminfo, vmstat, pressure, memory.stat,
     /// memory.events, memory.peak. A line the parser does not understand is
-    /// an error naming its number, unless --lenient lists it as skipped.
+    /// an error naming its number, unless --lenient lists it as skipped. An
+    /// empty capture (nothing but blank lines), or one in which no line is
+    /// the tool's output, is an error for every tool; meminfo names each
+    /// required key that is missing.
     Import {
         /// The tool that produced FILE.
         #[arg(value_enum)]
@@ -114,6 +117,12 @@ enum Command {
     /// Arm-by-arm differences between two runs' receipts (B minus A): the
     /// state_ready peak, the maximum resident size and the steady p95.
     ///
+    /// Both runs' seals are verified first, as `memqual verify` checks them:
+    /// a run whose seal is broken (a file changed, missing or added after
+    /// sealing) is named with its problems, its figures are marked
+    /// unverified (`?`; `seal` and `figures_verified` in --json), and
+    /// compare exits 1.
+    ///
     /// With --max-regression PCT, exit 1 naming every key metric of an arm
     /// that is worse in B than in A by more than PCT percent (all three are
     /// lower-is-better), or that A measured and B did not.
@@ -124,7 +133,7 @@ enum Command {
         /// The run directory compared with it (B).
         run_b: PathBuf,
         /// Print the comparison as JSON (A, B, B − A and B − A in % per arm
-        /// and metric, and the regressions).
+        /// and metric, the regressions, and each run's seal check).
         #[arg(long)]
         json: bool,
         /// Exit 1 when a key metric regressed by more than this percentage (0 to 10000).
@@ -148,7 +157,7 @@ enum Command {
         /// The run directories to merge (the same protocol, each sealed).
         #[arg(required = true, num_args = 1.., value_name = "RUN_DIR")]
         run_dirs: Vec<PathBuf>,
-        /// The fleet directory to create (must not exist or be empty).
+        /// The fleet directory to create (must not exist or be empty; not a symbolic link).
         #[arg(long, value_name = "DIR")]
         out: PathBuf,
         /// A minisign public key: every run must carry a signature that verifies with it.
@@ -188,6 +197,10 @@ enum Command {
         key: PathBuf,
     },
     /// Make a new unencrypted minisign key pair for `memqual sign`.
+    ///
+    /// Both paths are checked before either is written (neither may exist,
+    /// even as a link; they must differ); if the public key cannot be
+    /// written, the secret key is removed again: never half a pair.
     Keygen {
         /// Where to write the secret key (must not exist; mode 0600).
         #[arg(long, value_name = "FILE")]
@@ -196,8 +209,8 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         public: PathBuf,
     },
-    /// GGML model artifacts: inspect, derive a decoder-only file, quantize,
-    /// build a negative-control corpus, estimate state sizes.
+    /// GGML model artifacts: inspect, derive a decoder-only or encoder-only
+    /// file, quantize, build a negative-control corpus, estimate state sizes.
     #[command(subcommand, after_help = exit::HELP)]
     Artifact(artifact::ArtifactCommand),
     /// Soak one arm: many requests (fixtures cycled) or a duration, then judge
@@ -281,7 +294,7 @@ enum Command {
 
 #[derive(clap::Args, Debug)]
 struct CommonArgs {
-    /// The run directory to create (must not exist or be empty).
+    /// The run directory to create (must not exist or be empty; not a symbolic link).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Print a machine-readable summary on stdout instead of the table.

@@ -266,10 +266,16 @@ pub fn keygen(secret: &Path, public: &Path) -> Result<u8, Failure> {
     Ok(exit::PASS)
 }
 
-/// The sealed receipt of a run directory, read bounded.
-pub fn read_receipt(dir: &Path) -> Result<reports::Receipt, Failure> {
+/// The receipt of a run directory, read bounded, with what verifying the
+/// run's seal found (as `memqual verify` checks it, without a signature):
+/// the receipt's figures are the sealed ones only when that holds.
+pub fn read_receipt(
+    dir: &Path,
+) -> Result<(reports::Receipt, reports::seal::Verification), Failure> {
     let run = open(dir, Access::Read)?;
-    run.read_json_limited(&Rel::file(files::RECEIPT), limits::RECEIPT)
+    let seal = reports::seal::verify(&run, None);
+    let receipt = run
+        .read_json_limited(&Rel::file(files::RECEIPT), limits::RECEIPT)
         .map_err(usage)?
         .ok_or_else(|| {
             usage(anyhow!(
@@ -277,5 +283,6 @@ pub fn read_receipt(dir: &Path) -> Result<reports::Receipt, Failure> {
                 dir.display(),
                 dir.display()
             ))
-        })
+        })?;
+    Ok((receipt, seal))
 }

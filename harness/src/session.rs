@@ -154,6 +154,7 @@ pub fn prepare_run(
         .create()
         .map_err(|e| match e {
             run_dir::RunDirError::NotEmpty { .. }
+            | run_dir::RunDirError::OutLink { .. }
             | run_dir::RunDirError::Busy { .. }
             | run_dir::RunDirError::Claimed { .. } => usage(e),
             other => harness(other),

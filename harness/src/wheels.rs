@@ -4,10 +4,10 @@
 //! ([`crate::ct2_fixture`]) take their files from here.
 
 use anyhow::{Context, bail};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
-use std::io::Read;
+use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -73,6 +73,23 @@ impl Progress {
                 .unwrap_or_else(|_| ProgressStyle::default_spinner()),
         );
         bar.enable_steady_tick(Duration::from_millis(120));
+        bar
+    }
+
+    /// A bar of `total` bytes on stderr, drawn only when stderr is a
+    /// terminal (hidden when quiet or piped: logs get the final line only).
+    pub(crate) fn bytes_bar(self, total: u64, message: String) -> ProgressBar {
+        if self == Progress::Quiet || !std::io::stderr().is_terminal() {
+            return ProgressBar::hidden();
+        }
+        let bar = ProgressBar::new(total).with_message(message);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{msg} {bar:30} {bytes}/{total_bytes} ({bytes_per_sec}, {eta} left)",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar.set_draw_target(ProgressDrawTarget::stderr_with_hz(4));
         bar
     }
 }

@@ -5,6 +5,11 @@
 //! the kernel peak at `state_ready`, the largest resident size the external
 //! series saw, and the steady p95 latency. The same list is the fleet
 //! report's columns ([`crate::fleet`]).
+//!
+//! Figures are only as good as the seal over them: `memqual compare`
+//! verifies each run's seal first ([`crate::seal::verify`]) and records the
+//! result with [`Comparison::mark_seals`], so a run whose seal is broken is
+//! named and its figures are marked unverified.
 
 use crate::gates::Outcome;
 use crate::receipt::{ArmReceipt, Receipt};
@@ -69,6 +74,36 @@ pub struct RunRef {
     pub started_utc: String,
     /// The run verdict; `None` when no arm declares gates.
     pub verdict: Option<Outcome>,
+    /// The run's seal, verified before its figures were compared; `None`
+    /// when it was not checked (then its figures are not verified either).
+    pub seal: Option<SealStatus>,
+}
+
+/// Whether a run's seal held when `compare` read it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SealStatus {
+    /// True when the seal holds (as `memqual verify` would say): the run's
+    /// figures are the ones it sealed. False: they are unverified.
+    pub verified: bool,
+    /// What the check found wrong (empty when verified), as `memqual verify
+    /// --json` lists it.
+    pub problems: Vec<crate::seal::Problem>,
+}
+
+impl From<&crate::seal::Verification> for SealStatus {
+    fn from(v: &crate::seal::Verification) -> Self {
+        SealStatus {
+            verified: v.holds(),
+            problems: v.problems.clone(),
+        }
+    }
+}
+
+impl RunRef {
+    /// True when this run's seal was checked and holds.
+    pub fn verified(&self) -> bool {
+        self.seal.as_ref().is_some_and(|s| s.verified)
+    }
 }
 
 /// One key metric of one arm, A → B.
@@ -137,6 +172,19 @@ pub struct Comparison {
     pub arms: Vec<ArmComparison>,
     /// Empty without `--max-regression`.
     pub regressions: Vec<Regression>,
+    /// True only when both runs' seals were checked and hold; false marks
+    /// every figure of a run whose `seal` is not verified as unverified.
+    pub figures_verified: bool,
+}
+
+impl Comparison {
+    /// Record the seal checks of run A and run B (their figures are
+    /// verified only when their seal holds).
+    pub fn mark_seals(&mut self, a: &crate::seal::Verification, b: &crate::seal::Verification) {
+        self.a.seal = Some(a.into());
+        self.b.seal = Some(b.into());
+        self.figures_verified = self.a.verified() && self.b.verified();
+    }
 }
 
 fn run_ref(dir: &str, r: &Receipt) -> RunRef {
@@ -145,6 +193,7 @@ fn run_ref(dir: &str, r: &Receipt) -> RunRef {
         protocol: r.run.protocol_name.clone(),
         started_utc: r.run.started_utc.clone(),
         verdict: r.gates.as_ref().map(|g| g.verdict),
+        seal: None,
     }
 }
 
@@ -239,6 +288,7 @@ pub fn compare(
         max_regression_pct,
         arms,
         regressions,
+        figures_verified: false,
     }
 }
 

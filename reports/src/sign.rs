@@ -86,8 +86,35 @@ pub fn read_secret_key(
 }
 
 /// Write a new unencrypted key pair in minisign's formats: `secret` (mode
-/// 0600) and `public`. Neither may exist yet.
+/// 0600) and `public`. Neither may exist yet, not even as a dangling link,
+/// and both are checked before either is written; the two must differ. A
+/// half pair is never left behind: when the public key cannot be written,
+/// the secret key just written is removed again.
 pub fn generate(secret: &Path, public: &Path) -> Result<String, SignError> {
+    let key_error = |path: &Path, reason: String| SignError::Key {
+        path: path.display().to_string(),
+        reason,
+    };
+    if secret == public {
+        return Err(key_error(
+            secret,
+            "--secret and --public name the same file: give two paths".into(),
+        ));
+    }
+    for path in [secret, public] {
+        match std::fs::symlink_metadata(path) {
+            Ok(_) => {
+                return Err(key_error(
+                    path,
+                    "already exists (a key is never overwritten): choose a new path, or \
+                     remove the old key if you mean to replace it"
+                        .into(),
+                ));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(key_error(path, format!("cannot inspect: {e}"))),
+        }
+    }
     let other = |e: String| SignError::Other(e);
     let pair =
         minisign::KeyPair::generate_unencrypted_keypair().map_err(|e| other(e.to_string()))?;
@@ -96,28 +123,44 @@ pub fn generate(secret: &Path, public: &Path) -> Result<String, SignError> {
         .sk
         .to_box(Some("memqual signing key (unencrypted)"))
         .map_err(|e| other(e.to_string()))?;
-    let write_new = |path: &Path, text: String, mode: u32| -> Result<(), SignError> {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(path)
-            .map_err(|e| SignError::Key {
-                path: path.display().to_string(),
-                reason: format!("cannot create: {e}"),
-            })?;
-        file.write_all(text.as_bytes())
-            .and_then(|()| file.sync_all())
-            .map_err(|e| SignError::Key {
-                path: path.display().to_string(),
-                reason: format!("cannot write: {e}"),
-            })
-    };
-    write_new(secret, sk_box.into_string(), 0o600)?;
-    write_new(public, pk_box.into_string(), 0o644)?;
+    write_new_key(secret, &sk_box.into_string(), 0o600)?;
+    if let Err(e) = write_new_key(public, &pk_box.into_string(), 0o644) {
+        return Err(match std::fs::remove_file(secret) {
+            Ok(()) => e,
+            Err(removing) => other(format!(
+                "{e}; and the secret key {} written just before could not be removed \
+                 ({removing}): remove it by hand",
+                secret.display()
+            )),
+        });
+    }
     Ok(key_id_hex(pair.pk.keynum()))
+}
+
+/// Create `path` (it must not exist; `O_EXCL` never follows a link) with
+/// `mode` and write `text`; a file created but not fully written is removed.
+fn write_new_key(path: &Path, text: &str, mode: u32) -> Result<(), SignError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let key_error = |reason: String| SignError::Key {
+        path: path.display().to_string(),
+        reason,
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)
+        .map_err(|e| key_error(format!("cannot create: {e}")))?;
+    if let Err(e) = file
+        .write_all(text.as_bytes())
+        .and_then(|()| file.sync_all())
+    {
+        drop(file);
+        let _ = std::fs::remove_file(path);
+        return Err(key_error(format!("cannot write: {e}")));
+    }
+    Ok(())
 }
 
 /// Sign the sealed receipt of `run` with `key`; returns the key id.

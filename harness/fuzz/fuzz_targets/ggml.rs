@@ -12,7 +12,7 @@ use std::io::Cursor;
 
 fuzz_target!(|data: &[u8]| {
     let len = data.len() as u64;
-    for expect in [Expect::Full, Expect::DecoderOnly] {
+    for expect in [Expect::Full, Expect::DecoderOnly, Expect::EncoderOnly] {
         let _ = inspect_reader(Cursor::new(data), len, expect);
     }
     // A length that disagrees with the bytes (a file that grew or shrank

@@ -1,7 +1,7 @@
 //! Human-readable summaries of the artifact tools' results (pure functions).
 
 use ggml_container::corpus::CorpusManifest;
-use ggml_container::derive::DerivationReceipt;
+use ggml_container::derive::{Derivation, DerivationReceipt};
 use ggml_container::estimate::StateEstimate;
 use ggml_container::{GgmlType, Inventory};
 use std::fmt::Write;
@@ -114,17 +114,35 @@ pub fn inventory(path: &Path, inv: &Inventory, tensors: bool) -> String {
     s
 }
 
+/// The class a receipt's derivation kept, in words.
+fn kept_class(r: &DerivationReceipt) -> &'static str {
+    match Derivation::from_sentence(&r.derivation) {
+        Some(Derivation::EncoderOnly) => "native-encoder",
+        _ => "decoder",
+    }
+}
+
+/// The class a receipt's derivation removed, in words.
+pub fn removed_class(r: &DerivationReceipt) -> &'static str {
+    match Derivation::from_sentence(&r.derivation) {
+        Some(Derivation::EncoderOnly) => "decoder",
+        _ => "native-encoder",
+    }
+}
+
 pub fn derivation(out: &Path, r: &DerivationReceipt) -> String {
     let t = &r.totals;
     format!(
-        "{}: {} bytes, SHA-256 {}\n  kept prefix ({} bytes) + {} decoder records ({} record bytes)\n  removed {} native-encoder records ({} record bytes, {} payload bytes)\n  receipt sealed {}\n",
+        "{}: {} bytes, SHA-256 {}\n  kept prefix ({} bytes) + {} {} records ({} record bytes)\n  removed {} {} records ({} record bytes, {} payload bytes)\n  receipt sealed {}\n",
         out.display(),
         grouped(r.output.bytes),
         r.output.sha256,
         grouped(r.prefix.bytes),
         t.retained_records,
+        kept_class(r),
         grouped(t.retained_record_bytes),
         t.removed_records,
+        removed_class(r),
         grouped(t.removed_record_bytes),
         grouped(t.removed_payload_bytes),
         r.receipt_sha256

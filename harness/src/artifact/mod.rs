@@ -8,7 +8,9 @@ mod human;
 
 use anyhow::Context;
 use ggml_container::corpus::{CorpusError, build_corpus};
-use ggml_container::derive::{DeriveError, derive_decoder, receipt_path, verify_derivation};
+use ggml_container::derive::{
+    Derivation, DeriveError, derive, derive_decoder, receipt_path, verify_derivation,
+};
 use ggml_container::estimate::{EstimateOptions, estimate};
 use ggml_container::quantize::{QuantizeError, quantize_as};
 use ggml_container::{Expect, GgmlType, ParseError, inspect};
@@ -34,8 +36,12 @@ pub enum ArtifactCommand {
         #[arg(long, value_name = "MODEL.bin")]
         against: Option<PathBuf>,
         /// Check against the decoder-only inventory (a derived artifact).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "encoder_only")]
         decoder_only: bool,
+        /// Check against the encoder-only inventory (every native-encoder
+        /// tensor, no decoder tensor; a derived artifact).
+        #[arg(long)]
+        encoder_only: bool,
         /// List every tensor record (human output).
         #[arg(long)]
         tensors: bool,
@@ -55,12 +61,36 @@ pub enum ArtifactCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Re-check a derivation: both files, every inventory entry and the
-    /// receipt's seal and bytes.
+    /// Write a lossless derivative of SRC to OUT that keeps one class of
+    /// tensors: --decoder-only (as derive-decoder) or --encoder-only (prefix
+    /// and every native-encoder record copied byte for byte; every decoder
+    /// record, the token embedding included, omitted; the vocabulary stays,
+    /// as the container requires it). The output is reparsed against its
+    /// kind's inventory, and the sealed receipt written to OUT.derivation.json.
+    #[command(group = clap::ArgGroup::new("kind").required(true))]
+    Derive {
+        /// The full model to derive from.
+        src: PathBuf,
+        /// The derivative to write (must not exist).
+        out: PathBuf,
+        /// Keep the native encoder only (stock whisper.cpp refuses the result;
+        /// `inspect --encoder-only` accepts it).
+        #[arg(long, group = "kind")]
+        encoder_only: bool,
+        /// Keep the decoder only (the same file as derive-decoder).
+        #[arg(long, group = "kind")]
+        decoder_only: bool,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Re-check a derivation (decoder-only or encoder-only, as its receipt
+    /// says): both files, every inventory entry and the receipt's seal and
+    /// bytes.
     VerifyDerivation {
         /// The full model the derivative was made from.
         src: PathBuf,
-        /// The decoder-only derivative.
+        /// The derivative.
         out: PathBuf,
         /// The derivation receipt. Default: OUT.derivation.json.
         receipt: Option<PathBuf>,
@@ -186,12 +216,16 @@ fn rejected(path: &Path, e: &ParseError, json: bool) -> anyhow::Result<Outcome> 
         })?;
     }
     note!("memqual: {} rejected: {e}", path.display());
-    if let ggml_container::Defect::MissingTensors { names } = &e.defect
-        && names.iter().all(|n| n.starts_with("encoder."))
-    {
-        note!(
-            "memqual: only native-encoder tensors are missing: if this is a derived decoder-only artifact, check it with --decoder-only"
-        );
+    if let ggml_container::Defect::MissingTensors { names } = &e.defect {
+        if names.iter().all(|n| n.starts_with("encoder.")) {
+            note!(
+                "memqual: only native-encoder tensors are missing: if this is a derived decoder-only artifact, check it with --decoder-only"
+            );
+        } else if names.iter().all(|n| n.starts_with("decoder.")) {
+            note!(
+                "memqual: only decoder tensors are missing: if this is a derived encoder-only artifact, check it with --encoder-only"
+            );
+        }
     }
     Ok(Outcome::Rejected)
 }
@@ -207,6 +241,7 @@ fn inputs(command: &ArtifactCommand) -> Vec<&Path> {
             vec![model]
         }
         ArtifactCommand::DeriveDecoder { src, .. }
+        | ArtifactCommand::Derive { src, .. }
         | ArtifactCommand::Quantize { src, .. }
         | ArtifactCommand::Corpus { src, .. } => vec![src],
         ArtifactCommand::VerifyDerivation {
@@ -244,14 +279,15 @@ pub fn main(command: ArtifactCommand) -> anyhow::Result<Outcome> {
         ArtifactCommand::Inspect {
             model,
             decoder_only,
+            encoder_only,
             tensors,
             json,
             against: None,
         } => {
-            let expect = if decoder_only {
-                Expect::DecoderOnly
-            } else {
-                Expect::Full
+            let expect = match (decoder_only, encoder_only) {
+                (true, _) => Expect::DecoderOnly,
+                (_, true) => Expect::EncoderOnly,
+                _ => Expect::Full,
             };
             match inspect(&model, expect) {
                 Ok(inv) if json => print_json(&inv).map(|_| Outcome::Passed),
@@ -272,6 +308,27 @@ pub fn main(command: ArtifactCommand) -> anyhow::Result<Outcome> {
                 Err(e) => derive_failure(e, json),
             }
         }
+        ArtifactCommand::Derive {
+            src,
+            out,
+            encoder_only,
+            decoder_only: _,
+            json,
+        } => {
+            let kind = if encoder_only {
+                Derivation::EncoderOnly
+            } else {
+                Derivation::DecoderOnly
+            };
+            match derive(&src, &out, kind, &made_by()) {
+                Ok(receipt) if json => print_json(&receipt).map(|_| Outcome::Passed),
+                Ok(receipt) => {
+                    out!("{}", human::derivation(&out, &receipt));
+                    Ok(Outcome::Passed)
+                }
+                Err(e) => derive_failure(e, json),
+            }
+        }
         ArtifactCommand::VerifyDerivation {
             src,
             out,
@@ -283,12 +340,13 @@ pub fn main(command: ArtifactCommand) -> anyhow::Result<Outcome> {
                 Ok(r) if json => print_json(&r).map(|_| Outcome::Passed),
                 Ok(r) => {
                     outln!(
-                        "derivation verified: {} ({} bytes, SHA-256 {}) is {} minus {} native-encoder records; receipt {} sealed {}",
+                        "derivation verified: {} ({} bytes, SHA-256 {}) is {} minus {} {} records; receipt {} sealed {}",
                         out.display(),
                         r.output.bytes,
                         r.output.sha256,
                         src.display(),
                         r.totals.removed_records,
+                        human::removed_class(&r),
                         receipt.display(),
                         r.receipt_sha256
                     );
@@ -347,10 +405,12 @@ pub fn main(command: ArtifactCommand) -> anyhow::Result<Outcome> {
             max_batch,
             json,
         } => {
-            // A stripped artifact is a valid subject too.
+            // A stripped artifact (either kind) is a valid subject too.
             let inv = match inspect(&model, Expect::Full) {
                 Ok(inv) => inv,
-                Err(full) => match inspect(&model, Expect::DecoderOnly) {
+                Err(full) => match inspect(&model, Expect::DecoderOnly)
+                    .or_else(|_| inspect(&model, Expect::EncoderOnly))
+                {
                     Ok(inv) => inv,
                     Err(_) => return rejected(&model, &full, json),
                 },
@@ -376,7 +436,7 @@ pub fn main(command: ArtifactCommand) -> anyhow::Result<Outcome> {
 /// failure is memqual's own I/O.
 fn derive_failure(e: DeriveError, json: bool) -> anyhow::Result<Outcome> {
     match e {
-        DeriveError::Source { path, source } | DeriveError::Output { path, source } => {
+        DeriveError::Source { path, source } | DeriveError::Output { path, source, .. } => {
             rejected(&path, &source, json)
         }
         DeriveError::Io { .. } => Err(e.into()),

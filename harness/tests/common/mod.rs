@@ -7,6 +7,15 @@ use sampler::{Marker, SeriesRow};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+mod prerequisites;
+#[allow(unused_imports)]
+pub use prerequisites::{model, model_wheel, system_tool};
+
+/// The real tiny.en F16 model, built into the cache when it lacks it.
+pub fn tiny_en() -> PathBuf {
+    model("tiny.en")
+}
+
 pub const MEMQUAL: &str = env!("CARGO_BIN_EXE_memqual");
 pub const MIB: f64 = 1048576.0;
 

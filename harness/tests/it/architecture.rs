@@ -57,11 +57,31 @@ fn repository_paths(doc: &str) -> Vec<(usize, String)> {
     paths
 }
 
-/// Every named path that does not exist under `root` (a trailing `/` must be a folder).
+/// The folders `.gitignore` anchors at the repository root (`/target`):
+/// what lies under them is made by a build or a run, never committed.
+fn build_output_roots(gitignore: &str) -> Vec<String> {
+    gitignore
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix('/'))
+        .map(|l| l.trim_end_matches('/'))
+        .filter(|l| !l.is_empty() && !l.contains('/'))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Every named path that does not exist under `root` (a trailing `/` must
+/// be a folder). A path under a build-output root (`target/patched/`)
+/// exists only after a build, so it is not looked for: that it is a build
+/// output is the check, and a clean clone passes.
 fn missing_paths(root: &Path, doc_name: &str, doc: &str) -> Vec<String> {
+    let outputs = build_output_roots(&read(&root.join(".gitignore")));
     repository_paths(doc)
         .into_iter()
         .filter(|(_, p)| {
+            let first = p.split('/').next().unwrap_or_default();
+            if outputs.iter().any(|o| o == first) {
+                return false;
+            }
             let full = root.join(p.trim_end_matches('/'));
             if p.ends_with('/') {
                 !full.is_dir()
@@ -316,6 +336,29 @@ fn every_path_architecture_and_contributing_name_exists() {
         problems.extend(missing_paths(&root, name, &doc));
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn a_build_output_is_not_looked_for_but_a_missing_source_path_still_fails() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(
+        root.path().join(".gitignore"),
+        "/target\n/runs\n/harness/fuzz/corpus/\n",
+    )
+    .unwrap();
+    std::fs::create_dir(root.path().join("src")).unwrap();
+    assert_eq!(
+        build_output_roots(&read(&root.path().join(".gitignore"))),
+        ["target", "runs"]
+    );
+    let doc = "Builds into `target/patched/` from `src/`; see `srcs/lib.rs` and `harness/fuzz/corpus/x`.\n";
+    assert_eq!(
+        missing_paths(root.path(), "DOC.md", doc),
+        [
+            "DOC.md:1: `srcs/lib.rs` does not exist in the repository",
+            "DOC.md:1: `harness/fuzz/corpus/x` does not exist in the repository",
+        ]
+    );
 }
 
 #[test]

@@ -1,8 +1,7 @@
 //! `memqual artifact …`: the real binary on synthetic models (always) and on
 //! the cached tiny.en (when `memqual fixtures model tiny.en` has run).
 
-use crate::common::MEMQUAL;
-use ggml_container::cache::cached_model;
+use crate::common::{MEMQUAL, tiny_en};
 use ggml_container::synthetic::{SyntheticSpec, write_file};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -136,10 +135,7 @@ fn corpus_cases_are_each_rejected_by_inspect() {
 
 #[test]
 fn estimate_matches_the_sizes_whisper_cpp_logs_for_tiny_en() {
-    let Some(model) = cached_model("tiny.en") else {
-        eprintln!("skipped: run `memqual fixtures model tiny.en`");
-        return;
-    };
+    let model = tiny_en();
     let out = artifact(&["estimate", s(&model), "--json"]);
     assert_eq!(out.status.code(), Some(0));
     let e = json(&out);
@@ -162,10 +158,7 @@ fn estimate_matches_the_sizes_whisper_cpp_logs_for_tiny_en() {
 
 #[test]
 fn tiny_en_q5_0_has_the_reference_digest() {
-    let Some(model) = cached_model("tiny.en") else {
-        eprintln!("skipped: run `memqual fixtures model tiny.en`");
-        return;
-    };
+    let model = tiny_en();
     let dir = tempfile::tempdir().unwrap();
     let q = dir.path().join("q5_0.bin");
     let out = artifact(&["quantize", s(&model), s(&q), "--type", "q5_0", "--json"]);
@@ -182,4 +175,105 @@ fn tiny_en_q5_0_has_the_reference_digest() {
     );
     assert_eq!(summary["output"]["file_len"], 29_889_210);
     assert_eq!(summary["ftype"]["raw"], 2008);
+}
+
+#[test]
+fn derive_encoder_only_inspect_refuses_the_wrong_expectation_and_estimate_reads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = synthetic(dir.path());
+    let out = dir.path().join("encoder.bin");
+    // A kind is required.
+    assert_eq!(
+        artifact(&["derive", s(&src), s(&out)]).status.code(),
+        Some(2)
+    );
+    assert!(!out.exists());
+    let derived = artifact(&["derive", "--encoder-only", s(&src), s(&out), "--json"]);
+    assert_eq!(derived.status.code(), Some(0));
+    let receipt = json(&derived);
+    assert_eq!(receipt["totals"]["retained_records"], 22);
+    assert_eq!(receipt["totals"]["removed_records"], 28);
+    assert!(
+        receipt["derivation"]
+            .as_str()
+            .unwrap()
+            .starts_with("encoder-only:")
+    );
+    let human = artifact(&["verify-derivation", s(&src), s(&out)]);
+    assert_eq!(human.status.code(), Some(0));
+    let said = String::from_utf8_lossy(&human.stdout);
+    assert!(said.contains("minus 28 decoder records"), "{said}");
+    // Accepted only as encoder-only; the full and decoder-only inventories refuse it.
+    let as_encoder = artifact(&["inspect", "--encoder-only", s(&out), "--json"]);
+    assert_eq!(as_encoder.status.code(), Some(0));
+    assert_eq!(json(&as_encoder)["expect"], "encoder_only");
+    let as_full = artifact(&["inspect", s(&out), "--json"]);
+    assert_eq!(as_full.status.code(), Some(1));
+    assert_eq!(
+        json(&as_full)["rejection"]["defect"]["kind"],
+        "missing_tensors"
+    );
+    let hint = String::from_utf8_lossy(&as_full.stderr);
+    assert!(hint.contains("--encoder-only"), "{hint}");
+    let as_decoder = artifact(&["inspect", "--decoder-only", s(&out), "--json"]);
+    assert_eq!(as_decoder.status.code(), Some(1));
+    assert_eq!(
+        json(&as_decoder)["rejection"]["defect"]["kind"],
+        "unknown_tensor"
+    );
+    // The full model is not encoder-only either.
+    assert_eq!(
+        artifact(&["inspect", "--encoder-only", s(&src)])
+            .status
+            .code(),
+        Some(1)
+    );
+    // estimate takes the derivative: the header's state, no decoder weights.
+    let e = artifact(&["estimate", s(&out), "--json"]);
+    assert_eq!(e.status.code(), Some(0));
+    let e = json(&e);
+    assert_eq!(e["decoder_weight_bytes"], 0);
+    assert_eq!(e["logits_reserve_bytes"], 64 * 8 * 4); // miniature: n_vocab 64, n_text_ctx 8
+}
+
+#[test]
+fn fixtures_synthetic_presets_print_their_digest_and_the_default_is_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        Command::new(MEMQUAL)
+            .arg("fixtures")
+            .arg("synthetic")
+            .args(args)
+            .output()
+            .expect("memqual runs")
+    };
+    let plain = dir.path().join("plain.bin");
+    let named = dir.path().join("named.bin");
+    assert!(run(&[s(&plain)]).status.success());
+    let out = run(&[s(&named), "--preset", "loadable", "--seed", "1"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bytes = std::fs::read(&named).unwrap();
+    assert_eq!(bytes, std::fs::read(&plain).unwrap());
+    assert_eq!(
+        bytes,
+        ggml_container::synthetic::to_bytes(&SyntheticSpec::loadable()).unwrap()
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    let digest = ggml_container::digest::sha256_file(&named).unwrap();
+    assert!(
+        said.contains(&format!("{} bytes, SHA-256 {digest}", bytes.len())),
+        "{said}"
+    );
+    // Not over an existing file, and not an unknown preset.
+    assert_eq!(run(&[s(&named)]).status.code(), Some(3));
+    assert_eq!(
+        run(&[s(&dir.path().join("x.bin")), "--preset", "turbo"])
+            .status
+            .code(),
+        Some(2)
+    );
 }

@@ -5,14 +5,7 @@
 
 use crate::common::*;
 use reports::record::ArmStatus;
-use std::path::{Path, PathBuf};
-
-fn tiny_en() -> PathBuf {
-    let out = memqual(&["fixtures", "model", "tiny.en", "--json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let record: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    PathBuf::from(record["path"].as_str().unwrap())
-}
+use std::path::Path;
 
 fn memqual_ok(args: &[&str]) -> serde_json::Value {
     let out = memqual(args);

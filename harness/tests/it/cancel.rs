@@ -3,7 +3,6 @@
 //! next request's output.
 
 use crate::common::*;
-use crate::whisper::tiny_en;
 use reports::record::ArmStatus;
 use worker_contract::{ResultBody, WorkerSpec};
 

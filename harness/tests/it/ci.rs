@@ -170,31 +170,129 @@ fn run_into(
     (out_dir, out)
 }
 
-/// Validate `file` against `schema` with xmllint. Without xmllint the test
-/// says so and passes, except in CI (`CI` set), where it must be installed.
-fn xmllint(schema: &Path, file: &Path) -> bool {
-    let out = match Command::new("xmllint")
-        .args(["--noout", "--schema", path(schema), path(file)])
-        .output()
-    {
-        Ok(o) => o,
-        Err(e) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "xmllint is needed in CI (Debian: libxml2-utils): {e}"
-            );
-            eprintln!("SKIPPED the XSD validation: xmllint is not installed ({e})");
-            return false;
-        }
-    };
-    assert!(
-        out.status.success(),
-        "{} against {}: {}",
-        file.display(),
-        schema.display(),
-        text(&out)
+/// The JUnit files of a gated run, a calibration and a soak, each against
+/// the Jenkins xUnit XSD with xmllint (the tests above read them with
+/// quick-junit, which does not validate).
+#[test]
+#[ignore = "needs xmllint (Debian package libxml2-utils): JUnit against its XSD"]
+fn junit_of_run_calibrate_and_soak_is_valid_against_the_xsd() {
+    let xmllint = system_tool("xmllint", "libxml2-utils");
+    let tmp = tempfile::tempdir().unwrap();
+    let files = [
+        gated_run_with_ci_files(tmp.path()).junit,
+        calibration_with_ci_files(tmp.path()).junit,
+        soak_with_ci_files(tmp.path()).junit,
+    ];
+    let schema = schemas().join("jenkins-xunit-junit-10.xsd");
+    for file in &files {
+        let out = Command::new(&xmllint)
+            .args(["--noout", "--schema", path(&schema), path(file)])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}: {}", file.display(), text(&out));
+    }
+}
+
+/// What a command wrote for CI beside its run directory.
+struct CiFiles {
+    dir: PathBuf,
+    out: Output,
+    junit: PathBuf,
+    bmf: PathBuf,
+}
+
+/// `calibrate` on one 32 MiB plateau with `--json`, `--junit` and `--export-bmf`.
+fn calibration_with_ci_files(tmp: &Path) -> CiFiles {
+    let protocol = write_protocol(
+        tmp,
+        &format!(
+            "[[arm]]\nid = \"plateau-32\"\n[arm.calibrate]\nrequests = 2\nplateau = {{ mib = 32 }}\n{LENIENT_ADMISSION}"
+        ),
     );
-    true
+    let (dir, junit, bmf) = (tmp.join("cal"), tmp.join("cal.xml"), tmp.join("cal.json"));
+    let out = memqual(&[
+        "calibrate",
+        "--protocol",
+        path(&protocol),
+        "--out",
+        path(&dir),
+        "--json",
+        "--junit",
+        path(&junit),
+        "--export-bmf",
+        path(&bmf),
+    ]);
+    CiFiles {
+        dir,
+        out,
+        junit,
+        bmf,
+    }
+}
+
+/// A 40-request calibration soak with `--junit` and `--export-bmf`.
+fn soak_with_ci_files(tmp: &Path) -> CiFiles {
+    let soak = tmp.join("soak");
+    std::fs::create_dir_all(&soak).unwrap();
+    let protocol = write_protocol(
+        &soak,
+        &format!(
+            "[[arm]]\nid = \"cal\"\n[arm.calibrate]\nwarmup = 0\nidle_ms = 0\nrequest_ms = 1\n\
+             [soak]\nwarmup_requests = 0\nmin_points = 5\nbootstrap_resamples = 20\n{LENIENT_ADMISSION}"
+        ),
+    );
+    let (dir, junit, bmf) = (
+        soak.join("run"),
+        soak.join("soak.xml"),
+        soak.join("soak.json"),
+    );
+    let out = memqual(&[
+        "soak",
+        path(&protocol),
+        "--requests",
+        "40",
+        "--no-history",
+        "--out",
+        path(&dir),
+        "--junit",
+        path(&junit),
+        "--export-bmf",
+        path(&bmf),
+    ]);
+    CiFiles {
+        dir,
+        out,
+        junit,
+        bmf,
+    }
+}
+
+/// [`MATRIX`] run with `--junit`, `--export-bmf` and a step summary
+/// (`<tmp>/step-summary.md`, which held an earlier step's text).
+fn gated_run_with_ci_files(tmp: &Path) -> CiFiles {
+    let (junit, bmf, summary) = (
+        tmp.join("out/junit.xml"),
+        tmp.join("out/metrics.json"),
+        tmp.join("step-summary.md"),
+    );
+    std::fs::create_dir_all(tmp.join("out")).unwrap();
+    std::fs::write(&summary, "# earlier step\n").unwrap();
+    let (dir, out) = run_into(
+        tmp,
+        "run",
+        MATRIX,
+        &["--junit", path(&junit), "--export-bmf", path(&bmf)],
+        &[
+            ("GITHUB_STEP_SUMMARY", Some(path(&summary))),
+            ("NO_COLOR", Some("1")),
+        ],
+    );
+    CiFiles {
+        dir,
+        out,
+        junit,
+        bmf,
+    }
 }
 
 fn schemas() -> PathBuf {
@@ -212,30 +310,19 @@ fn status_name(s: &TestCaseStatus) -> &'static str {
 #[test]
 fn junit_bmf_and_the_step_summary_of_a_gated_run() {
     let tmp = tempfile::tempdir().unwrap();
-    let (junit, bmf, summary) = (
-        tmp.path().join("out/junit.xml"),
-        tmp.path().join("out/metrics.json"),
-        tmp.path().join("step-summary.md"),
-    );
-    std::fs::create_dir_all(tmp.path().join("out")).unwrap();
-    std::fs::write(&summary, "# earlier step\n").unwrap();
-    let (dir, out) = run_into(
-        tmp.path(),
-        "run",
-        MATRIX,
-        &["--junit", path(&junit), "--export-bmf", path(&bmf)],
-        &[
-            ("GITHUB_STEP_SUMMARY", Some(path(&summary))),
-            ("NO_COLOR", Some("1")),
-        ],
-    );
+    let summary = tmp.path().join("step-summary.md");
+    let CiFiles {
+        dir,
+        out,
+        junit,
+        bmf,
+    } = gated_run_with_ci_files(tmp.path());
     // The promoted arm fails its memory gate: exit 1, and the files are written anyway.
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let receipt = receipt(&dir);
     let gates = receipt.gates.as_ref().unwrap();
 
-    // JUnit: valid against the XSD, one case per gate check, outcomes mapped.
-    xmllint(&schemas().join("jenkins-xunit-junit-10.xsd"), &junit);
+    // JUnit: one case per gate check, outcomes mapped (the XSD: above).
     let xml = std::fs::read_to_string(&junit).unwrap();
     let report = Report::deserialize_from_str(&xml).unwrap();
     let mut expected = Vec::new();
@@ -425,27 +512,10 @@ fn valid_bmf(bmf: &Path) -> serde_json::Value {
 fn calibrate_and_soak_write_junit_and_bmf_too() {
     let tmp = tempfile::tempdir().unwrap();
     // calibrate: one suite of calibration checks, as the table prints them.
-    let protocol = write_protocol(
-        tmp.path(),
-        &format!(
-            "[[arm]]\nid = \"plateau-32\"\n[arm.calibrate]\nrequests = 2\nplateau = {{ mib = 32 }}\n{LENIENT_ADMISSION}"
-        ),
-    );
-    let (junit, bmf) = (tmp.path().join("cal.xml"), tmp.path().join("cal.json"));
-    let out = memqual(&[
-        "calibrate",
-        "--protocol",
-        path(&protocol),
-        "--out",
-        path(&tmp.path().join("cal")),
-        "--json",
-        "--junit",
-        path(&junit),
-        "--export-bmf",
-        path(&bmf),
-    ]);
+    let CiFiles {
+        out, junit, bmf, ..
+    } = calibration_with_ci_files(tmp.path());
     let table: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    xmllint(&schemas().join("jenkins-xunit-junit-10.xsd"), &junit);
     let report = Report::deserialize_from_str(&std::fs::read_to_string(&junit).unwrap()).unwrap();
     let suite = report
         .test_suites
@@ -476,30 +546,13 @@ fn calibrate_and_soak_write_junit_and_bmf_too() {
     );
 
     // soak: the growth judgement as test cases, and slopes with their interval.
-    let dir = tmp.path().join("soak");
-    std::fs::create_dir_all(&dir).unwrap();
-    let protocol = write_protocol(
-        &dir,
-        &format!(
-            "[[arm]]\nid = \"cal\"\n[arm.calibrate]\nwarmup = 0\nidle_ms = 0\nrequest_ms = 1\n\
-             [soak]\nwarmup_requests = 0\nmin_points = 5\nbootstrap_resamples = 20\n{LENIENT_ADMISSION}"
-        ),
-    );
-    let (junit, bmf) = (dir.join("soak.xml"), dir.join("soak.json"));
-    let out = memqual(&[
-        "soak",
-        path(&protocol),
-        "--requests",
-        "40",
-        "--no-history",
-        "--out",
-        path(&dir.join("run")),
-        "--junit",
-        path(&junit),
-        "--export-bmf",
-        path(&bmf),
-    ]);
-    let r = receipt(&dir.join("run"));
+    let CiFiles {
+        dir,
+        out,
+        junit,
+        bmf,
+    } = soak_with_ci_files(tmp.path());
+    let r = receipt(&dir);
     let stability = r.arms[0].stability.as_ref().unwrap();
     assert_eq!(
         out.status.code(),
@@ -507,7 +560,6 @@ fn calibrate_and_soak_write_junit_and_bmf_too() {
         "{}",
         text(&out)
     );
-    xmllint(&schemas().join("jenkins-xunit-junit-10.xsd"), &junit);
     let report = Report::deserialize_from_str(&std::fs::read_to_string(&junit).unwrap()).unwrap();
     let suite = report
         .test_suites
@@ -616,6 +668,122 @@ fn compare_prints_json_and_fails_on_a_regression_beyond_the_limit() {
         let out = compare(&a, &b, &["--max-regression", bad]);
         assert_eq!(out.status.code(), Some(2), "{bad}: {}", text(&out));
     }
+}
+
+/// A run whose seal is broken (a raw file edited after sealing) is named by
+/// `compare`, its figures are marked unverified, and the exit code is 1,
+/// whichever side it is on and with or without --json.
+#[test]
+fn compare_verifies_both_seals_and_marks_a_broken_run_unverified() {
+    let tmp = tempfile::tempdir().unwrap();
+    let body = "[[arm]]\nid = \"a\"\n[arm.calibrate]\nrequests = 2\nrequest_ms = 5\nidle_ms = 1\n";
+    let (a, out) = run_into(tmp.path(), "a", body, &[], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let (b, out) = run_into(tmp.path(), "b", body, &[], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+
+    // Both seals hold: exit 0, the figures verified and unmarked.
+    let out = compare(&a, &b, &["--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["figures_verified"], true, "{json:#}");
+    assert_eq!(json["a"]["seal"]["verified"], true, "{json:#}");
+    assert_eq!(json["b"]["seal"]["problems"], serde_json::json!([]));
+    let measured_in_b = json["arms"][0]["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| !m["b"].is_null())
+        .count();
+    let out = compare(&a, &b, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(!text(&out).contains("UNVERIFIED"), "{}", text(&out));
+
+    // A raw file of B changes after sealing.
+    std::fs::write(b.join("arms/a/worker.log"), "edited after the run\n").unwrap();
+    let out = compare(&a, &b, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        said.contains(&format!(
+            "run B ({}): seal BROKEN (1 problems): its figures are UNVERIFIED",
+            b.display()
+        )),
+        "{said}"
+    );
+    assert!(said.contains("CHANGED arms/a/worker.log"), "{said}");
+    assert!(!said.contains("run A ("), "A's seal holds: {said}");
+    let last = said.lines().last().unwrap();
+    assert!(
+        last.starts_with("UNVERIFIED: the seal of run B does not hold"),
+        "{said}"
+    );
+    // Every figure B measured carries the mark; A's do not.
+    let row = said.lines().find(|l| l.starts_with("a ")).unwrap();
+    assert!(measured_in_b >= 2, "{json:#}");
+    assert_eq!(row.matches('?').count(), measured_in_b, "{row}");
+    assert_eq!(
+        row.matches("? →").count(),
+        0,
+        "A's figures are verified: {row}"
+    );
+    assert!(
+        stderr(&out).contains(&format!("the seal of {} is BROKEN", b.display())),
+        "{}",
+        stderr(&out)
+    );
+
+    // As JSON, and with A broken instead.
+    let out = compare(&b, &a, &["--json", "--max-regression", "1000"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["figures_verified"], false, "{json:#}");
+    assert_eq!(json["a"]["seal"]["verified"], false, "{json:#}");
+    assert_eq!(json["a"]["seal"]["problems"][0]["kind"], "changed");
+    assert_eq!(
+        json["a"]["seal"]["problems"][0]["path"],
+        "arms/a/worker.log"
+    );
+    assert_eq!(json["b"]["seal"]["verified"], true, "{json:#}");
+    assert_eq!(json["regressions"], serde_json::json!([]));
+}
+
+/// `merge --out LINK` (and `run --out LINK`), where LINK is a symbolic link
+/// to an empty folder elsewhere, is refused (exit 2) and nothing is written
+/// into the folder it points to; a link higher up the path is allowed.
+#[test]
+fn merge_and_run_refuse_an_out_that_is_a_symbolic_link() {
+    let tmp = tempfile::tempdir().unwrap();
+    let body = "[[arm]]\nid = \"a\"\n[arm.calibrate]\nrequests = 1\nrequest_ms = 1\nidle_ms = 1\n";
+    let (r1, out) = run_into(tmp.path(), "r1", body, &[], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let link = tmp.path().join("fleet-link");
+    std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+
+    let out = merge(&[&r1], &link, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        stderr(&out).contains(&format!("{} is a symbolic link", link.display())),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+
+    let (_, out) = run_into(tmp.path(), "fleet-link", body, &[], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        stderr(&out).contains("is a symbolic link"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+
+    // A new folder under the link is the user's choice: written.
+    let out = merge(&[&r1], &link.join("fleet"), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(elsewhere.join("fleet/fleet.json").is_file());
 }
 
 /// `merge` with `extra` arguments into `out`.
@@ -1057,26 +1225,6 @@ fn completions_and_man_pages_cover_every_subcommand() {
     for n in &names {
         assert!(page.contains(n.as_str()), "the man page lacks {n}");
     }
-    // groff renders it without a warning (-k: UTF-8 through preconv, as
-    // man does), where groff is installed.
-    if let Ok(out) = Command::new("groff")
-        .args(["-k", "-man", "-Tutf8", "-ww", "-z"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            use std::io::Write;
-            child.stdin.take().unwrap().write_all(page.as_bytes())?;
-            child.wait_with_output()
-        })
-    {
-        assert!(
-            out.status.success() && out.stderr.is_empty(),
-            "groff: {}",
-            text(&out)
-        );
-    }
     let dir = tmp.path().join("man");
     let out = memqual(&["man", "--dir", path(&dir)]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
@@ -1104,19 +1252,38 @@ fn completions_and_man_pages_cover_every_subcommand() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }
 
+/// groff renders the man page without a warning (-k: UTF-8 through
+/// preconv, as man does).
+#[test]
+#[ignore = "needs groff (Debian package groff-base): renders the man page"]
+fn the_man_page_renders_in_groff_without_a_warning() {
+    let groff = system_tool("groff", "groff-base");
+    let out = memqual(&["man"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let mut child = Command::new(groff)
+        .args(["-k", "-man", "-Tutf8", "-ww", "-z"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(&out.stdout).unwrap();
+    let rendered = child.wait_with_output().unwrap();
+    assert!(
+        rendered.status.success() && rendered.stderr.is_empty(),
+        "groff: {}",
+        text(&rendered)
+    );
+}
+
 /// `run` on a terminal (a pseudo-terminal from `script`): an indicatif bar,
 /// coloured unless NO_COLOR is set.
 #[cfg(target_os = "linux")]
 #[test]
 fn progress_on_a_terminal_is_a_bar_and_honours_no_color() {
-    if Command::new("script").arg("--version").output().is_err() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "script (util-linux) is needed in CI"
-        );
-        eprintln!("SKIPPED: `script` (util-linux) is not installed");
-        return;
-    }
+    // Every Debian has it (bsdutils is essential); a test that cannot run fails.
+    let script = system_tool("script", "bsdutils");
     let tmp = tempfile::tempdir().unwrap();
     let protocol = write_protocol(tmp.path(), &format!("{FLEET}{LENIENT_ADMISSION}"));
     let run_on_tty = |name: &str, no_color: bool| -> String {
@@ -1128,7 +1295,7 @@ fn progress_on_a_terminal_is_a_bar_and_honours_no_color() {
             path(&protocol),
             path(&out_dir)
         );
-        let mut c = Command::new("script");
+        let mut c = Command::new(&script);
         c.args(["-qefc", &cmd, path(&log)])
             .env("MEMQUAL_WORKER_DIR", worker_dir())
             .env("MEMQUAL_ADMISSION_WINDOW_MS", "50")

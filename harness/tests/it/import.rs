@@ -116,3 +116,138 @@ fn older_vmmap_columns_and_footprint_shared_blocks_in_the_summary() {
         "{text}"
     );
 }
+
+/// An empty capture and one of blank lines only are errors for every tool,
+/// naming the file and the output expected; one whose every line is not the
+/// tool's output is an error too, strict or `--lenient` (which skips them
+/// all, leaving the parser without the lines it needs). Nothing is printed
+/// on stdout.
+#[test]
+fn an_empty_or_unrecognised_capture_is_an_error_for_every_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.txt");
+    std::fs::write(&empty, "").unwrap();
+    let blank = dir.path().join("blank.txt");
+    std::fs::write(&blank, "\n   \n\t\n").unwrap();
+    let junk = dir.path().join("junk.txt");
+    std::fs::write(&junk, "hello world\nno tool prints this\n").unwrap();
+    for tool in Tool::ALL.map(Tool::name) {
+        for (path, lenient) in [(&empty, false), (&blank, false), (&blank, true)] {
+            let file = path.to_str().unwrap();
+            let mut args = vec!["import", tool, file];
+            if lenient {
+                args.push("--lenient");
+            }
+            let out = memqual(&args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{tool} {file}: {err}");
+            assert!(out.stdout.is_empty(), "{tool} {file}");
+            assert!(
+                err.contains(&format!("{file}: empty (")) && err.contains("expected the output of"),
+                "{tool} {file}: {err}"
+            );
+        }
+        let file = junk.to_str().unwrap();
+        for extra in [&[][..], &["--lenient"][..], &["--lenient", "--json"][..]] {
+            let mut args = vec!["import", tool, file];
+            args.extend(extra);
+            let out = memqual(&args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{tool} {extra:?}: {err}");
+            assert!(out.stdout.is_empty(), "{tool} {extra:?}");
+            assert!(err.contains(file), "{tool} {extra:?}: {err}");
+        }
+    }
+    // vmmap, which used to print every field as "-": what it says.
+    let out = memqual(&["import", "vmmap", empty.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("expected the output of macOS `vmmap -summary PID`"),
+        "{err}"
+    );
+    let out = memqual(&["import", "vmmap", junk.to_str().unwrap(), "--lenient"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no 'Physical footprint:' line and no REGION TYPE or MALLOC ZONE table"),
+        "{err}"
+    );
+    // A vmmap report header without the footprint or the region table.
+    let vmmap = std::fs::read_to_string(
+        captures().join("vmmap/macos-13.2.1-x86_64-memory-user-100mib.txt"),
+    )
+    .unwrap();
+    let head: String = vmmap
+        .lines()
+        .take_while(|l| !l.starts_with("Physical footprint"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(head.lines().count() >= 3, "{head}");
+    let headless = dir.path().join("vmmap-head.txt");
+    std::fs::write(&headless, head).unwrap();
+    let out = memqual(&["import", "vmmap", headless.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("no 'Physical footprint:' line and no REGION TYPE or MALLOC ZONE table"),
+        "{err}"
+    );
+}
+
+/// A real meminfo lacking keys names each missing key instead of procfs's
+/// "please report this procfs bug"; `MemAvailable` (Linux 3.14+) is optional.
+#[test]
+fn a_meminfo_lacking_required_keys_names_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = std::fs::read_to_string(captures().join("meminfo/linux-6.18-a.txt")).unwrap();
+    let without = |keys: &[&str]| -> String {
+        src.lines()
+            .filter(|l| !keys.iter().any(|k| l.starts_with(&format!("{k}:"))))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
+    let path = dir.path().join("meminfo");
+    std::fs::write(&path, without(&["SwapCached", "VmallocChunk"])).unwrap();
+    let file = path.to_str().unwrap();
+    for extra in [&[][..], &["--lenient", "--json"][..]] {
+        let mut args = vec!["import", "meminfo", file];
+        args.extend(extra);
+        let out = memqual(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(out.stdout.is_empty());
+        assert!(
+            err.contains(&format!(
+                "{file} as meminfo output: meminfo: missing the required keys SwapCached, VmallocChunk"
+            )),
+            "{err}"
+        );
+        assert!(
+            !err.contains("procfs bug") && !err.contains("Internal"),
+            "{err}"
+        );
+    }
+    std::fs::write(&path, without(&["MemTotal"])).unwrap();
+    let out = memqual(&["import", "meminfo", file]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("missing the required key MemTotal (every Linux kernel prints it"),
+        "{err}"
+    );
+
+    // Without MemAvailable (older kernels): imported, shown as absent.
+    std::fs::write(&path, without(&["MemAvailable"])).unwrap();
+    let out = memqual(&["import", "meminfo", file, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Report = serde_json::from_slice(&out.stdout).unwrap();
+    match report.parsed.value {
+        Capture::Meminfo(m) => {
+            assert_eq!(m.mem_available, None);
+            assert!(m.mem_total > 0);
+        }
+        other => panic!("not meminfo: {other:?}"),
+    }
+}

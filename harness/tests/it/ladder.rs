@@ -16,13 +16,6 @@ use ggml_container::{Expect, inspect};
 use reports::record::ArmStatus;
 use std::path::{Path, PathBuf};
 
-fn named_model(name: &str) -> PathBuf {
-    let out = memqual(&["fixtures", "model", name, "--json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let record: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    PathBuf::from(record["path"].as_str().unwrap())
-}
-
 /// One arm of the patched runtime with the external encoder on `model`.
 fn external_arm(id: &str, model: &str, extra: &str) -> String {
     format!(
@@ -67,7 +60,7 @@ fn estimate(model: &Path, extra: &[&str]) -> serde_json::Value {
 fn external_encoder_only_loading_keeps_the_stock_tokens_and_drops_the_encoder_weights() {
     patched_worker();
     for name in ["tiny.en", "base"] {
-        let model = named_model(name);
+        let model = model(name);
         let body = format!(
             "[[arm]]\nid = \"stock\"\n[arm.whisper]\nmodel = \"{name}\"\nfixtures = [\"s1\", \"s2\"]\n\
              warmup = 0\nidle_s = 0\ntemperature_fallback = false\n{}{LENIENT_ADMISSION}",
@@ -137,7 +130,7 @@ fn put_i32(bytes: &mut [u8], at: u64, v: i32) {
 #[test]
 fn the_patched_loader_refuses_every_defective_encoder_record() {
     patched_worker();
-    let tiny = named_model("tiny.en");
+    let tiny = model("tiny.en");
     let src = std::fs::read(&tiny).unwrap();
     let inv = inspect(&tiny, Expect::Full).unwrap();
     let rec = |name: &str| {
@@ -321,7 +314,7 @@ fn a_defective_external_encoder_fails_the_request_closed() {
 #[test]
 fn a_bounded_state_sizes_its_caches_from_the_bound_and_refuses_a_longer_input() {
     patched_worker();
-    let tiny = named_model("tiny.en");
+    let tiny = model("tiny.en");
     let bounded = "state_bounds = { max_audio_ctx = 768, max_batch = 8 }";
     let body = format!(
         "{}{}{}{}{LENIENT_ADMISSION}",

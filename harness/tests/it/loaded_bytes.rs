@@ -15,13 +15,6 @@ use std::process::{Command, Output, Stdio};
 const TINY_EN_SHA256: &str = "28d66f40682b78e7eb7114e4688b3cf4e9f8a50a474e9cf5cb03992d12e07ca3";
 const PAUSE_HOOK_ENV: &str = "MEMQUAL_TEST_PAUSE_AFTER_CHECKS";
 
-fn tiny_en() -> PathBuf {
-    let out = memqual(&["fixtures", "model", "tiny.en", "--json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let record: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    PathBuf::from(record["path"].as_str().unwrap())
-}
-
 /// A copy of tiny.en and of the speech fixtures that the test may change,
 /// and a protocol running tiny.en once on `s1`.
 struct Setup {

@@ -5,7 +5,6 @@
 //! FIFOs, huge files).
 
 use crate::common::*;
-use crate::whisper::tiny_en;
 use reports::record::ArmStatus;
 use rubato::audioadapter_buffers::direct::InterleavedSlice;
 use rubato::audioadapter_buffers::owned::InterleavedOwned;
@@ -295,4 +294,117 @@ fn fixtures_manifest_refuses_what_is_not_a_wav_and_txt_pair() {
             .unwrap()
             .contains("memqual-fixture-set")
     );
+}
+
+/// A 64-byte WAV whose `data` chunk claims 0xFFFFFFF0 bytes: ten samples
+/// that would pass for 2,147,483,640 frames.
+fn forged_wav() -> Vec<u8> {
+    let mut bytes = Vec::new();
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: 16_000,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w = hound::WavWriter::new(std::io::Cursor::new(&mut bytes), spec).unwrap();
+    for s in 0..10i16 {
+        w.write_sample(s * 100).unwrap();
+    }
+    w.finalize().unwrap();
+    assert_eq!(bytes.len(), 64);
+    assert_eq!(&bytes[36..40], b"data");
+    bytes[40..44].copy_from_slice(&0xFFFF_FFF0u32.to_le_bytes());
+    bytes
+}
+
+/// A one-file corpus `<root>/set/talk/a.wav` (slice s1) with its manifest.
+fn one_file_set(root: &Path) -> (PathBuf, PathBuf) {
+    let dir = root.join("set");
+    std::fs::create_dir_all(dir.join("talk")).unwrap();
+    let (samples, reference) = slice("s1");
+    speech_fixtures::wav::write_i16(&dir.join("talk/a.wav"), &samples).unwrap();
+    std::fs::write(dir.join("talk/a.txt"), reference).unwrap();
+    write_manifest(&dir);
+    let manifest = dir.join("manifest.toml");
+    (dir, manifest)
+}
+
+#[test]
+fn a_wav_whose_data_chunk_claims_more_than_the_file_holds_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    // `fixtures manifest`: refused by name with both sizes, nothing written.
+    let dir = tmp.path().join("corpus");
+    std::fs::create_dir_all(dir.join("talk")).unwrap();
+    std::fs::write(dir.join("talk/forged.wav"), forged_wav()).unwrap();
+    std::fs::write(dir.join("talk/forged.txt"), "ten samples").unwrap();
+    let out = memqual(&["fixtures", "manifest", dir.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}: the `data` chunk claims 4294967280 bytes but the file holds only 20 after the \
+             chunk header (at byte 44)",
+            dir.join("talk/forged.wav").display()
+        )),
+        "{err}"
+    );
+    assert!(!dir.join("manifest.toml").exists());
+    assert!(out.stdout.is_empty());
+
+    // A run reading a manifest that pins the forged file (as a forger would
+    // write it: its digest and the frame count hound believes) is refused
+    // before a run directory exists.
+    let (set, manifest) = one_file_set(tmp.path());
+    let forged = forged_wav();
+    std::fs::write(set.join("talk/a.wav"), &forged).unwrap();
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let mut m: speech_fixtures::fixture_set::SetManifest = toml::from_str(&text).unwrap();
+    m.fixtures[0].sha256 = speech_fixtures::sha256_hex(&forged);
+    m.fixtures[0].frames = 2_147_483_640;
+    std::fs::write(&manifest, m.to_toml()).unwrap();
+    let r = run_protocol_body("run", &protocol(&manifest, ""), &[]);
+    let err = stderr(&r.out);
+    assert_eq!(r.out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "talk/a.wav: the `data` chunk claims 4294967280 bytes but the file holds only 20"
+        ),
+        "{err}"
+    );
+    assert!(!r.dir.exists());
+}
+
+#[test]
+fn a_run_refuses_a_fixture_file_replaced_by_a_link() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (set, manifest) = one_file_set(tmp.path());
+    // The same bytes elsewhere, linked in: the digest would still match.
+    let wav = set.join("talk/a.wav");
+    let moved = tmp.path().join("outside.wav");
+    std::fs::rename(&wav, &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, &wav).unwrap();
+    let r = run_protocol_body("run", &protocol(&manifest, ""), &[]);
+    let err = stderr(&r.out);
+    assert_eq!(r.out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("{}: a symbolic link", wav.display())),
+        "{err}"
+    );
+    assert!(!r.dir.exists());
+    // The category folder as a link to a copy: refused too.
+    std::fs::remove_file(&wav).unwrap();
+    let copy = tmp.path().join("talk-copy");
+    std::fs::create_dir(&copy).unwrap();
+    std::fs::rename(&moved, copy.join("a.wav")).unwrap();
+    std::fs::rename(set.join("talk/a.txt"), copy.join("a.txt")).unwrap();
+    std::fs::remove_dir(set.join("talk")).unwrap();
+    std::os::unix::fs::symlink(&copy, set.join("talk")).unwrap();
+    let r = run_protocol_body("run", &protocol(&manifest, ""), &[]);
+    let err = stderr(&r.out);
+    assert_eq!(r.out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("{}: a symbolic link", set.join("talk").display())),
+        "{err}"
+    );
+    assert!(!r.dir.exists());
 }

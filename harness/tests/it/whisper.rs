@@ -8,22 +8,6 @@ use reports::receipt::ArmReceipt;
 use reports::record::ArmStatus;
 use sampler::Phase;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
-
-/// The tiny.en F16 model, built (once per test binary) if the cache lacks it.
-pub(crate) fn tiny_en() -> &'static Path {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let out = memqual(&["fixtures", "model", "tiny.en", "--json"]);
-        assert!(
-            out.status.success(),
-            "memqual fixtures model tiny.en failed: {}",
-            stderr(&out)
-        );
-        let record: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        PathBuf::from(record["path"].as_str().unwrap())
-    })
-}
 
 const TINY_EN_SHA256: &str = "28d66f40682b78e7eb7114e4688b3cf4e9f8a50a474e9cf5cb03992d12e07ca3";
 

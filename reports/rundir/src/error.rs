@@ -98,6 +98,16 @@ pub enum RunDirError {
         /// The run directory.
         path: PathBuf,
     },
+    /// `create` on a symbolic link (to a folder or not): a new run or fleet
+    /// directory is never written through a link.
+    #[error(
+        "{path} is a symbolic link; memqual never writes a run or fleet directory through a link: \
+         give the folder it points to, or a new path, as --out"
+    )]
+    OutLink {
+        /// The link.
+        path: PathBuf,
+    },
     /// Another run created `arms/` first.
     #[error(
         "run directory {path} was claimed by another memqual run at the same moment; choose another --out"

@@ -117,6 +117,20 @@ pub fn open_root(path: &std::path::Path) -> io::Result<OwnedFd> {
     )?)
 }
 
+/// Open the folder a new run directory goes into, refusing a symbolic link
+/// as its last component (links higher up the path are the user's choice).
+pub fn open_new_root(path: &std::path::Path) -> Result<OwnedFd, OpenError> {
+    match openat(nix::fcntl::AT_FDCWD, path, DIR_FLAGS, Mode::empty()) {
+        Ok(fd) => Ok(fd),
+        Err(e) if is_link_errno(e) => Err(OpenError::Symlink),
+        Err(Errno::ENOTDIR) => match std::fs::symlink_metadata(path) {
+            Ok(m) if m.file_type().is_symlink() => Err(OpenError::Symlink),
+            _ => Err(OpenError::Io(Errno::ENOTDIR.into())),
+        },
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Open a regular file for reading: `O_NONBLOCK` so a FIFO cannot block the
 /// open, `fstat` so only a regular file is read. Returns the file and its size.
 pub fn open_regular<P: ?Sized + nix::NixPath>(

@@ -117,7 +117,8 @@ fn lock(fd: OwnedFd, access: Access, root: &Path) -> Result<Flock<OwnedFd>, RunD
 
 impl RunDir {
     /// Create and claim a new run directory at `path`: it must not exist or
-    /// be empty. Claiming is atomic (an exclusive lock, then creating
+    /// be empty, and may not be a symbolic link (even to an empty folder:
+    /// [`RunDirError::OutLink`]). Claiming is atomic (an exclusive lock, then creating
     /// `arms/`, which only one process can do), so of two runs started into
     /// the same directory at once exactly one proceeds.
     pub fn create(path: &Path) -> Result<RunDir, RunDirError> {
@@ -134,7 +135,16 @@ impl RunDir {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(io("create", e)),
         }
-        let fd = fsio::open_root(path).map_err(|e| io("open", e))?;
+        let fd = fsio::open_new_root(path).map_err(|e| match e {
+            OpenError::Symlink => RunDirError::OutLink {
+                path: path.to_path_buf(),
+            },
+            OpenError::Io(e) => io("open", e),
+            OpenError::NotRegular(kind) => RunDirError::NotDir {
+                path: path.to_path_buf(),
+                kind: kind.describe(),
+            },
+        })?;
         let fd = lock(fd, Access::Owner, path)?;
         let entries = fsio::list(fd.as_fd()).map_err(|e| io("read", e))?;
         if !entries.is_empty() {

@@ -73,6 +73,27 @@ fn a_directory_in_use_or_not_empty_is_refused() {
 }
 
 #[test]
+fn a_new_run_directory_is_never_created_through_a_link() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = tmp.path().join("elsewhere");
+    std::fs::create_dir(&target).unwrap();
+    let link = tmp.path().join("out");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let e = RunDir::create(&link).unwrap_err();
+    assert!(matches!(e, RunDirError::OutLink { .. }), "{e}");
+    assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
+    // A dangling link, and a link to a file, likewise; nothing is created.
+    let dangling = tmp.path().join("dangling");
+    std::os::unix::fs::symlink(tmp.path().join("nowhere"), &dangling).unwrap();
+    let e = RunDir::create(&dangling).unwrap_err();
+    assert!(matches!(e, RunDirError::OutLink { .. }), "{e}");
+    assert!(!tmp.path().join("nowhere").exists());
+    // A link higher up the path is the user's choice.
+    RunDir::create(&link.join("run")).unwrap();
+    assert!(target.join("run/arms").is_dir());
+}
+
+#[test]
 fn unique_names_step_past_taken_ones() {
     let tmp = tempfile::tempdir().unwrap();
     let base = tmp.path().join("runs/x");

@@ -1,7 +1,13 @@
-//! The lossless decoder-only derivative (seed 003 §3): copy the prefix and
-//! every decoder record byte for byte, omit every native-encoder record,
-//! convert nothing; reparse the output independently; bind source, output and
-//! both inventories in a sealed [`DerivationReceipt`].
+//! Lossless derivatives that keep one tensor class (seed 003 §3): copy the
+//! prefix and every record of the kept class byte for byte, omit every record
+//! of the other, convert nothing; reparse the output independently; bind
+//! source, output and both inventories in a sealed [`DerivationReceipt`].
+//!
+//! [`Derivation::DecoderOnly`] keeps the decoder (what an external encoder
+//! needs in the worker); [`Derivation::EncoderOnly`] keeps the native
+//! encoder. Both keep the whole prefix: the header describes the whole model
+//! and the container has no form without its vocabulary block, so an
+//! encoder-only file still carries the vocabulary, unused.
 
 use crate::digest::sha256_hex;
 use crate::{Expect, GgmlType, Inventory, ParseError, TensorClass, TensorRecord, inspect};
@@ -12,6 +18,62 @@ use std::path::{Path, PathBuf};
 
 /// Version of the receipt format.
 pub const RECEIPT_VERSION: u32 = 1;
+
+/// Which class a derivation keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Derivation {
+    /// Keep every decoder record, omit every native-encoder record.
+    DecoderOnly,
+    /// Keep every native-encoder record, omit every decoder record (the
+    /// token embedding included).
+    EncoderOnly,
+}
+
+impl Derivation {
+    /// The class whose records are copied.
+    pub fn kept(self) -> TensorClass {
+        match self {
+            Derivation::DecoderOnly => TensorClass::Decoder,
+            Derivation::EncoderOnly => TensorClass::NativeEncoder,
+        }
+    }
+
+    /// The inventory the output is checked against.
+    pub fn expect(self) -> Expect {
+        match self {
+            Derivation::DecoderOnly => Expect::DecoderOnly,
+            Derivation::EncoderOnly => Expect::EncoderOnly,
+        }
+    }
+
+    /// The receipt's `derivation` sentence: fixed per kind, so a receipt
+    /// names its kind.
+    pub fn sentence(self) -> &'static str {
+        match self {
+            Derivation::DecoderOnly => {
+                "decoder-only: prefix and decoder records copied byte for byte, native-encoder records omitted"
+            }
+            Derivation::EncoderOnly => {
+                "encoder-only: prefix (header, mel filters and the vocabulary the container requires, unused by an encoder) and native-encoder records copied byte for byte, decoder records (token embedding included) omitted"
+            }
+        }
+    }
+
+    /// The kind whose sentence `sentence` is.
+    pub fn from_sentence(sentence: &str) -> Option<Self> {
+        [Derivation::DecoderOnly, Derivation::EncoderOnly]
+            .into_iter()
+            .find(|d| d.sentence() == sentence)
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Derivation::DecoderOnly => "decoder-only",
+            Derivation::EncoderOnly => "encoder-only",
+        }
+    }
+}
 
 /// A file by content.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,7 +119,7 @@ impl From<&TensorRecord> for RecordFacts {
 pub struct SourceRecord {
     /// 0-based position among the source's records.
     pub index: usize,
-    /// Encoder (removed) or decoder (retained).
+    /// Native encoder or decoder (which is retained depends on the derivation).
     pub class: TensorClass,
     /// Byte offset of the record in the source.
     pub record_offset: u64,
@@ -97,13 +159,13 @@ pub struct RemovedRecord {
 /// Byte totals of what stayed and what went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DerivationTotals {
-    /// Records copied (every decoder record).
+    /// Records copied (every record of the kept class).
     pub retained_records: usize,
     /// Their payload bytes.
     pub retained_payload_bytes: u64,
     /// Their whole-record bytes.
     pub retained_record_bytes: u64,
-    /// Records left out (every native-encoder record).
+    /// Records left out (every record of the other class).
     pub removed_records: usize,
     /// Their payload bytes.
     pub removed_payload_bytes: u64,
@@ -119,7 +181,8 @@ pub struct DerivationReceipt {
     pub receipt_version: u32,
     /// The tool and version that made the derivative (e.g. `memqual 0.1.0`).
     pub made_by: String,
-    /// What the derivation did, in words (a fixed sentence).
+    /// What the derivation did, in words: [`Derivation::sentence`], one
+    /// fixed sentence per kind.
     pub derivation: String,
     /// The full model the derivative was made from.
     pub source: FileIdentity,
@@ -127,9 +190,9 @@ pub struct DerivationReceipt {
     pub prefix: FileIdentity,
     /// Every source record, in file order.
     pub source_inventory: Vec<SourceRecord>,
-    /// The decoder records copied, in file order.
+    /// The records copied (decoder, or native encoder), in file order.
     pub retained: Vec<RetainedRecord>,
-    /// The native-encoder records left out, in file order.
+    /// The records left out (the other class), in file order.
     pub removed: Vec<RemovedRecord>,
     /// The output; its length is exactly prefix + retained record bytes.
     pub output: FileIdentity,
@@ -150,11 +213,13 @@ pub enum DeriveError {
         /// Why the parser rejected it.
         source: ParseError,
     },
-    /// The output as written does not parse as a decoder-only model.
-    #[error("the written output {path} does not parse as decoder-only: {source}")]
+    /// The output as written does not parse as the derivation's kind.
+    #[error("the written output {path} does not parse as {}: {source}", .kind.name())]
     Output {
         /// The output's final path (also while its temporary copy is checked).
         path: PathBuf,
+        /// The kind it was checked as.
+        kind: Derivation,
         /// Why the parser rejected it.
         source: ParseError,
     },
@@ -195,10 +260,11 @@ fn inspect_source(src: &Path) -> Result<Inventory, DeriveError> {
     })
 }
 
-/// Parse `file` as a decoder-only artifact; errors name `shown` (the final path).
-fn inspect_output(file: &Path, shown: &Path) -> Result<Inventory, DeriveError> {
-    inspect(file, Expect::DecoderOnly).map_err(|source| DeriveError::Output {
+/// Parse `file` as a `kind` artifact; errors name `shown` (the final path).
+fn inspect_output(file: &Path, shown: &Path, kind: Derivation) -> Result<Inventory, DeriveError> {
+    inspect(file, kind.expect()).map_err(|source| DeriveError::Output {
         path: shown.to_path_buf(),
+        kind,
         source,
     })
 }
@@ -217,19 +283,30 @@ pub fn derive_decoder(
     out: &Path,
     made_by: &str,
 ) -> Result<DerivationReceipt, DeriveError> {
+    derive(src, out, Derivation::DecoderOnly, made_by)
+}
+
+/// Derive the `kind` file `out` from `src` and write its receipt next to it.
+/// `out` appears only once it has been reparsed and matches the plan.
+pub fn derive(
+    src: &Path,
+    out: &Path,
+    kind: Derivation,
+    made_by: &str,
+) -> Result<DerivationReceipt, DeriveError> {
     let source = inspect_source(src)?;
     let dir = out
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     let tmp = tempfile::NamedTempFile::new_in(dir).map_err(io(dir))?;
-    copy_plan(src, &source, tmp.as_file()).map_err(io(tmp.path()))?;
-    let output = inspect_output(tmp.path(), out)?;
-    let differences = differences(&source, &output);
+    copy_plan(src, &source, kind.kept(), tmp.as_file()).map_err(io(tmp.path()))?;
+    let output = inspect_output(tmp.path(), out, kind)?;
+    let differences = differences_of(&source, &output, kind);
     if !differences.is_empty() {
         return Err(DeriveError::Differs(differences));
     }
-    let receipt = build_receipt(&source, &output, made_by);
+    let receipt = build_receipt_of(&source, &output, kind, made_by);
     tmp.persist(out).map_err(|e| DeriveError::Io {
         path: out.to_path_buf(),
         source: e.error,
@@ -239,15 +316,15 @@ pub fn derive_decoder(
     Ok(receipt)
 }
 
-/// Copy the prefix and each decoder record, in source order, in bounded chunks.
-fn copy_plan(src: &Path, inv: &Inventory, out: &File) -> std::io::Result<()> {
+/// Copy the prefix and each record of `kept`, in source order, in bounded chunks.
+fn copy_plan(src: &Path, inv: &Inventory, kept: TensorClass, out: &File) -> std::io::Result<()> {
     let mut input = BufReader::with_capacity(1 << 20, File::open(src)?);
     let mut output = BufWriter::with_capacity(1 << 20, out);
     let mut ranges = vec![(0, inv.prefix_len)];
     ranges.extend(
         inv.tensors
             .iter()
-            .filter(|t| t.class == TensorClass::Decoder)
+            .filter(|t| t.class == kept)
             .map(|t| (t.record_offset, t.record_len())),
     );
     for (offset, len) in ranges {
@@ -266,6 +343,16 @@ fn copy_plan(src: &Path, inv: &Inventory, out: &File) -> std::io::Result<()> {
 
 /// How `output` departs from "the prefix and the decoder records of `source`, in order".
 pub fn differences(source: &Inventory, output: &Inventory) -> Vec<String> {
+    differences_of(source, output, Derivation::DecoderOnly)
+}
+
+/// How `output` departs from "the prefix and the records `kind` keeps of
+/// `source`, in order".
+pub fn differences_of(source: &Inventory, output: &Inventory, kind: Derivation) -> Vec<String> {
+    let kept_name = match kind {
+        Derivation::DecoderOnly => "decoder",
+        Derivation::EncoderOnly => "native-encoder",
+    };
     let mut out = Vec::new();
     if (output.prefix_len, &output.prefix_sha256) != (source.prefix_len, &source.prefix_sha256) {
         out.push(format!(
@@ -273,20 +360,20 @@ pub fn differences(source: &Inventory, output: &Inventory) -> Vec<String> {
             output.prefix_len, output.prefix_sha256, source.prefix_len, source.prefix_sha256
         ));
     }
-    let decoder: Vec<&TensorRecord> = source
+    let kept: Vec<&TensorRecord> = source
         .tensors
         .iter()
-        .filter(|t| t.class == TensorClass::Decoder)
+        .filter(|t| t.class == kind.kept())
         .collect();
-    if output.tensors.len() != decoder.len() {
+    if output.tensors.len() != kept.len() {
         out.push(format!(
-            "{} records, the source has {} decoder records",
+            "{} records, the source has {} {kept_name} records",
             output.tensors.len(),
-            decoder.len()
+            kept.len()
         ));
     }
     let mut at = source.prefix_len;
-    for (o, s) in output.tensors.iter().zip(&decoder) {
+    for (o, s) in output.tensors.iter().zip(&kept) {
         let same = (
             &o.name,
             o.ggml_type,
@@ -310,7 +397,7 @@ pub fn differences(source: &Inventory, output: &Inventory) -> Vec<String> {
     }
     if output.file_len != at {
         out.push(format!(
-            "output is {} bytes, prefix + decoder records are {at}",
+            "output is {} bytes, prefix + {kept_name} records are {at}",
             output.file_len
         ));
     }
@@ -324,8 +411,20 @@ fn identity(inv: &Inventory) -> FileIdentity {
     }
 }
 
-/// The receipt of a derivation whose two files parsed as `source` and `output`.
+/// The receipt of a decoder-only derivation whose two files parsed as
+/// `source` and `output`.
 pub fn build_receipt(source: &Inventory, output: &Inventory, made_by: &str) -> DerivationReceipt {
+    build_receipt_of(source, output, Derivation::DecoderOnly, made_by)
+}
+
+/// The receipt of a `kind` derivation whose two files parsed as `source`
+/// and `output`.
+pub fn build_receipt_of(
+    source: &Inventory,
+    output: &Inventory,
+    kind: Derivation,
+    made_by: &str,
+) -> DerivationReceipt {
     let source_inventory = source
         .tensors
         .iter()
@@ -339,7 +438,7 @@ pub fn build_receipt(source: &Inventory, output: &Inventory, made_by: &str) -> D
     let retained: Vec<RetainedRecord> = source
         .tensors
         .iter()
-        .filter(|t| t.class == TensorClass::Decoder)
+        .filter(|t| t.class == kind.kept())
         .zip(&output.tensors)
         .map(|(s, o)| RetainedRecord {
             source_index: s.index,
@@ -352,7 +451,7 @@ pub fn build_receipt(source: &Inventory, output: &Inventory, made_by: &str) -> D
     let removed: Vec<RemovedRecord> = source
         .tensors
         .iter()
-        .filter(|t| t.class == TensorClass::NativeEncoder)
+        .filter(|t| t.class != kind.kept())
         .map(|t| RemovedRecord {
             source_index: t.index,
             source_record_offset: t.record_offset,
@@ -370,7 +469,7 @@ pub fn build_receipt(source: &Inventory, output: &Inventory, made_by: &str) -> D
     let mut receipt = DerivationReceipt {
         receipt_version: RECEIPT_VERSION,
         made_by: made_by.to_string(),
-        derivation: "decoder-only: prefix and decoder records copied byte for byte, native-encoder records omitted".into(),
+        derivation: kind.sentence().into(),
         source: identity(source),
         prefix: FileIdentity {
             bytes: source.prefix_len,
@@ -402,7 +501,8 @@ pub fn canonical_json(receipt: &DerivationReceipt) -> String {
     serde_json::to_string_pretty(receipt).unwrap_or_default() + "\n"
 }
 
-/// Re-check a derivation: the receipt file is in canonical form with a valid
+/// Re-check a derivation of either kind (the receipt's `derivation`
+/// sentence names it): the receipt file is in canonical form with a valid
 /// seal, and recomputing it from `src` and `out` gives the same receipt.
 /// Returns the verified receipt, or every discrepancy found.
 pub fn verify_derivation(
@@ -427,10 +527,16 @@ pub fn verify_derivation(
             "receipt_sha256 does not match the receipt's content".into()
         ));
     }
+    let kind = Derivation::from_sentence(&given.derivation).ok_or_else(|| {
+        bad(format!(
+            "derivation {:?} is neither kind's sentence",
+            given.derivation
+        ))
+    })?;
     let source = inspect_source(src)?;
-    let output = inspect_output(out, out)?;
-    let mut problems = differences(&source, &output);
-    let recomputed = build_receipt(&source, &output, &given.made_by);
+    let output = inspect_output(out, out, kind)?;
+    let mut problems = differences_of(&source, &output, kind);
+    let recomputed = build_receipt_of(&source, &output, kind, &given.made_by);
     if recomputed != given {
         problems.extend(receipt_differences(&recomputed, &given));
     }

@@ -31,8 +31,8 @@ impl ExpectedTensor {
 /// The expected tensors for one header, with a name index.
 #[derive(Debug, Clone)]
 pub struct ExpectedInventory {
-    /// In the loader's declaration order: encoder first (for `Expect::Full`),
-    /// then decoder.
+    /// In the loader's declaration order: encoder first, then decoder (each
+    /// where the expectation holds it).
     pub tensors: Vec<ExpectedTensor>,
     by_name: HashMap<String, usize>,
 }
@@ -48,10 +48,12 @@ impl ExpectedInventory {
         let ftype = Ftype::decode(hparams.ftype)
             .ok_or_else(|| format!("ftype {} is not a handled ggml ftype", hparams.ftype))?;
         let mut tensors = Vec::new();
-        if expect == Expect::Full {
+        if expect.has_encoder() {
             encoder_tensors(hparams, &ftype, &mut tensors);
         }
-        decoder_tensors(hparams, &ftype, &mut tensors);
+        if expect.has_decoder() {
+            decoder_tensors(hparams, &ftype, &mut tensors);
+        }
         for t in &tensors {
             if t.payload_len().is_none() {
                 return Err(format!(
@@ -231,6 +233,10 @@ mod tests {
         let dec = ExpectedInventory::new(&tiny_en(1), Expect::DecoderOnly).unwrap();
         assert_eq!(dec.len(), 100);
         assert!(dec.tensors.iter().all(|t| t.name.starts_with("decoder.")));
+        let enc = ExpectedInventory::new(&tiny_en(1), Expect::EncoderOnly).unwrap();
+        assert_eq!(enc.len(), 67);
+        assert!(enc.tensors.iter().all(|t| t.name.starts_with("encoder.")));
+        assert!(enc.get("decoder.token_embedding.weight").is_none());
     }
 
     #[test]

@@ -4,18 +4,20 @@
 //! - [`inspect`] parses a model strictly and in one streaming pass (bounded
 //!   memory, hashing as it reads) against the tensor inventory whisper.cpp
 //!   1.8.3 expects for the file's own header ([`ExpectedInventory`]), in
-//!   [`Expect::Full`] or [`Expect::DecoderOnly`] form. It accepts a file only
-//!   if every byte is accounted for: known names, no duplicates, none missing,
-//!   dims and ggml types exactly as the loader reads them, whole payloads, no
-//!   trailing bytes. Anything else is a [`ParseError`] naming the [`Defect`],
+//!   [`Expect::Full`], [`Expect::DecoderOnly`] or [`Expect::EncoderOnly`]
+//!   form. It accepts a file only if every byte is accounted for: known
+//!   names, no duplicates, none missing, dims and ggml types exactly as the
+//!   loader reads them, whole payloads, no trailing bytes. Anything else is a [`ParseError`] naming the [`Defect`],
 //!   the byte offset and the record. It never panics, whatever the input.
 //! - [`GgmlWriter`] lays out header, mel filters, vocabulary and records.
 //! - [`ct2`] reads CTranslate2 `model.bin` (binary version 6) and converts it
-//!   to a GGML F16 file; [`synthetic`] writes deterministic small models.
-//! - Artifact tools: [`derive`] (lossless decoder-only derivative with a
-//!   sealed receipt), [`corpus`] (negative controls with the rejection each
-//!   must get), [`estimate`] (whisper.cpp's state arithmetic) and, with the
-//!   `quantize` feature, [`quantize`] (ggml's quantizer via whisper-rs).
+//!   to a GGML F16 file; [`synthetic`] writes deterministic models, small or
+//!   at real Whisper shapes (streaming, steered to end decoding at once).
+//! - Artifact tools: [`derive`] (lossless decoder-only or encoder-only
+//!   derivatives with a sealed receipt), [`corpus`] (negative controls with
+//!   the rejection each must get), [`estimate`] (whisper.cpp's state
+//!   arithmetic) and, with the `quantize` feature, [`quantize`] (ggml's
+//!   quantizer via whisper-rs).
 //!
 //! Not here: running whisper.cpp or any CLI; the `memqual` binary and the
 //! whisper worker build on this crate. The worker's pre-validation is

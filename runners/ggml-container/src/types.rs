@@ -365,6 +365,23 @@ pub enum Expect {
     Full,
     /// Every decoder tensor and no native-encoder tensor (seed 003 §2.2).
     DecoderOnly,
+    /// Every native-encoder tensor and no decoder tensor (the token
+    /// embedding included); header, mel filters and vocabulary as in the
+    /// full model (the container has no form without a vocabulary block).
+    /// Stock whisper.cpp refuses such a file: it counts the decoder missing.
+    EncoderOnly,
+}
+
+impl Expect {
+    /// Whether the inventory holds the native-encoder tensors.
+    pub fn has_encoder(self) -> bool {
+        self != Expect::DecoderOnly
+    }
+
+    /// Whether the inventory holds the decoder tensors.
+    pub fn has_decoder(self) -> bool {
+        self != Expect::EncoderOnly
+    }
 }
 
 #[cfg(test)]

@@ -3,5 +3,4 @@
 
 mod calibrate_worker;
 mod channels;
-mod realtime_worker;
 mod worker_last_words;

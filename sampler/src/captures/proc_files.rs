@@ -29,8 +29,24 @@ pub struct KeyLine {
 /// `N kB` fits in bytes only up to this many KiB (procfs multiplies by 1024).
 const MAX_KIB: u64 = u64::MAX / 1024;
 
+/// `procfs` refused the accepted lines. Its "internal error" means a line it
+/// needs is missing or unreadable: the capture's fault, not a procfs bug, so
+/// its request to report a bug is not shown.
 fn procfs_err(what: &str, e: procfs_core::ProcError) -> CaptureError {
-    CaptureError::whole(format!("{what}: {e}"))
+    match e {
+        procfs_core::ProcError::InternalError(internal) => {
+            let why = internal
+                .msg
+                .trim_start_matches("Internal Unwrap Error: ")
+                .trim();
+            CaptureError::whole(if why == "NoneError" {
+                format!("{what}: not a complete {what} capture: a line it requires is missing")
+            } else {
+                format!("{what}: not a complete {what} capture: {why}")
+            })
+        }
+        other => CaptureError::whole(format!("{what}: {other}")),
+    }
 }
 
 fn kib_to_bytes(kib: Option<u64>) -> Option<u64> {
@@ -371,11 +387,48 @@ pub struct Meminfo {
     pub committed_as: u64,
 }
 
-/// Parse `/proc/meminfo`. Fails on a line that is not `Key: N [kB]` (unless lenient)
-/// and when `procfs` rejects the accepted lines (e.g. `MemTotal` missing).
+/// The `/proc/meminfo` keys every Linux kernel since 2.6 prints, which
+/// `procfs` requires; the others (`MemAvailable`, `AnonPages`, `Shmem`, …)
+/// are optional.
+pub const MEMINFO_REQUIRED: [&str; 17] = [
+    "MemTotal",
+    "MemFree",
+    "Buffers",
+    "Cached",
+    "SwapCached",
+    "Active",
+    "Inactive",
+    "SwapTotal",
+    "SwapFree",
+    "Dirty",
+    "Writeback",
+    "Mapped",
+    "Slab",
+    "Committed_AS",
+    "VmallocTotal",
+    "VmallocUsed",
+    "VmallocChunk",
+];
+
+/// Parse `/proc/meminfo`. Fails on a line that is not `Key: N [kB]` (unless
+/// lenient), and names every key of [`MEMINFO_REQUIRED`] that is missing.
 pub fn parse_meminfo(text: &str, opts: ParseOptions) -> Result<Parsed<Meminfo>, CaptureError> {
     let mut lines = Lines::new(text, opts);
     let (entries, accepted) = key_lines(&mut lines, proc_key, kb_value)?;
+    let missing: Vec<&str> = MEMINFO_REQUIRED
+        .iter()
+        .copied()
+        .filter(|k| !entries.iter().any(|e| e.name == *k))
+        .collect();
+    if !missing.is_empty() {
+        return Err(CaptureError::whole(format!(
+            "meminfo: missing the required key{} {} (every Linux kernel prints {}; \
+             the capture is cut short or not /proc/meminfo)",
+            if missing.len() == 1 { "" } else { "s" },
+            missing.join(", "),
+            if missing.len() == 1 { "it" } else { "them" }
+        )));
+    }
     let m = procfs_core::Meminfo::from_buf_read(accepted.as_bytes())
         .map_err(|e| procfs_err("meminfo", e))?;
     Ok(lines.finish(Meminfo {

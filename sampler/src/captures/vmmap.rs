@@ -283,6 +283,14 @@ pub fn parse(text: &str, opts: ParseOptions) -> Result<Parsed<VmmapSummary>, Cap
         }
         lines.unknown(no, line, "not a vmmap -summary line")?;
     }
+    // Every vmmap -summary prints a footprint or a table (OS X 10.10 only
+    // the tables): without any, nothing was measured.
+    if out.physical_footprint.is_none() && out.regions.is_none() && out.malloc_zones.is_none() {
+        return Err(CaptureError::whole(
+            "no 'Physical footprint:' line and no REGION TYPE or MALLOC ZONE table: \
+             not vmmap -summary output",
+        ));
+    }
     Ok(lines.finish(out))
 }
 

@@ -13,7 +13,7 @@ fn model() -> &'static [u8] {
 }
 
 fn check(bytes: &[u8]) {
-    for expect in [Expect::Full, Expect::DecoderOnly] {
+    for expect in [Expect::Full, Expect::DecoderOnly, Expect::EncoderOnly] {
         if let Ok(inv) = inspect_reader(Cursor::new(bytes), bytes.len() as u64, expect) {
             assert_eq!(inv.file_len, bytes.len() as u64);
             let records: u64 = inv.tensors.iter().map(|t| t.record_len()).sum();

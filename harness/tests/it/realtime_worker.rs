@@ -2,39 +2,22 @@
 //! `load_on_speech` policy in file mode: the worker's own messages show
 //! the release after warmup and after each final, the reload inside each
 //! request, the footprint given back, and a timing whose stop-to-final
-//! covers the reload and the decode. Needs tiny.en in memqual's cache
-//! (`memqual fixtures model tiny.en`, which CI runs first).
+//! covers the reload and the decode. On the real tiny.en (built into the
+//! cache when it lacks it), so it lives with the harness's tests.
 
+use crate::common::{tiny_en, worker_dir};
+use command_fds::{CommandFdExt, FdMapping};
 use sha2::{Digest, Sha256};
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use worker_contract::{ArmSpec, CONTRACT_VERSION, WorkerMessage, WorkerSpec, decode_line};
-
-const WHISPER: &str = env!("CARGO_BIN_EXE_memqual-whisper");
+use worker_contract::{
+    ArmSpec, CONTRACT_VERSION, MESSAGE_FD, WorkerMessage, WorkerSpec, decode_line,
+};
 
 /// See `harness/tests/it/idle_policies.rs`: tiny.en's weights and one state
 /// are about 97 MiB; a release must give back at least this much.
 const RELEASE_MIN_DROP_BYTES: u64 = 50 << 20;
-
-fn tiny_en() -> PathBuf {
-    let root = std::env::var_os("MEMQUAL_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-                .map(|c| c.join("memqual"))
-        })
-        .expect("no cache directory: set MEMQUAL_CACHE");
-    let path = root.join("models/ggml-tiny.en-f16.bin");
-    assert!(
-        path.is_file(),
-        "{} is missing: run `memqual fixtures model tiny.en` first",
-        path.display()
-    );
-    path
-}
 
 fn fixture(id: &str) -> serde_json::Value {
     let path = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/audio"))
@@ -68,11 +51,21 @@ fn load_on_speech_releases_between_requests_and_reloads_inside_them() {
         worker: WorkerSpec::Whisper(Box::new(whisper)),
     })
     .unwrap();
-    let mut cmd = Command::new(WHISPER);
+    let mut cmd = Command::new(worker_dir().join("memqual-whisper"));
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    let (reader, _lifeline) = crate::channels::attach(&mut cmd);
+    // Messages on fd 3; the lifeline on fd 4 is the harness's own, held
+    // for the life of this test process, as memqual holds it.
+    let (reader, writer) = std::io::pipe().unwrap();
+    cmd.fd_mappings(vec![
+        FdMapping {
+            parent_fd: writer.into(),
+            child_fd: MESSAGE_FD,
+        },
+        harness::lifeline::fd_mapping().unwrap(),
+    ])
+    .unwrap();
     let mut child = cmd.spawn().unwrap();
     drop(cmd);
     child.stdin.take().unwrap().write_all(&spec).unwrap();

