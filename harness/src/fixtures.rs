@@ -43,6 +43,11 @@ pub enum FixtureModel {
     /// files (float16 model.bin, config, tokenizer, vocabulary, preprocessor).
     #[value(name = "tiny.en-ct2")]
     TinyEnCt2,
+    /// Whisper tiny.en's encoder as Core ML packages built from the GGML
+    /// tiny.en's own weights: dense and 6-bit palettized, each pinned by its
+    /// tree digest (needs Python 3.11-3.13; coremltools from PyPI).
+    #[value(name = "tiny.en-coreml")]
+    TinyEnCoreml,
 }
 
 impl FixtureModel {
@@ -51,7 +56,7 @@ impl FixtureModel {
         match self {
             FixtureModel::TinyEn => Some(ModelName::TinyEn),
             FixtureModel::Base => Some(ModelName::Base),
-            FixtureModel::TinyEnCt2 => None,
+            FixtureModel::TinyEnCt2 | FixtureModel::TinyEnCoreml => None,
         }
     }
 }
@@ -262,6 +267,26 @@ pub enum FixturesCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Build the Core ML encoder (an ML Program .mlpackage) of any GGML
+    /// F16/F32 Whisper model from its own encoder tensors, with the script
+    /// `fixtures/coreml/build_encoder.py` in memqual's Python environment
+    /// (created in the cache once; coremltools from PyPI). Unpinned: the tree
+    /// digest is printed, not checked. Input `logmel_data` [1, n_mels,
+    /// 2 n_audio_ctx], output `output` [1, n_audio_ctx, n_audio_state], both
+    /// Float32, as whisper.cpp binds them.
+    CoremlEncoder {
+        /// The GGML model.
+        model: PathBuf,
+        /// The .mlpackage to write (must not exist).
+        out: PathBuf,
+        /// Palettize every weight tensor of 10,000 weights or more to a
+        /// 2^N-entry table (k-means per tensor, kmeans1d: deterministic).
+        #[arg(long, value_name = "N", value_parser = palette_bits)]
+        palettize_bits: Option<u8>,
+        /// Print {variant, path, tree_sha256, bytes, palettize_bits} as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Write a deterministic synthetic GGML Whisper model that stock
     /// whisper.cpp loads: seeded pseudo-random weights in the real container
     /// layout, at the shape --preset names. The same preset and seed always
@@ -301,6 +326,14 @@ pub enum FixturesCommand {
     },
 }
 
+/// `--palettize-bits`: the index widths Core ML's palettizer accepts.
+fn palette_bits(s: &str) -> Result<u8, String> {
+    match s.parse::<u8>() {
+        Ok(b @ (1 | 2 | 3 | 4 | 6 | 8)) => Ok(b),
+        _ => Err(format!("{s:?}: one of 1, 2, 3, 4, 6, 8")),
+    }
+}
+
 /// Run a `fixtures` subcommand.
 pub fn main(command: FixturesCommand) -> anyhow::Result<()> {
     match command {
@@ -309,6 +342,22 @@ pub fn main(command: FixturesCommand) -> anyhow::Result<()> {
                 Some(name) => {
                     let file = ensure(name, &cache_dir()?, Progress::Stderr)?;
                     (file.path.clone(), serde_json::to_string_pretty(&file)?)
+                }
+                None if name == FixtureModel::TinyEnCoreml => {
+                    let cache = cache_dir()?;
+                    let tiny = ensure(ModelName::TinyEn, &cache, Progress::Stderr)?;
+                    let source = crate::coreml_fixture::Source {
+                        path: &tiny.path,
+                        sha256: &tiny.sha256,
+                    };
+                    let built =
+                        crate::coreml_fixture::ensure_tiny_en(&cache, &source, Progress::Stderr)?;
+                    let dense = built
+                        .packages
+                        .first()
+                        .map(|p| p.path.clone())
+                        .context("no package was built")?;
+                    (dense, serde_json::to_string_pretty(&built)?)
                 }
                 None => {
                     let dir = crate::ct2_fixture::ensure(&cache_dir()?, Progress::Stderr)?;
@@ -324,6 +373,32 @@ pub fn main(command: FixturesCommand) -> anyhow::Result<()> {
         }
         FixturesCommand::Synthetic { out, seed, preset } => {
             write_synthetic(&out, preset.preset().spec(seed), Progress::Stderr)
+        }
+        FixturesCommand::CoremlEncoder {
+            model,
+            out,
+            palettize_bits,
+            json,
+        } => {
+            let built = crate::coreml_fixture::build_any(
+                &cache_dir()?,
+                &model,
+                &out,
+                palettize_bits,
+                Progress::Stderr,
+            )?;
+            if json {
+                outln!("{}", serde_json::to_string_pretty(&built)?);
+            } else {
+                outln!(
+                    "{} ({}, {} bytes), tree SHA-256 {}",
+                    built.path.display(),
+                    built.variant,
+                    built.bytes,
+                    built.tree_sha256
+                );
+            }
+            Ok(())
         }
         FixturesCommand::Manifest {
             dir,

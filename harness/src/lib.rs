@@ -23,6 +23,7 @@ pub mod catalogs;
 mod census;
 pub mod ci_formats;
 pub mod compare;
+pub mod coreml_fixture;
 pub mod ct2_fixture;
 pub mod exit;
 pub mod fixtures;

@@ -3,6 +3,7 @@
 //! arguments, JSON or human output, and exit codes (a rejected artifact is a
 //! failed check, exit 1; an I/O problem is memqual's failure, exit 3).
 
+pub mod coreml;
 mod human;
 
 use anyhow::Context;
@@ -21,10 +22,19 @@ use std::path::{Path, PathBuf};
 pub enum ArtifactCommand {
     /// Parse a GGML Whisper model strictly and print its full inventory:
     /// header, ftype, mel and vocabulary blocks, every tensor record with its
-    /// offsets and SHA-256, totals per class, prefix and file digests.
+    /// offsets and SHA-256, totals per class, prefix and file digests. Given
+    /// a Core ML model (a .mlpackage or .mlmodelc directory): its tree
+    /// digest, sizes, spec version, input and output features and weight
+    /// storage (bit depth, palettized or dense); links, FIFOs and devices
+    /// inside it, a missing manifest or a damaged specification are refused.
     Inspect {
-        /// The GGML model file.
+        /// The GGML model file, or a Core ML model directory.
         model: PathBuf,
+        /// (Core ML) Check the model's input and output against what
+        /// whisper.cpp binds for this GGML model's n_mels, n_audio_ctx and
+        /// n_audio_state; exit 1 naming the first mismatch.
+        #[arg(long, value_name = "MODEL.bin")]
+        against: Option<PathBuf>,
         /// Check against the decoder-only inventory (a derived artifact).
         #[arg(long, conflicts_with = "encoder_only")]
         decoder_only: bool,
@@ -225,6 +235,8 @@ fn rejected(path: &Path, e: &ParseError, json: bool) -> anyhow::Result<Outcome> 
 /// without blocking (a FIFO would hang the parser's open forever).
 fn inputs(command: &ArtifactCommand) -> Vec<&Path> {
     match command {
+        // A Core ML model is a directory; its reader checks every entry.
+        ArtifactCommand::Inspect { model, .. } if coreml::is_model_dir(model) => vec![],
         ArtifactCommand::Inspect { model, .. } | ArtifactCommand::Estimate { model, .. } => {
             vec![model]
         }
@@ -252,10 +264,25 @@ pub fn main(command: ArtifactCommand) -> anyhow::Result<Outcome> {
     match command {
         ArtifactCommand::Inspect {
             model,
+            against,
+            json,
+            ..
+        } if coreml::is_model_dir(&model) => coreml::main(&model, against.as_deref(), json),
+        ArtifactCommand::Inspect {
+            against: Some(_),
+            model,
+            ..
+        } => anyhow::bail!(
+            "--against checks a Core ML model (a .mlpackage or .mlmodelc directory); {} is not a directory",
+            model.display()
+        ),
+        ArtifactCommand::Inspect {
+            model,
             decoder_only,
             encoder_only,
             tensors,
             json,
+            against: None,
         } => {
             let expect = match (decoder_only, encoder_only) {
                 (true, _) => Expect::DecoderOnly,

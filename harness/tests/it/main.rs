@@ -18,6 +18,7 @@ mod calibration;
 mod cancel;
 mod ci;
 mod cmake_bootstrap;
+mod coreml;
 mod ct2;
 mod failures;
 mod fixtures;
