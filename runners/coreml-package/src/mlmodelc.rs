@@ -12,7 +12,7 @@
 
 use crate::error::CoremlError;
 use crate::report::{
-    DenseWeights, Feature, Format, ModelReport, NotRead, PalettizedWeights, WeightStorage,
+    DenseTally, Feature, Format, ModelReport, NotRead, PaletteTally, WeightStorage,
 };
 use crate::walk::Tree;
 use serde::Deserialize;
@@ -132,8 +132,8 @@ fn mil_bits(dtype: &str) -> Option<u32> {
 /// Weight storage from the program text: one op per line,
 /// `tensor<T, [dims]> name = op(…)[…]`.
 fn weights_from_mil(text: &str) -> WeightStorage {
-    let mut dense: BTreeMap<(String, u32), (u64, u64)> = BTreeMap::new();
-    let mut pal: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+    let mut dense = DenseTally::new();
+    let mut pal = PaletteTally::new();
     let mut other: BTreeMap<String, u64> = BTreeMap::new();
     for line in text.lines().map(str::trim) {
         let Some((out_type, dims)) = tensor_type(line) else {
@@ -181,26 +181,7 @@ fn weights_from_mil(text: &str) -> WeightStorage {
             *other.entry(op).or_default() += 1;
         }
     }
-    WeightStorage {
-        dense: dense
-            .into_iter()
-            .map(|((data_type, bits), (tensors, elements))| DenseWeights {
-                data_type,
-                bits,
-                tensors,
-                elements,
-            })
-            .collect(),
-        palettized: pal
-            .into_iter()
-            .map(|(bits, (tensors, elements))| PalettizedWeights {
-                bits,
-                tensors,
-                elements,
-            })
-            .collect(),
-        other_compressed: other,
-    }
+    WeightStorage::from_tallies(dense, pal, other)
 }
 
 /// Read the compiled model at `root` (already listed as `tree`).
@@ -294,6 +275,7 @@ pub fn read(root: &Path, tree: &Tree) -> Result<ModelReport, CoremlError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::PalettizedWeights;
 
     #[test]
     fn shapes_and_tensor_types_parse() {

@@ -3,7 +3,7 @@
 //! weight file, or palettized by `constexpr_lut_to_dense`).
 
 use crate::proto::{self, Block, FeatureDescription, Model, Operation, Program, TensorType, Value};
-use crate::report::{DenseWeights, Feature, PalettizedWeights, WeightStorage};
+use crate::report::{DenseTally, Feature, PaletteTally, WeightStorage};
 use std::collections::BTreeMap;
 
 /// A feature description as the report states it.
@@ -61,8 +61,8 @@ pub struct ProgramFacts {
 
 #[derive(Default)]
 struct Tally {
-    dense: BTreeMap<(String, u32), (u64, u64)>,
-    palettized: BTreeMap<u32, (u64, u64)>,
+    dense: DenseTally,
+    palettized: PaletteTally,
 }
 
 /// Walk every function and block of the program.
@@ -88,25 +88,8 @@ pub fn facts(program: &Program) -> ProgramFacts {
             visit(block, &consts, &mut out, &mut tally);
         }
     }
-    out.weights.dense = tally
-        .dense
-        .into_iter()
-        .map(|((data_type, bits), (tensors, elements))| DenseWeights {
-            data_type,
-            bits,
-            tensors,
-            elements,
-        })
-        .collect();
-    out.weights.palettized = tally
-        .palettized
-        .into_iter()
-        .map(|(bits, (tensors, elements))| PalettizedWeights {
-            bits,
-            tensors,
-            elements,
-        })
-        .collect();
+    let other = std::mem::take(&mut out.weights.other_compressed);
+    out.weights = WeightStorage::from_tallies(tally.dense, tally.palettized, other);
     out
 }
 

@@ -71,7 +71,40 @@ pub struct WeightStorage {
     pub other_compressed: BTreeMap<String, u64>,
 }
 
+/// Tensors and weights counted per dense (element type, bits).
+pub(crate) type DenseTally = BTreeMap<(String, u32), (u64, u64)>;
+/// Tensors and weights counted per palette index width.
+pub(crate) type PaletteTally = BTreeMap<u32, (u64, u64)>;
+
 impl WeightStorage {
+    /// The storage the tallies of a program describe.
+    pub(crate) fn from_tallies(
+        dense: DenseTally,
+        palettized: PaletteTally,
+        other_compressed: BTreeMap<String, u64>,
+    ) -> Self {
+        WeightStorage {
+            dense: dense
+                .into_iter()
+                .map(|((data_type, bits), (tensors, elements))| DenseWeights {
+                    data_type,
+                    bits,
+                    tensors,
+                    elements,
+                })
+                .collect(),
+            palettized: palettized
+                .into_iter()
+                .map(|(bits, (tensors, elements))| PalettizedWeights {
+                    bits,
+                    tensors,
+                    elements,
+                })
+                .collect(),
+            other_compressed,
+        }
+    }
+
     /// Whether any weight is palettized.
     pub fn is_palettized(&self) -> bool {
         !self.palettized.is_empty()

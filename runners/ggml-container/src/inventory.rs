@@ -90,15 +90,20 @@ impl ClassTotals {
     pub fn of(records: &[TensorRecord]) -> Self {
         let mut totals = Self::default();
         for r in records {
-            let t = match r.class {
-                TensorClass::NativeEncoder => &mut totals.native_encoder,
-                TensorClass::Decoder => &mut totals.decoder,
-            };
-            t.records += 1;
-            t.payload_bytes += r.payload_len;
-            t.record_bytes += r.record_len();
+            totals.add(r.class, r.payload_len, r.record_len());
         }
         totals
+    }
+
+    /// Count one record of `class` with its payload and whole-record bytes.
+    pub fn add(&mut self, class: TensorClass, payload_bytes: u64, record_bytes: u64) {
+        let t = match class {
+            TensorClass::NativeEncoder => &mut self.native_encoder,
+            TensorClass::Decoder => &mut self.decoder,
+        };
+        t.records += 1;
+        t.payload_bytes += payload_bytes;
+        t.record_bytes += record_bytes;
     }
 }
 

@@ -354,13 +354,7 @@ impl Layout {
     pub fn totals(&self) -> ClassTotals {
         let mut totals = ClassTotals::default();
         for r in &self.records {
-            let t = match r.class {
-                TensorClass::NativeEncoder => &mut totals.native_encoder,
-                TensorClass::Decoder => &mut totals.decoder,
-            };
-            t.records += 1;
-            t.payload_bytes += r.payload_len;
-            t.record_bytes += r.record_len();
+            totals.add(r.class, r.payload_len, r.record_len());
         }
         totals
     }
