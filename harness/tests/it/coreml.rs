@@ -10,14 +10,13 @@
 //! those tests need no network; `committed_miniature_is_what_the_script_builds`
 //! checks it against a fresh build (`MEMQUAL_BLESS=1` rewrites it).
 
-use crate::common::{MEMQUAL, stderr};
+use crate::common::{memqual, model_record, stderr};
 use ggml_container::synthetic::{SyntheticSpec, write_file};
 use ggml_container::{Expect, TensorClass, inspect};
 use harness::artifact::coreml::CoremlInspection;
 use harness::coreml_fixture::{CoremlEncoders, EncoderPackage};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
@@ -27,20 +26,8 @@ fn committed_miniature() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/coreml/miniature-encoder.mlpackage")
 }
 
-/// `memqual ARGS` (no worker is needed here).
-fn memqual(args: &[&str]) -> Output {
-    Command::new(MEMQUAL)
-        .args(args)
-        .output()
-        .expect("memqual runs")
-}
-
 fn inspect_cmd(args: &[&str]) -> Output {
-    Command::new(MEMQUAL)
-        .args(["artifact", "inspect"])
-        .args(args)
-        .output()
-        .expect("memqual runs")
+    memqual(&[&["artifact", "inspect"][..], args].concat())
 }
 
 fn inspection(out: &Output) -> CoremlInspection {
@@ -53,18 +40,10 @@ fn inspection(out: &Output) -> CoremlInspection {
     })
 }
 
-/// tiny.en's encoder packages, built once into the cache (pip the first time).
-fn tiny_en_encoders() -> &'static CoremlEncoders {
-    static BUILT: OnceLock<CoremlEncoders> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let out = memqual(&["fixtures", "model", "tiny.en-coreml", "--json"]);
-        assert!(
-            out.status.success(),
-            "memqual fixtures model tiny.en-coreml: {}",
-            stderr(&out)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
-    })
+/// tiny.en's encoder packages, built into the cache when it lacks them
+/// (pip installs the builder's pinned packages the first time).
+fn tiny_en_encoders() -> CoremlEncoders {
+    serde_json::from_value(model_record("tiny.en-coreml")).unwrap()
 }
 
 /// A synthetic GGML model of `spec` in `dir`.
