@@ -5,9 +5,12 @@
 use sha2::{Digest, Sha256};
 use std::path::Path;
 
-const PATCHES: [&str; 2] = [
+/// The patches, then the sources copied as they are: apply.cmake's order.
+const PATCHES: [&str; 4] = [
     "0001-external-encoder-only.patch",
     "0002-bounded-state.patch",
+    "0003-coreml-fail-closed.patch",
+    "whisper-memqual-output.h",
 ];
 
 fn main() {

@@ -69,6 +69,9 @@ pub struct EncoderPackage {
     pub bytes: u64,
     /// Index width of the palettized weights, if palettized.
     pub palettize_bits: Option<u8>,
+    /// Encoder positions it was built for, when fewer than the model's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio_ctx: Option<u32>,
 }
 
 /// What `memqual fixtures model tiny.en-coreml` laid out.
@@ -213,7 +216,7 @@ fn run_builder(
     work: &Path,
     model: &Path,
     out: &Path,
-    bits: Option<u8>,
+    shape: Shape,
     source_sha256: &str,
 ) -> anyhow::Result<()> {
     let script = work.join("build_encoder.py");
@@ -225,8 +228,11 @@ fn run_builder(
         .arg(out)
         .arg("--source-sha256")
         .arg(source_sha256);
-    if let Some(bits) = bits {
+    if let Some(bits) = shape.palettize_bits {
         cmd.arg("--palettize-bits").arg(bits.to_string());
+    }
+    if let Some(n) = shape.audio_ctx {
+        cmd.arg("--audio-ctx").arg(n.to_string());
     }
     let output = cmd
         .output()
@@ -256,15 +262,16 @@ fn build_checked(
     parent: &Path,
     model: &Path,
     name: &str,
-    bits: Option<u8>,
+    shape: Shape,
     source_sha256: &str,
 ) -> anyhow::Result<(tempfile::TempDir, PathBuf, String, u64)> {
+    let bits = shape.palettize_bits;
     let work = tempfile::Builder::new()
         .prefix(".coreml-build-")
         .tempdir_in(parent)
         .with_context(|| format!("cannot create a build folder in {}", parent.display()))?;
     let package = work.path().join(name);
-    run_builder(python, work.path(), model, &package, bits, source_sha256)?;
+    run_builder(python, work.path(), model, &package, shape, source_sha256)?;
     let report = read_model(&package)
         .with_context(|| format!("the built package {} does not read back", package.display()))?;
     let tree =
@@ -282,6 +289,15 @@ fn build_checked(
         );
     }
     Ok((work, package, tree.sha256, tree.file_bytes))
+}
+
+/// What a package is built as, beyond the model's own encoder.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Shape {
+    /// Palettize the weights to 2^N-entry tables.
+    pub palettize_bits: Option<u8>,
+    /// Encoder positions (whisper.cpp's `audio_ctx`), else the model's.
+    pub audio_ctx: Option<u32>,
 }
 
 /// The verified GGML model an encoder is built from.
@@ -316,6 +332,7 @@ pub fn ensure_tiny_en(
                         tree_sha256: t.sha256,
                         bytes: t.file_bytes,
                         palettize_bits: v.palettize_bits,
+                        audio_ctx: None,
                     });
                     continue;
                 }
@@ -338,7 +355,10 @@ pub fn ensure_tiny_en(
             &models,
             source.path,
             v.dir,
-            v.palettize_bits,
+            Shape {
+                palettize_bits: v.palettize_bits,
+                audio_ctx: None,
+            },
             source.sha256,
         );
         spinner.finish_and_clear();
@@ -372,6 +392,7 @@ pub fn ensure_tiny_en(
             tree_sha256: digest,
             bytes,
             palettize_bits: v.palettize_bits,
+            audio_ctx: None,
         });
     }
     Ok(CoremlEncoders {
@@ -389,9 +410,10 @@ pub fn build_any(
     cache: &Path,
     model: &Path,
     out: &Path,
-    bits: Option<u8>,
+    shape: Shape,
     progress: Progress,
 ) -> anyhow::Result<EncoderPackage> {
+    let bits = shape.palettize_bits;
     if std::fs::symlink_metadata(out).is_ok() {
         bail!("{} already exists; choose another path", out.display());
     }
@@ -401,6 +423,15 @@ pub fn build_any(
     run_dir::input::open(model)?;
     let inv = ggml_container::inspect(model, ggml_container::Expect::Full)
         .map_err(|e| anyhow::anyhow!("{} rejected: {e}", model.display()))?;
+    let positions = inv.hparams.n_audio_ctx;
+    if let Some(n) = shape.audio_ctx
+        && (n == 0 || i64::from(n) > i64::from(positions))
+    {
+        bail!(
+            "--audio-ctx {n}: {} has {positions} encoder positions; choose 1 to {positions}",
+            model.display()
+        );
+    }
     let python = ensure_venv(cache, progress)?;
     let parent = match out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -414,7 +445,7 @@ pub fn build_any(
         "building the Core ML encoder of {}",
         model.display()
     ));
-    let built = build_checked(&python, parent, model, name, bits, &inv.file_sha256);
+    let built = build_checked(&python, parent, model, name, shape, &inv.file_sha256);
     spinner.finish_and_clear();
     let (work, package, digest, bytes) = built?;
     std::fs::rename(&package, out)
@@ -429,5 +460,6 @@ pub fn build_any(
         tree_sha256: digest,
         bytes,
         palettize_bits: bits,
+        audio_ctx: shape.audio_ctx,
     })
 }

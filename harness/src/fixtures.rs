@@ -283,7 +283,13 @@ pub enum FixturesCommand {
         /// 2^N-entry table (k-means per tensor, kmeans1d: deterministic).
         #[arg(long, value_name = "N", value_parser = palette_bits)]
         palettize_bits: Option<u8>,
-        /// Print {variant, path, tree_sha256, bytes, palettize_bits} as JSON.
+        /// Build for N encoder positions (an arm's `audio_ctx`, e.g. 768 for
+        /// 15.36 s windows): the first N rows of the positional embedding and
+        /// a mel window of 2N frames. whisper.cpp with audio_ctx = N needs
+        /// exactly this; the worker refuses a sidecar built for other positions.
+        #[arg(long, value_name = "N")]
+        audio_ctx: Option<u32>,
+        /// Print {variant, path, tree_sha256, bytes, palettize_bits, audio_ctx} as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -378,13 +384,17 @@ pub fn main(command: FixturesCommand) -> anyhow::Result<()> {
             model,
             out,
             palettize_bits,
+            audio_ctx,
             json,
         } => {
             let built = crate::coreml_fixture::build_any(
                 &cache_dir()?,
                 &model,
                 &out,
-                palettize_bits,
+                crate::coreml_fixture::Shape {
+                    palettize_bits,
+                    audio_ctx,
+                },
                 Progress::Stderr,
             )?;
             if json {

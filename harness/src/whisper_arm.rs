@@ -99,6 +99,10 @@ pub struct WhisperArmDecl {
     /// encoder positions (rounded up to 256), logits and decoder buffers for
     /// max_batch tokens; a request beyond either fails, never truncated.
     pub state_bounds: Option<StateBounds>,
+    /// The Core ML encoder's compute units with `encoder = "coreml"` on the
+    /// patched runtime: `all` (whisper.cpp's default), `cpu_and_ne`,
+    /// `cpu_and_gpu` or `cpu_only`. The receipt records what was configured.
+    pub coreml_compute_units: Option<worker_contract::CoremlComputeUnits>,
     /// `no_state` (default: the no-state context plus exactly one state) or `default`.
     #[serde(default = "default_initializer")]
     pub initializer: Initializer,
@@ -568,6 +572,7 @@ pub fn resolve(
         },
         external_encoder,
         state_bounds: decl.state_bounds,
+        coreml_compute_units: decl.coreml_compute_units,
     };
     spec.validate()?;
     Ok((spec, model_ref))

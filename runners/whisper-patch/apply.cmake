@@ -6,12 +6,21 @@
 # worker can refuse a library patched with another set.
 set(MEMQUAL_PATCHES
     "${CMAKE_CURRENT_LIST_DIR}/0001-external-encoder-only.patch"
-    "${CMAKE_CURRENT_LIST_DIR}/0002-bounded-state.patch")
+    "${CMAKE_CURRENT_LIST_DIR}/0002-bounded-state.patch"
+    "${CMAKE_CURRENT_LIST_DIR}/0003-coreml-fail-closed.patch")
+# Copied into src/ as is: the encoder-output checks, one portable header that
+# runners/encoder-output-check compiles and tests on any host.
+set(MEMQUAL_SOURCES
+    "${CMAKE_CURRENT_LIST_DIR}/whisper-memqual-output.h")
 
-# The digest: SHA-256 over "<sha256 of each patch>  <file name>\n", in order
-# (runners/build.rs computes the same).
+# whisper-rs-sys turns Core ML's fallback to the native encoder on; the patch
+# set never falls back (and src/whisper.cpp refuses to compile if it is on).
+set(WHISPER_COREML_ALLOW_FALLBACK OFF CACHE BOOL "memqual: Core ML fails closed" FORCE)
+
+# The digest: SHA-256 over "<sha256 of each file>  <file name>\n", patches
+# then copied sources, in order (runners/build.rs computes the same).
 set(memqual_manifest "")
-foreach(patch IN LISTS MEMQUAL_PATCHES)
+foreach(patch IN LISTS MEMQUAL_PATCHES MEMQUAL_SOURCES)
     file(SHA256 "${patch}" patch_sha)
     get_filename_component(patch_name "${patch}" NAME)
     string(APPEND memqual_manifest "${patch_sha}  ${patch_name}\n")
@@ -59,6 +68,9 @@ foreach(patch IN LISTS MEMQUAL_PATCHES)
     if(NOT rc EQUAL 0)
         message(FATAL_ERROR "memqual: ${patch} does not apply to ${CMAKE_SOURCE_DIR}: ${out}${err}")
     endif()
+endforeach()
+foreach(source IN LISTS MEMQUAL_SOURCES)
+    file(COPY "${source}" DESTINATION "${CMAKE_SOURCE_DIR}/src")
 endforeach()
 file(APPEND "${CMAKE_SOURCE_DIR}/src/whisper.cpp"
     "\n// memqual: written by runners/whisper-patch/apply.cmake\n"

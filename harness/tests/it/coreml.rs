@@ -204,6 +204,64 @@ fn tiny_en_packages_compute_the_encoder_of_the_ggml_weights() {
 }
 
 #[test]
+fn an_encoder_built_for_fewer_positions_has_their_window_and_refuses_the_full_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mini = synthetic(dir.path(), &SyntheticSpec::miniature());
+    let out = dir.path().join("mini-6-encoder.mlpackage");
+    let args = [
+        "fixtures",
+        "coreml-encoder",
+        s(&mini),
+        s(&out),
+        "--audio-ctx",
+        "6",
+        "--json",
+    ];
+    let run = memqual(&args);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let built: EncoderPackage = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(built.audio_ctx, Some(6));
+    let i = inspection(&inspect_cmd(&[s(&out), "--json"]));
+    let shape_of = |features: &[coreml_package::Feature], name: &str| {
+        features
+            .iter()
+            .find(|f| f.name == name)
+            .unwrap()
+            .shape
+            .clone()
+    };
+    // 6 positions: a 12-frame window of the miniature's 4 mels, 32 wide.
+    assert_eq!(shape_of(&i.model.inputs, "logmel_data"), vec![1, 4, 12]);
+    assert_eq!(shape_of(&i.model.outputs, "output"), vec![1, 6, 32]);
+    // Against the model's own 8 positions it does not fit, naming the window.
+    let against = inspect_cmd(&[s(&out), "--against", s(&mini)]);
+    assert_eq!(against.status.code(), Some(1));
+    assert!(
+        stderr(&against).contains("input logmel_data shape: expected [1, 4, 16], found [1, 4, 12]"),
+        "{}",
+        stderr(&against)
+    );
+    // More positions than the model has are refused before Python runs.
+    let too_many = dir.path().join("mini-9-encoder.mlpackage");
+    let run = memqual(&[
+        "fixtures",
+        "coreml-encoder",
+        s(&mini),
+        s(&too_many),
+        "--audio-ctx",
+        "9",
+    ]);
+    assert!(!run.status.success(), "{}", stderr(&run));
+    assert!(
+        stderr(&run).contains("--audio-ctx 9: ")
+            && stderr(&run).contains("has 8 encoder positions"),
+        "{}",
+        stderr(&run)
+    );
+    assert!(!too_many.exists());
+}
+
+#[test]
 fn against_names_the_first_mismatch_and_accepts_the_model_it_was_built_for() {
     let dir = tempfile::tempdir().unwrap();
     let mini = synthetic(dir.path(), &SyntheticSpec::miniature());

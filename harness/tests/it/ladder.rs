@@ -259,12 +259,20 @@ fn a_defective_external_encoder_fails_the_request_closed() {
             "fail",
             "the external encoder failed (-30): injected failure",
         ),
-        ("wrong_shape", "expected one float32 tensor [384, 1500]"),
+        // The patch's shared output checks (whisper-memqual-output.h), the
+        // same ones the Core ML glue applies; outermost dimension first.
+        (
+            "wrong_shape",
+            "the output has shape [384, 1500], expected [n_ctx 1500, n_state 384]",
+        ),
         (
             "short_buffer",
             "the external encoder sent less than the 2304000 bytes it announced",
         ),
-        ("small_tensor", "dims [384, 1499, 1, 1]"),
+        (
+            "small_tensor",
+            "the output has shape [1499, 384], expected [n_ctx 1500, n_state 384]",
+        ),
     ];
     let mut body = String::new();
     for (fault, _) in cases {

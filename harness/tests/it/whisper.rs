@@ -288,15 +288,12 @@ encoder = "coreml"
 
 #[test]
 fn the_turbo_ladder_is_not_runnable_on_a_cpu_build() {
+    patched_worker();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");
-    let protocol = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../protocols/turbo-ladder.toml"
-    );
     let out = memqual(&[
         "run",
-        protocol,
+        TURBO_LADDER,
         "--param",
         "models=/nonexistent",
         "--out",
@@ -306,7 +303,7 @@ fn the_turbo_ladder_is_not_runnable_on_a_cpu_build() {
     ]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let receipt = receipt(&dir);
-    assert_eq!(receipt.arms.len(), 6);
+    assert_eq!(receipt.arms.len(), 8);
     for a in &receipt.arms {
         assert_eq!(
             a.status,
@@ -316,6 +313,15 @@ fn the_turbo_ladder_is_not_runnable_on_a_cpu_build() {
             a.failure
         );
         assert!(a.phases.is_empty());
+        // Each names what this Linux build lacks, stock or patched alike.
+        assert!(
+            a.failure
+                .iter()
+                .any(|f| f.contains("lacks encoder:coreml, backend:metal")),
+            "{}: {:?}",
+            a.id,
+            a.failure
+        );
     }
     let spec = receipt.arms[0].spec.as_ref().unwrap();
     let worker_contract::WorkerSpec::Whisper(w) = &spec.worker else {
@@ -326,6 +332,151 @@ fn the_turbo_ladder_is_not_runnable_on_a_cpu_build() {
         PathBuf::from("/nonexistent/ggml-large-v3-turbo.bin"),
         "--param overrides [params] and nested parameters resolve"
     );
+}
+
+const TURBO_LADDER: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../protocols/turbo-ladder.toml"
+);
+
+/// The same stages on tiny.en, which the macOS workflow runs.
+const TINY_COREML_LADDER: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../protocols/tiny-coreml-ladder.toml"
+);
+
+/// A Core ML ladder's arms as `memqual run` would send them, with models in `/m`.
+fn coreml_ladder_specs(
+    protocol: &str,
+) -> Vec<(String, Option<String>, worker_contract::WhisperSpec)> {
+    let fixtures = harness::catalogs::fixture_catalog().unwrap();
+    let mut ctx = harness::protocol::ParseContext {
+        overrides: [("models".to_string(), "/m".to_string())].into(),
+        base_dir: PathBuf::from("/"),
+        fixtures: &fixtures,
+        models: &harness::catalogs::ModelCache,
+        physical_memory: None,
+    };
+    let loaded = harness::protocol::load(Path::new(protocol), &mut ctx).unwrap();
+    loaded
+        .arms
+        .into_iter()
+        .map(|arm| match arm.worker {
+            worker_contract::WorkerSpec::Whisper(w) => (arm.id, arm.control, *w),
+            other => panic!("{}: not a whisper arm: {other:?}", arm.id),
+        })
+        .collect()
+}
+
+#[test]
+fn every_core_ml_ladder_arm_runs_on_the_metal_core_ml_builds_and_names_what_others_lack() {
+    use worker_contract::Runtime;
+    use worker_contract::capabilities::{
+        PATCH_CAPABILITIES, PATCH_CAPABILITIES_COREML, capabilities_of,
+    };
+    let mac = ["metal", "coreml"];
+    // The worker each arm's runtime selects, on a Mac and on this host.
+    let worker_for = |runtime: Runtime, on_mac: bool| -> Vec<&'static str> {
+        match (runtime, on_mac) {
+            (Runtime::WhisperCppPatched, true) => capabilities_of(&mac, PATCH_CAPABILITIES_COREML),
+            (Runtime::WhisperCppPatched, false) => capabilities_of(&[], PATCH_CAPABILITIES),
+            (_, true) => capabilities_of(&mac, &[]),
+            (_, false) => capabilities_of(&[], &[]),
+        }
+    };
+    for protocol in [TURBO_LADDER, TINY_COREML_LADDER] {
+        runnable_where_it_ships(protocol, &worker_for);
+    }
+}
+
+fn runnable_where_it_ships(
+    protocol: &str,
+    worker_for: &dyn Fn(worker_contract::Runtime, bool) -> Vec<&'static str>,
+) {
+    use worker_contract::capabilities::{capabilities_of, check_runnable_with};
+    let mac = ["metal", "coreml"];
+    let specs = coreml_ladder_specs(protocol);
+    let ids: Vec<&str> = specs.iter().map(|(id, _, _)| id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "stage0",
+            "stage0-patched",
+            "stage1-q5_0",
+            "stage2-external-encoder-only",
+            "stage3-decoder-q5_0",
+            "stage4-ctx",
+            "stage4-bounded-state",
+            "stage5-palettized-coreml"
+        ]
+    );
+    for (id, _, spec) in &specs {
+        check_runnable_with("worker", spec, &worker_for(spec.runtime, true))
+            .unwrap_or_else(|e| panic!("{id} on the Mac build: {e}"));
+        let err = check_runnable_with("worker", spec, &worker_for(spec.runtime, false))
+            .expect_err(id)
+            .0;
+        assert!(
+            err.contains("lacks encoder:coreml, backend:metal"),
+            "{id}: {err}"
+        );
+    }
+    // The saving stages on the stock Mac build: NOT_RUNNABLE, naming the loader.
+    for (id, _, spec) in specs.iter().filter(|(_, _, s)| {
+        s.requires
+            .iter()
+            .any(|r| r == "loader:external_encoder_only")
+    }) {
+        let err = check_runnable_with("worker", spec, &capabilities_of(&mac, &[]))
+            .expect_err(id)
+            .0;
+        assert!(
+            err.contains("lacks encoder:coreml_fail_closed, loader:external_encoder_only"),
+            "{id}: {err}"
+        );
+    }
+}
+
+#[test]
+fn each_core_ml_ladder_stage_changes_one_mechanism_against_its_control() {
+    for protocol in [TURBO_LADDER, TINY_COREML_LADDER] {
+        one_mechanism_per_stage(protocol);
+    }
+}
+
+fn one_mechanism_per_stage(protocol: &str) {
+    let specs = coreml_ladder_specs(protocol);
+    let find = |id: &str| &specs.iter().find(|(i, _, _)| i == id).unwrap().2;
+    let control_of = |id: &str| specs.iter().find(|(i, _, _)| i == id).unwrap().1.clone();
+    assert_eq!(control_of("stage0"), None);
+    for (stage, control) in [
+        ("stage0-patched", "stage0"),
+        ("stage1-q5_0", "stage0"),
+        ("stage2-external-encoder-only", "stage0-patched"),
+        ("stage3-decoder-q5_0", "stage2-external-encoder-only"),
+        ("stage4-ctx", "stage3-decoder-q5_0"),
+        ("stage4-bounded-state", "stage4-ctx"),
+        ("stage5-palettized-coreml", "stage4-bounded-state"),
+    ] {
+        assert_eq!(control_of(stage).as_deref(), Some(control), "{stage}");
+    }
+    // Stage 5 differs from stage 4 only in its Core ML package.
+    let (s4, s5) = (
+        find("stage4-bounded-state"),
+        find("stage5-palettized-coreml"),
+    );
+    let mut s5_as_s4 = s5.clone();
+    s5_as_s4.model.coreml_sidecar = s4.model.coreml_sidecar.clone();
+    assert_eq!(&s5_as_s4, s4);
+    assert_ne!(s5.model.coreml_sidecar, s4.model.coreml_sidecar);
+    // Stage 4 declares the bounds its caches are sized for, matching its audio_ctx.
+    let bounds = s4.state_bounds.expect("stage 4 declares state_bounds");
+    assert_eq!((bounds.max_audio_ctx, s4.audio_ctx), (768, 768));
+    // Stage 2 differs from the patched control only in the loader it requires.
+    let (s0p, s2) = (find("stage0-patched"), find("stage2-external-encoder-only"));
+    let mut s2_as_s0p = s2.clone();
+    s2_as_s0p.requires = s0p.requires.clone();
+    assert_eq!(&s2_as_s0p, s0p);
 }
 
 #[test]

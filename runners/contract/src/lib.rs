@@ -24,6 +24,7 @@
 
 pub mod bounds;
 mod calibrate;
+pub mod capabilities;
 mod channel;
 mod lifeline;
 mod message;
@@ -51,9 +52,10 @@ pub use runtime::{
 };
 pub use spec::{ArmSpec, SamplerSchedule, WorkerSpec};
 pub use whisper::{
-    CancelSpec, CancelledRequest, Conversion, Ct2ComputeType, Ct2Options, Decoding, Encoder,
-    EncoderFault, ExternalEncoderInput, FixtureInput, Initializer, LongFormInput, ModelInput,
-    ModelLayout, Runtime, StateBounds, StopReason, TranscriptionResult, WhisperSpec, is_sha256_hex,
+    CancelSpec, CancelledRequest, Conversion, CoremlComputeUnits, Ct2ComputeType, Ct2Options,
+    Decoding, Encoder, EncoderFault, ExternalEncoderInput, FixtureInput, Initializer,
+    LongFormInput, ModelInput, ModelLayout, Runtime, StateBounds, StopReason, TranscriptionResult,
+    WhisperSpec, is_sha256_hex,
 };
 
 /// Version of the spec and message formats. Bump on any incompatible change.

@@ -240,10 +240,23 @@ pub struct CoremlIdentity {
     pub path: String,
     /// That path with every link resolved: the tree that was digested.
     pub resolved_path: String,
-    /// The compute-unit policy whisper.cpp configures (`MLComputeUnitsAll` in
-    /// 1.8.3). Where Core ML placed the work (ANE or not) is not observable
-    /// here and is never claimed.
+    /// The compute units the model was loaded with, in Core ML's words
+    /// (`MLComputeUnitsAll`, what stock whisper.cpp 1.8.3 hard-codes).
     pub compute_units: String,
+    /// True when the arm chose them (`coreml_compute_units`, patched
+    /// runtime); false when they are whisper.cpp's hard-coded default.
+    pub compute_units_from_arm: bool,
+    /// Whether whisper.cpp may run its native encoder when the Core ML model
+    /// fails to load (stock whisper-rs builds define
+    /// `WHISPER_COREML_ALLOW_FALLBACK`; the patched set compiles it out).
+    pub fallback_allowed: bool,
+    /// Whether every prediction's output is checked (feature, type, shape,
+    /// count, strides) before it is copied: the patched set's fail-closed
+    /// encoder. Stock whisper.cpp copies it unchecked.
+    pub output_checked: bool,
+    /// Where Core ML placed the encoder's operations, or why that is not
+    /// attributable. Placement is never inferred from timing.
+    pub placement: String,
     /// SHA-256 over the sorted tree (`sampler::captures::tree_digest`).
     pub tree_sha256: String,
     /// Regular files in the digested tree.

@@ -65,6 +65,44 @@ pub struct ExternalEncoderInput {
     pub fault: Option<EncoderFault>,
 }
 
+/// `MLModelConfiguration.computeUnits` for the Core ML encoder (patched
+/// runtime; stock whisper.cpp 1.8.3 hard-codes `all`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CoremlComputeUnits {
+    /// `MLComputeUnitsAll`: Core ML picks among CPU, GPU and Neural Engine.
+    #[default]
+    All,
+    /// `MLComputeUnitsCPUAndNeuralEngine` (macOS 13 and later).
+    CpuAndNe,
+    /// `MLComputeUnitsCPUAndGPU`.
+    CpuAndGpu,
+    /// `MLComputeUnitsCPUOnly`.
+    CpuOnly,
+}
+
+impl CoremlComputeUnits {
+    /// Core ML's own name.
+    pub fn coreml_name(self) -> &'static str {
+        match self {
+            Self::All => "MLComputeUnitsAll",
+            Self::CpuAndNe => "MLComputeUnitsCPUAndNeuralEngine",
+            Self::CpuAndGpu => "MLComputeUnitsCPUAndGPU",
+            Self::CpuOnly => "MLComputeUnitsCPUOnly",
+        }
+    }
+
+    /// `enum whisper_memqual_coreml_units` of the patch set.
+    pub fn patch_code(self) -> i32 {
+        match self {
+            Self::All => 0,
+            Self::CpuOnly => 1,
+            Self::CpuAndGpu => 2,
+            Self::CpuAndNe => 3,
+        }
+    }
+}
+
 /// Bounds a patched worker's state is sized for, each checked on every
 /// request: an input beyond one fails, never truncated or overrun.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -422,6 +460,10 @@ pub struct WhisperSpec {
     /// The patched runtime's bounded state; `None` sizes it as stock does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_bounds: Option<StateBounds>,
+    /// The Core ML encoder's compute units (patched runtime, `encoder =
+    /// "coreml"`); `None` is whisper.cpp's own `all`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coreml_compute_units: Option<CoremlComputeUnits>,
 }
 
 impl WhisperSpec {
@@ -456,6 +498,17 @@ impl WhisperSpec {
                 ));
             }
             _ => {}
+        }
+        if self.coreml_compute_units.is_some() {
+            if !patched {
+                return needs_patch("coreml_compute_units");
+            }
+            if self.encoder != Encoder::Coreml {
+                return Err(FieldError::new(
+                    "coreml_compute_units",
+                    "coreml_compute_units goes with encoder = \"coreml\"",
+                ));
+            }
         }
         if let Some(bounds) = self.state_bounds {
             if !patched {
@@ -751,6 +804,7 @@ mod tests {
             ctranslate2: None,
             external_encoder: None,
             state_bounds: None,
+            coreml_compute_units: None,
         }
     }
 

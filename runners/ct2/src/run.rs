@@ -42,9 +42,9 @@ pub fn capabilities() -> Vec<&'static str> {
 
 /// Refuse a GPU arm this build cannot run: CTranslate2 would otherwise
 /// fail deep in its loader, or a CPU run would pass for a GPU one.
-pub fn check_device(spec: &WhisperSpec) -> Result<(), runners::whisper::NotRunnable> {
+pub fn check_device(spec: &WhisperSpec) -> Result<(), worker_contract::capabilities::NotRunnable> {
     if spec.use_gpu && !cfg!(feature = "cuda") {
-        return Err(runners::whisper::NotRunnable(
+        return Err(worker_contract::capabilities::NotRunnable(
             "use_gpu = true needs a memqual-ct2 built with the cuda feature \
              (cargo build --release -p runners-ct2 --features cuda, with the CUDA toolkit); \
              this one computes on the CPU only"

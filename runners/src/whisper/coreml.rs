@@ -11,7 +11,11 @@
 //! path, [`sidecar_beside`]), links it as `<scratch>/coreml/-encoder.mlmodelc`
 //! and creates the states with that folder as the working directory
 //! ([`Sidecar::enter`]). The tree is digested before the load and again after
-//! the states exist; the arm fails unless both digests agree.
+//! the states exist; the arm fails unless both digests agree. Before any of
+//! that, its feature descriptions are checked against the GGML model's
+//! dimensions (`coreml_package::whisper::check_encoder`): a sidecar built for
+//! another model, or for other encoder positions, is refused before anything
+//! loads.
 //!
 //! Everything here is plain Unix and tested on Linux; only a `coreml` build
 //! (macOS) ever takes this path at run time.
@@ -43,6 +47,23 @@ pub fn sidecar_beside(model: &Path) -> PathBuf {
     PathBuf::from(OsString::from_vec(path))
 }
 
+/// How the worker set up Core ML, for the receipt.
+#[derive(Debug, Clone, Copy)]
+pub struct CoremlSetup {
+    /// What the model is loaded with.
+    pub compute_units: worker_contract::CoremlComputeUnits,
+    /// Chosen by the arm (patched runtime) rather than whisper.cpp's default.
+    pub from_arm: bool,
+    /// whisper.cpp may run its native encoder when Core ML fails to load.
+    pub fallback_allowed: bool,
+    /// Every prediction's output is checked before it is copied.
+    pub output_checked: bool,
+}
+
+/// Why placement is not in the receipt: no build of the worker asks Core ML.
+pub const PLACEMENT_NOT_ATTRIBUTABLE: &str = "not attributable: the worker does not query \
+     MLComputePlan, and placement is never inferred from timing";
+
 /// The sidecar resolved, linked into scratch and digested before the load.
 #[derive(Debug)]
 pub struct Sidecar {
@@ -54,9 +75,15 @@ pub struct Sidecar {
 }
 
 impl Sidecar {
-    /// Resolve `explicit` (or whisper.cpp's rule for `model`), link it into
-    /// `scratch/coreml` and digest it.
-    pub fn prepare(model: &Path, explicit: Option<&Path>, scratch: &Path) -> anyhow::Result<Self> {
+    /// Resolve `explicit` (or whisper.cpp's rule for `model`), check it fits
+    /// `fit` (the model's dimensions, with the arm's encoder positions), link
+    /// it into `scratch/coreml` and digest it.
+    pub fn prepare(
+        model: &Path,
+        explicit: Option<&Path>,
+        scratch: &Path,
+        fit: Option<&coreml_package::whisper::EncoderDims>,
+    ) -> anyhow::Result<Self> {
         let named = explicit.map_or_else(|| sidecar_beside(model), Path::to_path_buf);
         if !named.is_dir() {
             bail!(
@@ -71,6 +98,9 @@ impl Sidecar {
         }
         let resolved = std::fs::canonicalize(&named)
             .with_context(|| format!("Core ML sidecar {}", named.display()))?;
+        if let Some(dims) = fit {
+            check_fits(&named, &resolved, model, dims)?;
+        }
         let dir = scratch.join("coreml");
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let link = dir.join(LINK_NAME);
@@ -99,7 +129,11 @@ impl Sidecar {
 
     /// The sidecar whisper.cpp logged opening, checked to be the linked tree
     /// with the same digest as before the load.
-    pub fn identity(&self, topology: &Topology) -> anyhow::Result<CoremlIdentity> {
+    pub fn identity(
+        &self,
+        topology: &Topology,
+        setup: &CoremlSetup,
+    ) -> anyhow::Result<CoremlIdentity> {
         let logged = topology
             .states
             .first()
@@ -130,7 +164,11 @@ impl Sidecar {
         Ok(CoremlIdentity {
             path: opened.display().to_string(),
             resolved_path: resolved.display().to_string(),
-            compute_units: "MLComputeUnitsAll (whisper.cpp default)".into(),
+            compute_units: setup.compute_units.coreml_name().into(),
+            compute_units_from_arm: setup.from_arm,
+            fallback_allowed: setup.fallback_allowed,
+            output_checked: setup.output_checked,
+            placement: PLACEMENT_NOT_ATTRIBUTABLE.into(),
             tree_sha256: after.sha256,
             files: after.files,
             bytes: after.file_bytes,
@@ -138,9 +176,46 @@ impl Sidecar {
     }
 }
 
+/// Refuse a sidecar whose feature descriptions do not serve `dims`.
+fn check_fits(
+    named: &Path,
+    resolved: &Path,
+    model: &Path,
+    dims: &coreml_package::whisper::EncoderDims,
+) -> anyhow::Result<()> {
+    let report = coreml_package::read_model(resolved).map_err(|e| {
+        anyhow::anyhow!(
+            "Core ML sidecar {} cannot be checked against model {} before loading: {e}",
+            named.display(),
+            model.display()
+        )
+    })?;
+    let mismatches = coreml_package::whisper::check_encoder(&report, dims);
+    if let Some(first) = mismatches.first() {
+        bail!(
+            "Core ML sidecar {} does not fit model {} (n_mels {}, {} encoder positions, n_audio_state {}): \
+             {}: expected {}, found {}{}; nothing was loaded",
+            named.display(),
+            model.display(),
+            dims.n_mels,
+            dims.n_audio_ctx,
+            dims.n_audio_state,
+            first.what,
+            first.expected,
+            first.found,
+            match mismatches.len() {
+                1 => String::new(),
+                n => format!(" (and {} more)", n - 1),
+            }
+        );
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use coreml_package::whisper::EncoderDims;
 
     #[test]
     fn whisper_cpp_naming_rule() {
@@ -168,6 +243,13 @@ mod tests {
         assert_eq!(beside(""), LINK_NAME);
     }
 
+    const STOCK: CoremlSetup = CoremlSetup {
+        compute_units: worker_contract::CoremlComputeUnits::All,
+        from_arm: false,
+        fallback_allowed: true,
+        output_checked: false,
+    };
+
     fn tree(root: &Path) -> PathBuf {
         let tree = root.join("real-encoder.mlmodelc");
         std::fs::create_dir_all(tree.join("weights")).unwrap();
@@ -188,7 +270,8 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let tree = tree(tmp.path());
         let scratch = tmp.path().join("scratch");
-        let sidecar = Sidecar::prepare(Path::new("/nowhere/m.bin"), Some(&tree), &scratch).unwrap();
+        let sidecar =
+            Sidecar::prepare(Path::new("/nowhere/m.bin"), Some(&tree), &scratch, None).unwrap();
         // Inside `enter`, the relative name opens the tree; outside, it does not.
         let seen = sidecar
             .enter(|| std::fs::read(Path::new(LINK_NAME).join("model.mil")))
@@ -196,7 +279,7 @@ mod tests {
             .unwrap();
         assert_eq!(seen, b"program");
         assert!(!Path::new(LINK_NAME).exists());
-        let id = sidecar.identity(&logged(LINK_NAME)).unwrap();
+        let id = sidecar.identity(&logged(LINK_NAME), &STOCK).unwrap();
         assert_eq!(
             id.path,
             scratch.join("coreml").join(LINK_NAME).display().to_string()
@@ -218,11 +301,12 @@ mod tests {
             Path::new("/nowhere/m.bin"),
             Some(&tree),
             &tmp.path().join("s"),
+            None,
         )
         .unwrap();
         std::fs::write(tree.join("weights/weight.bin"), [8u8; 100]).unwrap();
         let err = sidecar
-            .identity(&logged(LINK_NAME))
+            .identity(&logged(LINK_NAME), &STOCK)
             .unwrap_err()
             .to_string();
         assert!(err.contains("changed while whisper.cpp loaded it"), "{err}");
@@ -238,10 +322,11 @@ mod tests {
             Path::new("/nowhere/m.bin"),
             Some(&tree),
             &tmp.path().join("s"),
+            None,
         )
         .unwrap();
         let err = sidecar
-            .identity(&logged(other.to_str().unwrap()))
+            .identity(&logged(other.to_str().unwrap()), &STOCK)
             .unwrap_err()
             .to_string();
         assert!(err.contains("not the sidecar the arm names"), "{err}");
@@ -251,7 +336,7 @@ mod tests {
     fn a_missing_sidecar_beside_the_model_is_named() {
         let tmp = tempfile::tempdir().unwrap();
         let model = tmp.path().join("ggml-tiny.en-q5_0.bin");
-        let err = Sidecar::prepare(&model, None, &tmp.path().join("s"))
+        let err = Sidecar::prepare(&model, None, &tmp.path().join("s"), None)
             .unwrap_err()
             .to_string();
         assert!(
@@ -259,5 +344,95 @@ mod tests {
             "{err}"
         );
         assert!(err.contains("beside the model"), "{err}");
+    }
+
+    /// The committed miniature encoder (4 mels, 8 positions, 32 wide), built
+    /// by fixtures/coreml/build_encoder.py.
+    fn miniature() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../harness/tests/coreml/miniature-encoder.mlpackage")
+    }
+
+    fn dims(n_mels: i64, n_audio_ctx: i64, n_audio_state: i64) -> EncoderDims {
+        EncoderDims {
+            n_mels,
+            n_audio_ctx,
+            n_audio_state,
+        }
+    }
+
+    #[test]
+    fn a_sidecar_that_fits_the_model_is_linked_and_its_setup_recorded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let scratch = tmp.path().join("s");
+        let sidecar = Sidecar::prepare(
+            Path::new("/m/ggml-mini.bin"),
+            Some(&miniature()),
+            &scratch,
+            Some(&dims(4, 8, 32)),
+        )
+        .unwrap();
+        let setup = CoremlSetup {
+            compute_units: worker_contract::CoremlComputeUnits::CpuAndNe,
+            from_arm: true,
+            fallback_allowed: false,
+            output_checked: true,
+        };
+        let id = sidecar.identity(&logged(LINK_NAME), &setup).unwrap();
+        assert_eq!(id.compute_units, "MLComputeUnitsCPUAndNeuralEngine");
+        assert!(id.compute_units_from_arm && id.output_checked && !id.fallback_allowed);
+        assert!(
+            id.placement.starts_with("not attributable"),
+            "{}",
+            id.placement
+        );
+    }
+
+    #[test]
+    fn a_sidecar_for_other_dimensions_is_refused_before_anything_loads() {
+        let tmp = tempfile::tempdir().unwrap();
+        let scratch = tmp.path().join("s");
+        // Another model's width, then a state bounded to fewer positions.
+        for (fit, says) in [
+            (
+                dims(4, 8, 384),
+                "output output shape: expected [1, 8, 384], found [1, 8, 32]",
+            ),
+            (
+                dims(4, 6, 32),
+                "input logmel_data shape: expected [1, 4, 12], found [1, 4, 16] (and 1 more)",
+            ),
+        ] {
+            let err = Sidecar::prepare(
+                Path::new("/m/ggml-mini.bin"),
+                Some(&miniature()),
+                &scratch,
+                Some(&fit),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains(says), "{err}");
+            assert!(err.contains("nothing was loaded"), "{err}");
+            // Refused before the link whisper.cpp would open.
+            assert!(!scratch.join("coreml").join(LINK_NAME).exists());
+        }
+    }
+
+    #[test]
+    fn a_sidecar_that_cannot_be_read_is_refused_naming_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tree = tree(tmp.path());
+        let err = Sidecar::prepare(
+            Path::new("/m/ggml-mini.bin"),
+            Some(&tree),
+            &tmp.path().join("s"),
+            Some(&dims(4, 8, 32)),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("cannot be checked against model /m/ggml-mini.bin"),
+            "{err}"
+        );
     }
 }

@@ -140,36 +140,18 @@ pub fn worker_main() -> std::process::ExitCode {
     finish(WORKER_NAME, session, result)
 }
 
+pub use worker_contract::capabilities::{
+    NotRunnable, PATCH_CAPABILITIES, PATCH_CAPABILITIES_COREML, capabilities_of,
+    check_runnable_with, require_capabilities,
+};
+
 /// What this build can do. An arm's `requires` must be a subset.
 pub fn capabilities() -> Vec<&'static str> {
-    let mut caps = vec![
-        "whisper.cpp",
-        "initializer:no_state",
-        "initializer:default",
-        "extra_states",
-        "decoding:greedy",
-        "decoding:beam",
-        "encoder:native",
-        "model_prevalidation:strict_ggml",
-        "request_mode:realtime",
-        "idle_policy:load_on_speech",
-        "idle_policy:unload_after_idle",
-        "cancel",
-        "input:convert",
-    ];
-    if cfg!(feature = "coreml") {
-        caps.push("encoder:coreml");
-    }
-    if cfg!(feature = "metal") {
-        caps.push("backend:metal");
-    }
-    if cfg!(feature = "cuda") {
-        caps.push("backend:cuda");
-    }
-    // Exactly what the linked, patched library says it adds.
     #[cfg(feature = "whisper-patch")]
-    caps.extend_from_slice(patch::linked_capabilities());
-    caps
+    let linked = patch::linked_capabilities();
+    #[cfg(not(feature = "whisper-patch"))]
+    let linked: &[&str] = &[];
+    capabilities_of(&features(), linked)
 }
 
 /// The accelerated backends this build has (cargo features `metal`,
@@ -183,34 +165,6 @@ pub fn features() -> Vec<&'static str> {
     .into_iter()
     .filter_map(|(name, on)| on.then_some(name))
     .collect()
-}
-
-/// An arm this worker must not run; the binary exits with
-/// [`worker_contract::EXIT_NOT_RUNNABLE`].
-#[derive(Debug, thiserror::Error)]
-#[error("not runnable: {0}")]
-pub struct NotRunnable(pub String);
-
-/// Refuse an arm whose `requires` names a capability outside `caps`, the
-/// capabilities of `worker` (any worker binary: whisper.cpp's or CTranslate2's).
-pub fn require_capabilities(
-    worker: &str,
-    requires: &[String],
-    caps: &[&str],
-) -> Result<(), NotRunnable> {
-    let missing: Vec<&str> = requires
-        .iter()
-        .map(String::as_str)
-        .filter(|r| !caps.contains(r))
-        .collect();
-    if missing.is_empty() {
-        return Ok(());
-    }
-    Err(NotRunnable(format!(
-        "this {worker} lacks {} (it has: {})",
-        missing.join(", "),
-        caps.join(", ")
-    )))
 }
 
 /// The monotonic time after which a soak starts no measured request
@@ -229,32 +183,41 @@ pub fn soak_limit_reached(spec: &WhisperSpec, request_id: u64, deadline: Option<
 
 /// Refuse an arm that needs a capability this build lacks.
 pub fn check_runnable(spec: &WhisperSpec) -> Result<(), NotRunnable> {
-    let caps = capabilities();
-    require_capabilities(WORKER_NAME, &spec.requires, &caps)?;
-    if spec.encoder == Encoder::Coreml && !caps.contains(&"encoder:coreml") {
-        return Err(NotRunnable(format!(
-            "encoder = \"coreml\" needs a {WORKER_NAME} built with the `coreml` feature (macOS)"
-        )));
+    check_runnable_with(WORKER_NAME, spec, &capabilities())
+}
+
+/// The dimensions a Core ML sidecar must serve: the model's mels and width,
+/// and the encoder positions this arm runs (`audio_ctx`, else a bounded
+/// state's, else the model's). `None` for a model loaded without its strict
+/// parse (a negative control), whose header was not read.
+fn coreml_fit(
+    spec: &WhisperSpec,
+    hparams: Option<&ggml_container::Hparams>,
+) -> Option<coreml_package::whisper::EncoderDims> {
+    let h = hparams?;
+    let positions = match (spec.audio_ctx, spec.state_bounds) {
+        (0, Some(bounds)) => i64::from(bounds.max_audio_ctx),
+        (0, None) => i64::from(h.n_audio_ctx),
+        (ctx, _) => i64::from(ctx),
+    };
+    Some(coreml_package::whisper::EncoderDims {
+        n_mels: i64::from(h.n_mels),
+        n_audio_ctx: positions,
+        n_audio_state: i64::from(h.n_audio_state),
+    })
+}
+
+/// How this build sets Core ML up for `spec`: the patched set's fail-closed
+/// encoder checks every output and never falls back; stock whisper-rs
+/// builds allow the fallback and copy unchecked.
+fn coreml_setup(spec: &WhisperSpec) -> coreml::CoremlSetup {
+    let fail_closed = capabilities().contains(&"encoder:coreml_fail_closed");
+    coreml::CoremlSetup {
+        compute_units: spec.coreml_compute_units.unwrap_or_default(),
+        from_arm: spec.coreml_compute_units.is_some(),
+        fallback_allowed: !fail_closed,
+        output_checked: fail_closed,
     }
-    // A capability the arm requires must be one it uses, never a label on
-    // something else: the patch's loader serves the external encoder process
-    // (not Core ML), and the bounded caches need their bounds.
-    let requires = |cap: &str| spec.requires.iter().any(|r| r == cap);
-    if requires("loader:external_encoder_only") && spec.encoder != Encoder::ExternalProcess {
-        return Err(NotRunnable(
-            "external-encoder-only loading runs with encoder = \"external_process\"; \
-             no build loads without the native encoder for Core ML yet"
-                .into(),
-        ));
-    }
-    if (requires("state:bounded_cross_cache") || requires("state:bounded_batch"))
-        && spec.state_bounds.is_none()
-    {
-        return Err(NotRunnable(
-            "a bounded state is required but the arm sets no state_bounds".into(),
-        ));
-    }
-    Ok(())
 }
 
 /// Forward captured whisper.cpp lines to the harness and keep them for the topology.
@@ -337,6 +300,7 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
             &spec.model.path,
             spec.model.coreml_sidecar.as_deref(),
             &arm.scratch_dir,
+            coreml_fit(spec, model.hparams.as_ref()).as_ref(),
         )?),
         Encoder::Native | Encoder::ExternalProcess => None,
     };
@@ -411,7 +375,7 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
             topology
                 .coreml_engaged()
                 .map_err(|e| anyhow::anyhow!("Core ML requested but not engaged: {e}"))?;
-            Some(sidecar.identity(&topology)?)
+            Some(sidecar.identity(&topology, &coreml_setup(spec))?)
         }
         None => None,
     };

@@ -25,6 +25,9 @@ pub struct VerifiedModel {
     /// Path, size, SHA-256 and parsed layout of the checked file, as reported to
     /// the harness.
     pub identity: ModelIdentity,
+    /// The header the strict parse read (`None` for a negative control
+    /// loaded without it).
+    pub hparams: Option<ggml_container::Hparams>,
 }
 
 /// The loaded bytes are not the checked bytes.
@@ -55,10 +58,11 @@ impl VerifiedModel {
         let path = &input.path;
         // The error names the file and why (absent, a FIFO, …).
         let (mut file, len) = run_dir::input::open(path).context("model")?;
-        let identity = if input.prevalidate {
-            strict_identity(&mut file, len, input)?
+        let (identity, hparams) = if input.prevalidate {
+            let (identity, hparams) = strict_identity(&mut file, len, input)?;
+            (identity, Some(hparams))
         } else {
-            plain_identity(&mut file, input)?
+            (plain_identity(&mut file, input)?, None)
         };
         if let Some(expected) = &input.sha256
             && &identity.sha256 != expected
@@ -69,7 +73,11 @@ impl VerifiedModel {
                 identity.sha256
             );
         }
-        Ok(VerifiedModel { file, identity })
+        Ok(VerifiedModel {
+            file,
+            identity,
+            hparams,
+        })
     }
 
     /// The open file whisper.cpp reads.
@@ -100,7 +108,11 @@ impl VerifiedModel {
 
 /// The strict parse of every record: whisper.cpp's loader accepts truncated
 /// and padded files and aborts the process on some malformed records.
-fn strict_identity(file: &mut File, len: u64, input: &ModelInput) -> anyhow::Result<ModelIdentity> {
+fn strict_identity(
+    file: &mut File,
+    len: u64,
+    input: &ModelInput,
+) -> anyhow::Result<(ModelIdentity, ggml_container::Hparams)> {
     let path = &input.path;
     let expect = match input.layout {
         ModelLayout::Full => ggml_container::Expect::Full,
@@ -114,7 +126,7 @@ fn strict_identity(file: &mut File, len: u64, input: &ModelInput) -> anyhow::Res
                 anyhow::anyhow!("model {} rejected before loading: {e}", path.display())
             })?;
     let h = &inventory.hparams;
-    Ok(ModelIdentity {
+    let identity = ModelIdentity {
         path: path.display().to_string(),
         bytes: inventory.file_len,
         sha256: inventory.file_sha256.clone(),
@@ -122,7 +134,8 @@ fn strict_identity(file: &mut File, len: u64, input: &ModelInput) -> anyhow::Res
         n_vocab: h.n_vocab,
         n_audio_layer: h.n_audio_layer,
         n_text_layer: h.n_text_layer,
-    })
+    };
+    Ok((identity, *h))
 }
 
 /// Negative controls only: a plain digest and whatever header there is.

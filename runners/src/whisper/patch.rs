@@ -25,6 +25,9 @@ pub const BUILT_FOR_DIGEST: &str = env!("MEMQUAL_WHISPER_PATCH_DIGEST");
 /// `whisper_memqual_load_mode`.
 const LOAD_FULL: i32 = 0;
 const LOAD_EXTERNAL_ENCODER_ONLY: i32 = 1;
+/// `whisper_memqual_encoder`.
+const ENCODER_CALLBACK: i32 = 0;
+const ENCODER_COREML: i32 = 1;
 
 /// `struct whisper_memqual_tensor`: what an external encoder hands back.
 #[repr(C)]
@@ -64,6 +67,8 @@ struct MemqualConfig {
     encode_user_data: *mut c_void,
     max_audio_ctx: i32,
     max_batch: i32,
+    encoder: i32,
+    coreml_compute_units: i32,
 }
 
 unsafe extern "C" {
@@ -114,13 +119,27 @@ pub fn linked_capabilities() -> &'static [&'static str] {
 }
 
 /// Refuse to run when the linked library was patched with another set than
-/// the one this worker was compiled for (a stale build of whisper-rs-sys).
+/// the one this worker was compiled for (a stale build of whisper-rs-sys),
+/// or says it adds other capabilities than this build expects.
 pub fn check_linked() -> Result<(), String> {
     let linked = linked_digest();
     if linked != BUILT_FOR_DIGEST {
         return Err(format!(
             "the linked whisper.cpp carries patch set {linked:?}, but this worker was built for \
              {BUILT_FOR_DIGEST}: run `cargo clean -p whisper-rs-sys` in runners/patched and build again"
+        ));
+    }
+    let expected = if cfg!(feature = "coreml") {
+        super::PATCH_CAPABILITIES_COREML
+    } else {
+        super::PATCH_CAPABILITIES
+    };
+    if linked_capabilities() != expected {
+        return Err(format!(
+            "the linked whisper.cpp adds {:?}, but this worker expects {expected:?} \
+             (a library built with{} Core ML)",
+            linked_capabilities(),
+            if cfg!(feature = "coreml") { "" } else { "out" }
         ));
     }
     Ok(())
@@ -137,6 +156,10 @@ pub struct LoadPlan {
     pub max_audio_ctx: u32,
     /// Logits and decoder buffers for this many tokens per batch (0: stock).
     pub max_batch: u32,
+    /// Load without the native encoder; Core ML encodes (a Core ML build).
+    pub coreml_encoder_only: bool,
+    /// `MLModelConfiguration.computeUnits` for the Core ML model.
+    pub coreml_compute_units: worker_contract::CoremlComputeUnits,
 }
 
 static PLAN: OnceLock<LoadPlan> = OnceLock::new();
@@ -154,14 +177,22 @@ pub fn configure_next_load() -> Result<(), String> {
         external_encoder: None,
         max_audio_ctx: 0,
         max_batch: 0,
+        coreml_encoder_only: false,
+        coreml_compute_units: worker_contract::CoremlComputeUnits::All,
     };
     let plan = PLAN.get().unwrap_or(&STOCK);
     let config = MemqualConfig {
-        load_mode: if plan.external_encoder.is_some() {
+        load_mode: if plan.external_encoder.is_some() || plan.coreml_encoder_only {
             LOAD_EXTERNAL_ENCODER_ONLY
         } else {
             LOAD_FULL
         },
+        encoder: if plan.coreml_encoder_only {
+            ENCODER_COREML
+        } else {
+            ENCODER_CALLBACK
+        },
+        coreml_compute_units: plan.coreml_compute_units.patch_code(),
         encode: plan
             .external_encoder
             .map(|_| super::external_encoder::encode_callback as EncodeFn),
@@ -242,10 +273,19 @@ pub(super) fn plan_load(
     let slot =
         (spec.encoder == Encoder::ExternalProcess).then(super::external_encoder::EncoderSlot::leak);
     let bounds = spec.state_bounds;
+    // Core ML stands in for the external encoder when the arm requires the
+    // loader with encoder = "coreml" (check_runnable made sure the build can).
+    let coreml_encoder_only = spec.encoder == Encoder::Coreml
+        && spec
+            .requires
+            .iter()
+            .any(|r| r == "loader:external_encoder_only");
     set_plan(LoadPlan {
         external_encoder: slot,
         max_audio_ctx: bounds.map_or(0, |b| b.max_audio_ctx),
         max_batch: bounds.map_or(0, |b| b.max_batch),
+        coreml_encoder_only,
+        coreml_compute_units: spec.coreml_compute_units.unwrap_or_default(),
     })
     .map_err(|e| anyhow::anyhow!(e))?;
     Ok(slot)

@@ -5,9 +5,9 @@
 //! exit code. `memqual-ct2 --capabilities` prints what this build can do.
 
 use runners::last_words::{fail, finish, open_session, print_capabilities};
-use runners::whisper::require_capabilities;
 use runners_ct2::run::{CT2RS_VERSION, WORKER_NAME, capabilities, check_device, run};
 use std::process::ExitCode;
+use worker_contract::capabilities::require_capabilities;
 use worker_contract::{EXIT_NOT_RUNNABLE, Runtime, WorkerSpec};
 
 fn main() -> ExitCode {
