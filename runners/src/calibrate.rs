@@ -559,10 +559,13 @@ fn run_spike(
     result: &mut CalibrationResult,
     session: &mut WorkerSession,
 ) -> anyhow::Result<()> {
-    // Start a tenth of a period after a tick, so the spike sits between ticks.
+    // Start a quarter of a period after a tick, so the spike sits between
+    // ticks. The sampler's read for that tick starts late and takes time on a
+    // loaded host: a tenth of a period (100 ms at 1 s) was seen overlapped by
+    // it; a quarter leaves it more room and the block three quarters.
     let next_tick = align.map(|s| {
         let tick = s.next_tick_after(clock::monotonic_ns());
-        sleep_until(tick.saturating_add(s.period_ns / 10));
+        sleep_until(tick.saturating_add(s.period_ns / 4));
         tick.saturating_add(s.period_ns)
     });
     result.spike_started_ns = Some(clock::monotonic_ns());

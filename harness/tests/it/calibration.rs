@@ -196,7 +196,7 @@ fn spike_200_for_10ms_is_caught_only_by_the_kernel_peak() {
         .collect();
     assert!(
         !in_phase.is_empty(),
-        "the 2.1 s request spans ticks of the 1 s sampler"
+        "the 4.1 s request spans ticks of the 2 s sampler"
     );
     let series_max = *in_phase.iter().max().unwrap() as f64;
     assert!(

@@ -81,6 +81,50 @@ fn external_encoder_only_loading_keeps_the_stock_tokens_and_drops_the_encoder_we
                 .all(|a| a.status == ArmStatus::Completed)
         );
 
+        // The patched build names its sources and every file of the patch
+        // set, each digest recomputed here from the files on disk.
+        let external_arm = receipt.arms.iter().find(|a| a.id == "external").unwrap();
+        let build = external_arm
+            .speech
+            .as_ref()
+            .unwrap()
+            .runtime
+            .as_ref()
+            .unwrap()
+            .build
+            .clone();
+        let build = build.expect("the patched worker reports its build");
+        let (version, checksum) =
+            crate::whisper::locked_whisper_rs_sys("runners/patched/Cargo.lock");
+        assert_eq!(
+            (build.source_crate_version, build.source_checksum),
+            (version, checksum)
+        );
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../runners/whisper-patch");
+        let names: Vec<&str> = build.patches.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "0001-external-encoder-only.patch",
+                "0002-bounded-state.patch",
+                "0003-coreml-fail-closed.patch",
+                "whisper-memqual-output.h"
+            ]
+        );
+        let mut manifest = String::new();
+        for p in &build.patches {
+            use sha2::Digest;
+            let sha = format!(
+                "{:x}",
+                sha2::Sha256::digest(std::fs::read(dir.join(&p.name)).unwrap())
+            );
+            assert_eq!(p.sha256, sha, "{}", p.name);
+            manifest.push_str(&format!("{sha}  {}\n", p.name));
+        }
+        use sha2::Digest;
+        let set = format!("{:x}", sha2::Sha256::digest(manifest.as_bytes()));
+        assert_eq!(build.patch_set_digest.as_deref(), Some(set.as_str()));
+
         // Exact token parity with stock whisper.cpp.
         let (stock, external) = (tokens(&r.dir, "stock"), tokens(&r.dir, "external"));
         assert_eq!(stock.len(), 2);

@@ -109,6 +109,30 @@ kind = "parity"
         let speech = a.speech.as_ref().unwrap();
         let rt = speech.runtime.as_ref().unwrap();
         assert_eq!(rt.runtime_version, "1.8.3");
+        // The build: whisper-rs-sys as the lock file pins it (read here
+        // independently), no features, no patches, no Core ML to fall back from.
+        let build = rt
+            .build
+            .as_ref()
+            .expect("the whisper.cpp worker reports its build");
+        let (version, checksum) = locked_whisper_rs_sys("Cargo.lock");
+        assert_eq!(build.source_crate, "whisper-rs-sys");
+        assert_eq!(
+            (
+                build.source_crate_version.as_str(),
+                build.source_checksum.as_str()
+            ),
+            (version.as_str(), checksum.as_str())
+        );
+        assert_eq!(build.source_checksum.len(), 64);
+        assert!(build.features.is_empty() && build.patches.is_empty());
+        assert_eq!(
+            (
+                build.patch_set_digest.as_ref(),
+                build.coreml_fallback_allowed
+            ),
+            (None, None)
+        );
         assert_eq!(rt.model.sha256, TINY_EN_SHA256);
         assert_eq!(rt.model.ftype, 1);
         // whisper.cpp's own allocation log for tiny.en, per state.
@@ -539,4 +563,24 @@ fn a_synthetic_model_loads_and_runs_every_phase() {
     let fallback = det("fallback");
     assert_eq!(fallback.failures.len(), 1, "{fallback:?}");
     assert_eq!(fallback.failures[0].fixture_id, "s3");
+}
+
+/// whisper-rs-sys's version and checksum in a lock file of the repository
+/// (`Cargo.lock`, `runners/patched/Cargo.lock`), read without memqual's code.
+pub fn locked_whisper_rs_sys(lock: &str) -> (String, String) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(lock);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let block = text
+        .split("[[package]]")
+        .find(|b| b.contains("name = \"whisper-rs-sys\""))
+        .expect("whisper-rs-sys is locked");
+    let field = |k: &str| {
+        block
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{k} = \"")))
+            .and_then(|v| v.strip_suffix('"'))
+            .unwrap()
+            .to_string()
+    };
+    (field("version"), field("checksum"))
 }

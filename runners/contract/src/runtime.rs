@@ -304,6 +304,44 @@ pub struct RuntimeReport {
     /// and the census reports it apart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external_encoder: Option<ExternalEncoderProcess>,
+    /// How the runtime was built: its sources, features and patches
+    /// (`None` from a worker that does not say: CTranslate2's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<RuntimeBuild>,
+}
+
+/// Where a whisper.cpp worker's runtime came from and what was switched on,
+/// so two receipts that record the same version string can still be told apart.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RuntimeBuild {
+    /// The crate that vendors whisper.cpp's sources (`whisper-rs-sys`).
+    pub source_crate: String,
+    /// Its version in the lock file the worker was built with (empty when
+    /// the build had none).
+    pub source_crate_version: String,
+    /// Its registry checksum in that lock file: cargo refuses sources that do
+    /// not match it, so the tree built is the registry's, unmodified; the
+    /// patch set below is the only change. Empty when not from a registry.
+    pub source_checksum: String,
+    /// The worker's cargo features that reach whisper.cpp: `metal`, `coreml`, `cuda`.
+    pub features: Vec<String>,
+    /// memqual's patch set, file by file in the order applied (empty for stock).
+    pub patches: Vec<PatchFile>,
+    /// The patch set's digest as the linked library reports it (`None` for stock).
+    pub patch_set_digest: Option<String>,
+    /// Whether Core ML may fall back to the native encoder when its model
+    /// fails to load: whisper-rs-sys defines `WHISPER_COREML_ALLOW_FALLBACK`
+    /// in its Core ML builds, the patch set compiles it out. `None` without Core ML.
+    pub coreml_fallback_allowed: Option<bool>,
+}
+
+/// One file of memqual's whisper.cpp patch set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PatchFile {
+    /// Its name in `runners/whisper-patch/`.
+    pub name: String,
+    /// Its SHA-256 (lowercase hex).
+    pub sha256: String,
 }
 
 /// The process that computes an arm's encoder output outside the worker.

@@ -254,6 +254,7 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
         load_ns,
         state_ns: 0,
         external_encoder: None,
+        build: None,
     };
     session.mark(Phase::StateReady, None)?;
     session.runtime(report)?;

@@ -186,6 +186,37 @@ pub fn check_runnable(spec: &WhisperSpec) -> Result<(), NotRunnable> {
     check_runnable_with(WORKER_NAME, spec, &capabilities())
 }
 
+/// This build's runtime identity (runners/build.rs read the lock file and
+/// the patch set; the digest is the linked library's own).
+pub fn runtime_build() -> worker_contract::RuntimeBuild {
+    #[cfg(feature = "whisper-patch")]
+    let (patches, digest) = (
+        env!("MEMQUAL_WHISPER_PATCH_FILES")
+            .split(';')
+            .filter_map(|f| f.split_once('='))
+            .map(|(name, sha256)| worker_contract::PatchFile {
+                name: name.into(),
+                sha256: sha256.into(),
+            })
+            .collect(),
+        Some(patch::linked_digest().to_string()),
+    );
+    #[cfg(not(feature = "whisper-patch"))]
+    let (patches, digest) = (Vec::new(), None);
+    worker_contract::RuntimeBuild {
+        source_crate: "whisper-rs-sys".into(),
+        source_crate_version: env!("MEMQUAL_WHISPER_RS_SYS_VERSION").into(),
+        source_checksum: env!("MEMQUAL_WHISPER_RS_SYS_CHECKSUM").into(),
+        features: features().into_iter().map(str::to_string).collect(),
+        patches,
+        patch_set_digest: digest,
+        // Stock whisper-rs-sys builds Core ML with the fallback defined; the
+        // patch set's Core ML builds refuse to compile with it.
+        coreml_fallback_allowed: cfg!(feature = "coreml")
+            .then(|| !capabilities().contains(&"encoder:coreml_fail_closed")),
+    }
+}
+
 /// The dimensions a Core ML sidecar must serve: the model's mels and width,
 /// and the encoder positions this arm runs (`audio_ctx`, else a bounded
 /// state's, else the model's). `None` for a model loaded without its strict
@@ -395,6 +426,7 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
         load_ns,
         state_ns,
         external_encoder,
+        build: Some(runtime_build()),
     };
     session.mark(Phase::StateReady, None)?;
     session.runtime(report)?;
