@@ -102,7 +102,7 @@ pub fn host(label: Option<&str>) -> HostIdentity {
         logical_cpus: sys.cpus().len() as u64,
         physical_cores: sysinfo::System::physical_core_count().map(|n| n as u64),
         ram_bytes: sys.total_memory(),
-        boot_id: read_text("/proc/sys/kernel/random/boot_id"),
+        boot_id: sampler::boot_session_id(),
         boot_time_unix_s: sysinfo::System::boot_time(),
     }
 }

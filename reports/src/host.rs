@@ -31,7 +31,9 @@ pub struct HostIdentity {
     pub physical_cores: Option<u64>,
     /// Physical memory in bytes.
     pub ram_bytes: u64,
-    /// Linux `/proc/sys/kernel/random/boot_id`: changes on every boot.
+    /// This boot's identity, new on every boot: Linux
+    /// `/proc/sys/kernel/random/boot_id`, macOS `kern.bootsessionuuid`.
+    /// Runs of one boot share it; a reboot between two runs shows.
     pub boot_id: Option<String>,
     /// Seconds since the epoch at boot.
     pub boot_time_unix_s: u64,

@@ -161,6 +161,9 @@ pub const SYSCTL_HW_MODEL: &CStr = c"hw.model";
 pub const SYSCTL_KERN_BOOTTIME: &CStr = c"kern.boottime";
 /// `vm.swapusage`: a `struct xsw_usage` ([`XSW_USAGE_SIZE`]).
 pub const SYSCTL_VM_SWAPUSAGE: &CStr = c"vm.swapusage";
+/// The boot session's UUID, a string that changes on every boot. Registered
+/// by the kernel at run time, so no header names it and it is not in the facts.
+pub const SYSCTL_BOOT_SESSION: &CStr = c"kern.bootsessionuuid";
 /// The pressure level ([`PressureLevel`]), an `int`. Registered by the
 /// kernel at run time, so no header names it and it is not in the facts.
 pub const SYSCTL_PRESSURE_LEVEL: &CStr = c"kern.memorystatus_vm_pressure_level";

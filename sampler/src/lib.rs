@@ -69,7 +69,7 @@ pub use phase::{Phase, PhaseError, PhaseTracker};
 pub use platform::snapshot_self;
 #[cfg(target_os = "macos")]
 pub use platform::thermal_pressure_state;
-pub use platform::{ProcessProbe, SystemProbe, host_identity};
+pub use platform::{ProcessProbe, SystemProbe, boot_session_id, host_identity};
 pub use series::{DeviceCell, SeriesRow};
 
 /// Serializes unit tests that measure this test process's own memory: the

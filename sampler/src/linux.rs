@@ -10,6 +10,13 @@ use std::path::PathBuf;
 /// Platform name written into records (`PLATFORM`).
 pub const NAME: &str = "linux";
 
+/// This boot's identity: `/proc/sys/kernel/random/boot_id`, new on every boot.
+pub fn boot_session_id() -> Option<String> {
+    std::fs::read("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .and_then(|b| crate::host::c_string(&b))
+}
+
 /// Hardware model from DMI (x86) or the device tree (ARM), boot time from
 /// `/proc/stat`. Linux has no unprivileged thermal state comparable to
 /// macOS's, so it stays `None`.
@@ -302,6 +309,20 @@ impl SystemProbe {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_boot_session_is_the_kernels_boot_id() {
+        let id = boot_session_id().expect("Linux has a boot id");
+        // A UUID: 8-4-4-4-12 hex digits, as the kernel writes it.
+        let groups: Vec<usize> = id.split('-').map(str::len).collect();
+        assert_eq!(groups, [8, 4, 4, 4, 12], "{id}");
+        assert!(
+            id.chars().all(|c| c == '-' || c.is_ascii_hexdigit()),
+            "{id}"
+        );
+        let raw = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+        assert_eq!(raw.trim_end(), id);
+    }
 
     #[test]
     fn probe_reads_own_process_like_the_snapshot() {

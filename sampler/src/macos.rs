@@ -441,6 +441,13 @@ pub fn thermal_pressure_state() -> Result<u64, SamplerError> {
     Ok(state)
 }
 
+/// This boot's identity: `kern.bootsessionuuid`, new on every boot.
+pub fn boot_session_id() -> Option<String> {
+    sysctl_vec(darwin::SYSCTL_BOOT_SESSION)
+        .ok()
+        .and_then(|b| crate::host::c_string(&b))
+}
+
 /// `hw.model`, `kern.boottime` and the thermal pressure level (libnotify).
 pub fn host_identity() -> crate::host::HostIdentity {
     use crate::host;

@@ -15,6 +15,11 @@ pub fn reset_peak_self() -> Option<bool> {
     None
 }
 
+/// No boot identity on this platform.
+pub fn boot_session_id() -> Option<String> {
+    None
+}
+
 /// An identity with every field `None` and a note saying why.
 pub fn host_identity() -> crate::host::HostIdentity {
     crate::host::HostIdentity {
