@@ -102,6 +102,7 @@ fn arm() -> (ArmReceipt, Vec<Point>) {
         stability: None,
         overhead: None,
         residency: None,
+        request_policy: None,
     };
     (arm, points)
 }

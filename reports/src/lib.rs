@@ -87,6 +87,7 @@ pub mod quality;
 pub mod receipt;
 pub mod record;
 pub mod render;
+pub mod request_policy;
 pub mod residency;
 pub mod seal;
 pub mod series;

@@ -81,6 +81,10 @@ pub struct ArmReceipt {
     /// stop-to-final latency, idle RAM, releases and reloads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub residency: Option<crate::residency::ResidencyReceipt>,
+    /// How a speech arm's requests were asked for: VAD, decoding, request
+    /// mode and idle policy in one block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_policy: Option<crate::request_policy::RequestPolicy>,
 }
 
 impl ArmReceipt {

@@ -133,6 +133,18 @@ fn three_policies_on_tiny_en_release_reload_and_keep_their_outputs() {
         let res = a.residency.as_ref().expect("residency section");
         assert_eq!(res.request_mode, "realtime");
         assert_eq!(res.chunk_ms, Some(100));
+        // The same in the arm's one request-policy block, with its idle policy.
+        let policy = a.request_policy.as_ref().expect("a request policy");
+        assert_eq!(
+            policy.request_mode,
+            worker_contract::RequestMode::Realtime { chunk_ms: 100 }
+        );
+        let idle = match a.id.as_str() {
+            "resident" => worker_contract::IdlePolicy::Resident,
+            "load-on-speech" => worker_contract::IdlePolicy::LoadOnSpeech,
+            _ => worker_contract::IdlePolicy::UnloadAfterIdle { after_ms: 2000 },
+        };
+        assert_eq!(policy.idle_policy, idle, "{}", a.id);
         let speech = a.speech.as_ref().unwrap();
         assert_eq!(
             speech.latency.stop_to_final.as_ref().map(|s| s.count),

@@ -135,6 +135,22 @@ kind = "parity"
         );
         assert_eq!(rt.model.sha256, TINY_EN_SHA256);
         assert_eq!(rt.model.ftype, 1);
+        // How the requests were asked for, in one block: the quickstart's
+        // defaults as the protocol leaves them.
+        let policy = a.request_policy.as_ref().expect("a request policy");
+        assert!(!policy.vad.enabled);
+        assert!(policy.vad.how.contains("whisper_full_params.vad = false"));
+        assert_eq!(
+            policy.decoding,
+            worker_contract::Decoding::Greedy { best_of: 1 }
+        );
+        assert!(!policy.timestamps);
+        // whisper.cpp's own default, which the protocol leaves on.
+        assert!(policy.temperature_fallback);
+        assert_eq!((policy.max_tokens, policy.audio_ctx), (None, None));
+        assert_eq!(policy.language, "en");
+        assert_eq!(policy.request_mode, worker_contract::RequestMode::File);
+        assert_eq!(policy.idle_policy, worker_contract::IdlePolicy::Resident);
         // whisper.cpp's own allocation log for tiny.en, per state.
         let s = &rt.topology.states[0];
         assert_eq!(s.kv_self.unwrap().mb, 3.15);

@@ -331,6 +331,7 @@ pub fn assemble_arm(
             None,
         ),
     };
+    let request_policy = spec.as_ref().and_then(crate::request_policy::of);
     Ok(ArmReceipt {
         id: id.to_string(),
         status,
@@ -350,6 +351,7 @@ pub fn assemble_arm(
         stability,
         overhead,
         residency,
+        request_policy,
     })
 }
 

@@ -112,6 +112,7 @@ fn arm(id: &str, state_peak_mib: u64, steady: (f64, u64), outputs: &[Transcripti
         stability: None,
         overhead: None,
         residency: None,
+        request_policy: None,
     }
 }
 

@@ -267,6 +267,9 @@ impl Engine {
             // whisper.cpp only retries at higher temperatures when this is positive.
             p.temperature_inc = 0.0;
         }
+        // Every request decodes its whole input: no VAD, as the receipt's
+        // request policy records.
+        p.vad = false;
         // The worker reports through its channel; whisper.cpp must not print to stdout.
         p.print_progress = false;
         p.print_realtime = false;
