@@ -1,7 +1,7 @@
-//! The runtime's build identity, for the worker's runtime report:
-//! whisper-rs-sys's version and registry checksum from the lock file this
-//! build resolved (the main workspace's, or runners/patched's for the
-//! patched worker), and with the `whisper-patch` feature the SHA-256 of each
+//! The runtime's build identity, for the workers' runtime reports:
+//! whisper-rs-sys's and ct2rs's versions and registry checksums from the
+//! lock file this build resolved (the main workspace's, or runners/patched's
+//! for the patched worker, which has no ct2rs), and with the `whisper-patch` feature the SHA-256 of each
 //! file of memqual's patch set (runners/whisper-patch) and the set's digest,
 //! computed exactly as its CMake step computes it, so the worker can refuse
 //! a library patched with another set.
@@ -20,11 +20,21 @@ const PATCHES: [&str; 4] = [
 fn main() {
     println!("cargo:rerun-if-changed=whisper-patch");
     let patched = std::env::var_os("CARGO_FEATURE_WHISPER_PATCH").is_some();
-    lock_identity(if patched {
+    let lock = if patched {
         "patched/Cargo.lock"
     } else {
         "../Cargo.lock"
-    });
+    };
+    println!("cargo:rerun-if-changed={lock}");
+    let text = std::fs::read_to_string(lock).unwrap_or_default();
+    for (package, var) in [
+        ("whisper-rs-sys", "MEMQUAL_WHISPER_RS_SYS"),
+        ("ct2rs", "MEMQUAL_CT2RS"),
+    ] {
+        let (version, checksum) = locked(&text, package);
+        println!("cargo:rustc-env={var}_VERSION={version}");
+        println!("cargo:rustc-env={var}_CHECKSUM={checksum}");
+    }
     if !patched {
         return;
     }
@@ -47,28 +57,27 @@ fn main() {
     );
 }
 
-/// whisper-rs-sys's version and checksum in `lock` (relative to this crate);
-/// empty when the lock file or the package is absent (a build outside both
-/// workspaces), which the report then says.
-fn lock_identity(lock: &str) {
-    println!("cargo:rerun-if-changed={lock}");
-    let (mut version, mut checksum) = (String::new(), String::new());
-    if let Ok(text) = std::fs::read_to_string(lock)
-        && let Ok(table) = text.parse::<toml::Table>()
-        && let Some(packages) = table.get("package").and_then(|p| p.as_array())
-        && let Some(sys) = packages
-            .iter()
-            .find(|p| p.get("name").and_then(|n| n.as_str()) == Some("whisper-rs-sys"))
-    {
-        let field = |k: &str| {
-            sys.get(k)
-                .and_then(|v| v.as_str())
-                .unwrap_or_default()
-                .to_string()
-        };
-        version = field("version");
-        checksum = field("checksum");
-    }
-    println!("cargo:rustc-env=MEMQUAL_WHISPER_RS_SYS_VERSION={version}");
-    println!("cargo:rustc-env=MEMQUAL_WHISPER_RS_SYS_CHECKSUM={checksum}");
+/// `package`'s version and checksum in the lock file's text; empty when the
+/// lock file or the package is absent (a build outside both workspaces),
+/// which the report then says.
+fn locked(lock: &str, package: &str) -> (String, String) {
+    let Ok(table) = lock.parse::<toml::Table>() else {
+        return Default::default();
+    };
+    let found = table
+        .get("package")
+        .and_then(|p| p.as_array())
+        .and_then(|packages| {
+            packages
+                .iter()
+                .find(|p| p.get("name").and_then(|n| n.as_str()) == Some(package))
+        });
+    let field = |k: &str| {
+        found
+            .and_then(|p| p.get(k))
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    (field("version"), field("checksum"))
 }

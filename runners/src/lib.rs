@@ -21,6 +21,20 @@
 #![warn(missing_docs)]
 
 pub mod calibrate;
+/// The runtimes' sources as the lock file this build resolved pins them
+/// (runners/build.rs): version and registry checksum, empty when absent.
+pub mod locked {
+    /// whisper-rs-sys: whisper.cpp's sources.
+    pub const WHISPER_RS_SYS: (&str, &str) = (
+        env!("MEMQUAL_WHISPER_RS_SYS_VERSION"),
+        env!("MEMQUAL_WHISPER_RS_SYS_CHECKSUM"),
+    );
+    /// ct2rs: CTranslate2's sources (absent from the patched worker's lock).
+    pub const CT2RS: (&str, &str) = (
+        env!("MEMQUAL_CT2RS_VERSION"),
+        env!("MEMQUAL_CT2RS_CHECKSUM"),
+    );
+}
 pub mod calibrate_gpu;
 pub mod last_words;
 pub mod session;

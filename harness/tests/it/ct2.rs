@@ -72,6 +72,23 @@ fn ctranslate2_runs_tiny_en_beside_whisper_cpp_and_agrees_on_speech() {
     let f32 = arm(&receipt, "f32");
     let runtime = f32.speech.as_ref().unwrap().runtime.as_ref().unwrap();
     assert_eq!(runtime.runtime, "CTranslate2");
+    // Its sources as the lock file pins them, read here without memqual's code.
+    let build = runtime
+        .build
+        .as_ref()
+        .expect("the CTranslate2 worker reports its build");
+    let (version, checksum) = crate::whisper::locked_package("Cargo.lock", "ct2rs");
+    assert_eq!(build.source_crate, "ct2rs");
+    assert_eq!(
+        (&build.source_crate_version, &build.source_checksum),
+        (&version, &checksum)
+    );
+    assert!(
+        runtime
+            .runtime_version
+            .contains(&format!("ct2rs {version}"))
+    );
+    assert!(build.patches.is_empty() && build.features.is_empty());
     assert_eq!(runtime.settings["compute_type"], "float32");
     assert_eq!(runtime.settings["intra_threads"], 2);
     assert_eq!(runtime.model.bytes, 78_090_933);

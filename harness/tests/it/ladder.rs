@@ -95,7 +95,7 @@ fn external_encoder_only_loading_keeps_the_stock_tokens_and_drops_the_encoder_we
             .clone();
         let build = build.expect("the patched worker reports its build");
         let (version, checksum) =
-            crate::whisper::locked_whisper_rs_sys("runners/patched/Cargo.lock");
+            crate::whisper::locked_package("runners/patched/Cargo.lock", "whisper-rs-sys");
         assert_eq!(
             (build.source_crate_version, build.source_checksum),
             (version, checksum)

@@ -115,7 +115,7 @@ kind = "parity"
             .build
             .as_ref()
             .expect("the whisper.cpp worker reports its build");
-        let (version, checksum) = locked_whisper_rs_sys("Cargo.lock");
+        let (version, checksum) = locked_package("Cargo.lock", "whisper-rs-sys");
         assert_eq!(build.source_crate, "whisper-rs-sys");
         assert_eq!(
             (
@@ -581,15 +581,16 @@ fn a_synthetic_model_loads_and_runs_every_phase() {
     assert_eq!(fallback.failures[0].fixture_id, "s3");
 }
 
-/// whisper-rs-sys's version and checksum in a lock file of the repository
+/// A package's version and checksum in a lock file of the repository
 /// (`Cargo.lock`, `runners/patched/Cargo.lock`), read without memqual's code.
-pub fn locked_whisper_rs_sys(lock: &str) -> (String, String) {
+pub fn locked_package(lock: &str, package: &str) -> (String, String) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(lock);
     let text = std::fs::read_to_string(&path).unwrap();
+    let name = format!("name = \"{package}\"\n");
     let block = text
         .split("[[package]]")
-        .find(|b| b.contains("name = \"whisper-rs-sys\""))
-        .expect("whisper-rs-sys is locked");
+        .find(|b| b.contains(&name))
+        .unwrap_or_else(|| panic!("{package} is locked in {lock}"));
     let field = |k: &str| {
         block
             .lines()

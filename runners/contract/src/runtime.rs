@@ -304,17 +304,18 @@ pub struct RuntimeReport {
     /// and the census reports it apart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external_encoder: Option<ExternalEncoderProcess>,
-    /// How the runtime was built: its sources, features and patches
-    /// (`None` from a worker that does not say: CTranslate2's).
+    /// How the runtime was built: its sources, features and patches (`None`
+    /// in receipts from workers older than this field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build: Option<RuntimeBuild>,
 }
 
-/// Where a whisper.cpp worker's runtime came from and what was switched on,
-/// so two receipts that record the same version string can still be told apart.
+/// Where a worker's runtime came from and what was switched on, so two
+/// receipts that record the same version string can still be told apart.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RuntimeBuild {
-    /// The crate that vendors whisper.cpp's sources (`whisper-rs-sys`).
+    /// The crate that vendors the runtime's sources (`whisper-rs-sys` for
+    /// whisper.cpp, `ct2rs` for CTranslate2).
     pub source_crate: String,
     /// Its version in the lock file the worker was built with (empty when
     /// the build had none).
@@ -323,7 +324,8 @@ pub struct RuntimeBuild {
     /// not match it, so the tree built is the registry's, unmodified; the
     /// patch set below is the only change. Empty when not from a registry.
     pub source_checksum: String,
-    /// The worker's cargo features that reach whisper.cpp: `metal`, `coreml`, `cuda`.
+    /// The worker's cargo features that reach the runtime: `metal`,
+    /// `coreml`, `cuda`.
     pub features: Vec<String>,
     /// memqual's patch set, file by file in the order applied (empty for stock).
     pub patches: Vec<PatchFile>,

@@ -22,8 +22,9 @@ use worker_contract::{
 /// Worker name sent in `hello` and used as the prefix of its stderr lines.
 pub const WORKER_NAME: &str = "memqual-ct2";
 
-/// The ct2rs release this worker is built against (it bundles CTranslate2 4.x).
-pub const CT2RS_VERSION: &str = "0.10.3";
+/// The ct2rs release this worker is built against (it bundles CTranslate2
+/// 4.x), as the lock file pins it.
+pub const CT2RS_VERSION: &str = runners::locked::CT2RS.0;
 
 /// What this build can do; an arm's `requires` must be a subset.
 pub fn capabilities() -> Vec<&'static str> {
@@ -254,7 +255,19 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
         load_ns,
         state_ns: 0,
         external_encoder: None,
-        build: None,
+        build: Some(worker_contract::RuntimeBuild {
+            source_crate: "ct2rs".into(),
+            source_crate_version: CT2RS_VERSION.into(),
+            source_checksum: runners::locked::CT2RS.1.into(),
+            features: if cfg!(feature = "cuda") {
+                vec!["cuda".into()]
+            } else {
+                Vec::new()
+            },
+            patches: Vec::new(),
+            patch_set_digest: None,
+            coreml_fallback_allowed: None,
+        }),
     };
     session.mark(Phase::StateReady, None)?;
     session.runtime(report)?;

@@ -205,8 +205,8 @@ pub fn runtime_build() -> worker_contract::RuntimeBuild {
     let (patches, digest) = (Vec::new(), None);
     worker_contract::RuntimeBuild {
         source_crate: "whisper-rs-sys".into(),
-        source_crate_version: env!("MEMQUAL_WHISPER_RS_SYS_VERSION").into(),
-        source_checksum: env!("MEMQUAL_WHISPER_RS_SYS_CHECKSUM").into(),
+        source_crate_version: crate::locked::WHISPER_RS_SYS.0.into(),
+        source_checksum: crate::locked::WHISPER_RS_SYS.1.into(),
         features: features().into_iter().map(str::to_string).collect(),
         patches,
         patch_set_digest: digest,
