@@ -21,6 +21,11 @@
 #![warn(missing_docs)]
 
 pub mod calibrate;
+pub mod calibrate_gpu;
+pub mod last_words;
+pub mod session;
+pub mod whisper;
+
 /// The runtimes' sources as the lock file this build resolved pins them
 /// (runners/build.rs): version and registry checksum, empty when absent.
 pub mod locked {
@@ -35,10 +40,6 @@ pub mod locked {
         env!("MEMQUAL_CT2RS_CHECKSUM"),
     );
 }
-pub mod calibrate_gpu;
-pub mod last_words;
-pub mod session;
-pub mod whisper;
 
 /// Tests that measure this process's own memory hold this lock, and so do
 /// tests that allocate tens of MiB (a whisper.cpp model load), so that one

@@ -122,9 +122,7 @@ pub fn main(path: &Path, against: Option<&Path>, json: bool) -> anyhow::Result<O
     };
     let fits = against.as_ref().is_none_or(|a| a.fits);
     let first = against.as_ref().and_then(|a| {
-        a.mismatches
-            .first()
-            .map(|m| (a.model.clone(), m.clone(), a.mismatches.len()))
+        coreml_package::whisper::first_mismatch(&a.mismatches).map(|m| (a.model.clone(), m))
     });
     let out = CoremlInspection {
         accepted: fits,
@@ -139,19 +137,11 @@ pub fn main(path: &Path, against: Option<&Path>, json: bool) -> anyhow::Result<O
     }
     match first {
         None => Ok(Outcome::Passed),
-        Some((ggml, m, n)) => {
+        Some((ggml, mismatch)) => {
             note!(
-                "memqual: {} does not fit {}: {}: expected {}, found {}{}",
+                "memqual: {} does not fit {}: {mismatch}",
                 path.display(),
                 ggml.display(),
-                m.what,
-                m.expected,
-                m.found,
-                if n > 1 {
-                    format!(" (and {} more)", n - 1)
-                } else {
-                    String::new()
-                }
             );
             Ok(Outcome::Rejected)
         }

@@ -97,6 +97,20 @@ fn check(features: &[Feature], name: &str, role: &str, want: &[i64], out: &mut V
     }
 }
 
+/// The first mismatch as one line, `what: expected X, found Y`, saying how
+/// many more there are; `None` when there are none.
+pub fn first_mismatch(mismatches: &[Mismatch]) -> Option<String> {
+    let first = mismatches.first()?;
+    let more = match mismatches.len() {
+        1 => String::new(),
+        n => format!(" (and {} more)", n - 1),
+    };
+    Some(format!(
+        "{}: expected {}, found {}{more}",
+        first.what, first.expected, first.found
+    ))
+}
+
 /// Every way `report` differs from the encoder whisper.cpp needs for a
 /// model of `dims`, input first; empty when it fits.
 pub fn check_encoder(report: &ModelReport, dims: &EncoderDims) -> Vec<Mismatch> {

@@ -10,7 +10,7 @@
 //! an [`Refusal`] naming the expected and received values. [`copy`] then
 //! writes it row-major, stride-aware.
 
-use std::ffi::{CStr, CString, c_char, c_void};
+use std::ffi::{CString, c_char, c_void};
 
 /// `WHISPER_MEMQUAL_OUTPUT_MAX_RANK`.
 pub const MAX_RANK: usize = 8;
@@ -176,6 +176,22 @@ pub struct Refusal {
     pub message: String,
 }
 
+impl Refusal {
+    /// A status the header returned, with the message it wrote into `msg`
+    /// (up to its NUL; the whole buffer if it wrote none).
+    fn from_header(code: i32, msg: &[c_char]) -> Self {
+        let bytes: Vec<u8> = msg
+            .iter()
+            .map(|&c| c as u8)
+            .take_while(|&b| b != 0)
+            .collect();
+        Refusal {
+            status: Status::from_code(code),
+            message: String::from_utf8_lossy(&bytes).into_owned(),
+        }
+    }
+}
+
 /// The expected output: the declared feature name (`None` accepts any),
 /// encoder positions and state width.
 #[derive(Debug, Clone)]
@@ -272,14 +288,7 @@ pub fn check_with(compiled: Compiled, out: &Output, want: &Expect) -> Result<Lay
     if code == 0 {
         return Ok(layout);
     }
-    // SAFETY: the header always NUL-terminates within msg_len (snprintf).
-    let message = unsafe { CStr::from_ptr(msg.as_ptr()) }
-        .to_string_lossy()
-        .into_owned();
-    Err(Refusal {
-        status: Status::from_code(code),
-        message,
-    })
+    Err(Refusal::from_header(code, &msg))
 }
 
 /// The header's check (its C compilation).
@@ -327,14 +336,7 @@ pub fn from_ggml_order(
         )
     };
     if code != 0 {
-        // SAFETY: NUL-terminated by snprintf within msg_len.
-        let message = unsafe { CStr::from_ptr(msg.as_ptr()) }
-            .to_string_lossy()
-            .into_owned();
-        return Err(Refusal {
-            status: Status::from_code(code),
-            message,
-        });
+        return Err(Refusal::from_header(code, &msg));
     }
     let rank = usize::try_from(raw.rank).unwrap_or(0).min(MAX_RANK);
     Ok(Output {

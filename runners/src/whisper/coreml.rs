@@ -191,22 +191,15 @@ fn check_fits(
         )
     })?;
     let mismatches = coreml_package::whisper::check_encoder(&report, dims);
-    if let Some(first) = mismatches.first() {
+    if let Some(first) = coreml_package::whisper::first_mismatch(&mismatches) {
         bail!(
             "Core ML sidecar {} does not fit model {} (n_mels {}, {} encoder positions, n_audio_state {}): \
-             {}: expected {}, found {}{}; nothing was loaded",
+             {first}; nothing was loaded",
             named.display(),
             model.display(),
             dims.n_mels,
             dims.n_audio_ctx,
             dims.n_audio_state,
-            first.what,
-            first.expected,
-            first.found,
-            match mismatches.len() {
-                1 => String::new(),
-                n => format!(" (and {} more)", n - 1),
-            }
         );
     }
     Ok(())

@@ -140,10 +140,7 @@ pub fn worker_main() -> std::process::ExitCode {
     finish(WORKER_NAME, session, result)
 }
 
-pub use worker_contract::capabilities::{
-    NotRunnable, PATCH_CAPABILITIES, PATCH_CAPABILITIES_COREML, capabilities_of,
-    check_runnable_with, require_capabilities,
-};
+use worker_contract::capabilities::{NotRunnable, capabilities_of, check_runnable_with};
 
 /// What this build can do. An arm's `requires` must be a subset.
 pub fn capabilities() -> Vec<&'static str> {
@@ -210,10 +207,7 @@ pub fn runtime_build() -> worker_contract::RuntimeBuild {
         features: features().into_iter().map(str::to_string).collect(),
         patches,
         patch_set_digest: digest,
-        // Stock whisper-rs-sys builds Core ML with the fallback defined; the
-        // patch set's Core ML builds refuse to compile with it.
-        coreml_fallback_allowed: cfg!(feature = "coreml")
-            .then(|| !capabilities().contains(&"encoder:coreml_fail_closed")),
+        coreml_fallback_allowed: cfg!(feature = "coreml").then(|| !coreml_fails_closed()),
     }
 }
 
@@ -238,11 +232,16 @@ fn coreml_fit(
     })
 }
 
-/// How this build sets Core ML up for `spec`: the patched set's fail-closed
-/// encoder checks every output and never falls back; stock whisper-rs
-/// builds allow the fallback and copy unchecked.
+/// Whether this build's Core ML encoder is the patch set's: every output
+/// checked, no fallback (compiled out). Stock whisper-rs-sys defines
+/// `WHISPER_COREML_ALLOW_FALLBACK` and copies outputs unchecked.
+fn coreml_fails_closed() -> bool {
+    capabilities().contains(&"encoder:coreml_fail_closed")
+}
+
+/// How this build sets Core ML up for `spec`.
 fn coreml_setup(spec: &WhisperSpec) -> coreml::CoremlSetup {
-    let fail_closed = capabilities().contains(&"encoder:coreml_fail_closed");
+    let fail_closed = coreml_fails_closed();
     coreml::CoremlSetup {
         compute_units: spec.coreml_compute_units.unwrap_or_default(),
         from_arm: spec.coreml_compute_units.is_some(),

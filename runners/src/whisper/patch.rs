@@ -130,9 +130,9 @@ pub fn check_linked() -> Result<(), String> {
         ));
     }
     let expected = if cfg!(feature = "coreml") {
-        super::PATCH_CAPABILITIES_COREML
+        worker_contract::capabilities::PATCH_CAPABILITIES_COREML
     } else {
-        super::PATCH_CAPABILITIES
+        worker_contract::capabilities::PATCH_CAPABILITIES
     };
     if linked_capabilities() != expected {
         return Err(format!(
