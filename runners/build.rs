@@ -10,10 +10,11 @@ use sha2::{Digest, Sha256};
 use std::path::Path;
 
 /// The patches, then the sources copied as they are: apply.cmake's order.
-const PATCHES: [&str; 4] = [
+const PATCHES: [&str; 5] = [
     "0001-external-encoder-only.patch",
     "0002-bounded-state.patch",
     "0003-coreml-fail-closed.patch",
+    "0004-encoder-only-process.patch",
     "whisper-memqual-output.h",
 ];
 

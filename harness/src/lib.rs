@@ -31,6 +31,7 @@ pub mod fleet;
 pub mod history;
 pub mod host;
 pub mod import;
+pub mod ladder_chart;
 pub mod lifeline;
 pub mod limits;
 pub mod manual;

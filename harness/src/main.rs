@@ -4,8 +4,8 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 use ::harness::{
-    artifact, calibrate, compare, exit, fixtures, fleet, history, host, import, lifeline, limits,
-    manual, note, out, protocol, review, session, soak, version,
+    artifact, calibrate, compare, exit, fixtures, fleet, history, host, import, ladder_chart,
+    lifeline, limits, manual, note, out, protocol, review, session, soak, version,
 };
 use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
@@ -166,6 +166,36 @@ enum Command {
         /// Print fleet.json on stdout instead of the Markdown report.
         #[arg(long)]
         json: bool,
+    },
+    /// Draw, for each arm of one or more runs (a ladder's stages), the
+    /// worker's memory and its external encoder process's memory by phase,
+    /// stacked, into one self-contained HTML page.
+    ///
+    /// One panel per run, side by side, titled by the run's protocol and
+    /// model (its `model` parameter, else its first arm's model file). Per
+    /// arm, three bars: resident memory at model_loaded, at state_ready, and
+    /// the request peak; each bar is the worker (its marker's resident
+    /// bytes; for the requests its kernel resident peak) with the arm's
+    /// external encoder process (the census's reading at the worker's
+    /// markers) stacked on top, the sum above. Arms without an encoder
+    /// process draw the worker alone. A table beneath gives the numbers in
+    /// MiB.
+    ///
+    /// Each run's seal is verified first, as `memqual compare` checks it: a
+    /// run without receipt.json, with one that does not parse (exit 2), or
+    /// whose seal does not hold (exit 1) is named and nothing is written.
+    /// The page is written whole (a temporary file renamed over FILE); exit 0
+    /// once it is.
+    LadderChart {
+        /// The run directories to draw, one panel each, in this order.
+        #[arg(required = true, num_args = 1.., value_name = "RUN_DIR")]
+        run_dirs: Vec<PathBuf>,
+        /// The HTML file to write (must not exist unless --force; not a folder).
+        #[arg(long, value_name = "FILE.html")]
+        out: PathBuf,
+        /// Replace --out when it exists.
+        #[arg(long)]
+        force: bool,
     },
     /// Check a sealed run directory: the receipt's own digest, the manifest's
     /// digest, every file against the manifest, raw files against the run's
@@ -377,6 +407,11 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             pubkey,
             json,
         } => fleet::merge(&run_dirs, &out, pubkey.as_deref(), json),
+        Command::LadderChart {
+            run_dirs,
+            out,
+            force,
+        } => ladder_chart::command(&run_dirs, &out, force),
         Command::Version {
             verbose,
             json,

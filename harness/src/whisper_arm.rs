@@ -23,6 +23,11 @@ pub struct ExternalEncoderDecl {
     pub model: Option<String>,
     /// Expected SHA-256 of that model (named models: their pinned digest).
     pub model_sha256: Option<String>,
+    /// `full` (default: the whole model, its decoder loaded and unused) or
+    /// `encoder_only` (an artifact of `memqual artifact derive --encoder-only`:
+    /// the process holds the encoder and an encoder-sized state alone).
+    #[serde(default)]
+    pub model_layout: ModelLayout,
     /// Test only: make the encoder process misbehave (`fail`,
     /// `wrong_shape`, `short_buffer`, `small_tensor`).
     pub fault: Option<EncoderFault>,
@@ -40,6 +45,7 @@ pub struct WhisperArmDecl {
     pub model_sha256: Option<String>,
     /// `full` (default) or `decoder_only` (a derived artifact without native
     /// encoder tensors): what the strict parse before loading expects.
+    /// (`encoder_only` is the encoder process's, under `external_encoder`.)
     #[serde(default)]
     pub model_layout: ModelLayout,
     /// Default true: the worker parses the whole model strictly before
@@ -372,8 +378,21 @@ fn resolve_external_encoder(
     let Some(ext) = &decl.external_encoder else {
         return Ok(None);
     };
+    if ext.model_layout == ModelLayout::DecoderOnly {
+        return Err(FieldError::new(
+            "external_encoder.model_layout",
+            "the encoder process runs an encoder: `full` or `encoder_only`, never `decoder_only`",
+        ));
+    }
     let model = match &ext.model {
         None => {
+            if ext.model_layout != ModelLayout::Full {
+                return Err(FieldError::new(
+                    "external_encoder.model",
+                    "model_layout = \"encoder_only\" needs the encoder-only artifact named here \
+                     (memqual artifact derive --encoder-only)",
+                ));
+            }
             if decl.model_layout != ModelLayout::Full {
                 return Err(FieldError::new(
                     "external_encoder.model",
@@ -391,7 +410,7 @@ fn resolve_external_encoder(
             ModelInput {
                 path,
                 sha256: ext.model_sha256.clone().or(pinned),
-                layout: ModelLayout::Full,
+                layout: ext.model_layout,
                 prevalidate: true,
                 coreml_sidecar: None,
             }
@@ -528,6 +547,13 @@ pub fn resolve(
         unload_after_idle_s: decl.unload_after_idle_s,
         gaps_s: &decl.gaps_s,
     })?;
+    if decl.model_layout == ModelLayout::EncoderOnly {
+        return Err(FieldError::new(
+            "model_layout",
+            "an encoder-only artifact cannot decode: give it to the encoder process \
+             (external_encoder = { model = \"...\", model_layout = \"encoder_only\" })",
+        ));
+    }
     let model = ModelInput {
         path,
         sha256,

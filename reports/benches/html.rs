@@ -103,6 +103,7 @@ fn arm() -> (ArmReceipt, Vec<Point>) {
         overhead: None,
         residency: None,
         request_policy: None,
+        state_accounting: None,
     };
     (arm, points)
 }

@@ -82,6 +82,20 @@ pub struct MemoryGate {
     /// An absolute threshold in MiB; needs no control.
     #[schemars(range(max = CEILING_MIB.max), extend("exclusiveMinimum" = CEILING_MIB.min))]
     pub ceiling_mib: Option<f64>,
+    /// Judge the pair: the worker's value plus its external encoder
+    /// process's own at the same step (`model_loaded` or `state_ready`;
+    /// field `resident_bytes`, `footprint_bytes` or `virtual_bytes`), against
+    /// the control's pair. Where the control runs no encoder process, the
+    /// threshold also allows this arm's encoder process its `process_start`
+    /// baseline: what any second process costs before it holds anything.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub with_encoder_process: bool,
+    /// With `with_encoder_process`: MiB the pair may hold beyond the
+    /// threshold, for what a second runtime costs past its start-up baseline
+    /// (its own context, graph metadata). Default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1024.0))]
+    pub allowance_mib: Option<f64>,
 }
 
 /// The arm's steady p95 and max latency ≤ control × (1 + tolerance).
@@ -311,6 +325,24 @@ impl GateSpec {
                 if let Some(c) = m.ceiling_mib {
                     CEILING_MIB.check("ceiling_mib", c)?;
                 }
+                if m.with_encoder_process {
+                    encoder_pairing(m.phase, m.field)
+                        .map_err(|e| FieldError::new("with_encoder_process", e))?;
+                }
+                if let Some(a) = m.allowance_mib {
+                    if !m.with_encoder_process {
+                        return Err(FieldError::new(
+                            "allowance_mib",
+                            "allowance_mib goes with with_encoder_process = true",
+                        ));
+                    }
+                    if !(0.0..=1024.0).contains(&a) {
+                        return Err(FieldError::new(
+                            "allowance_mib",
+                            format!("allowance_mib = {a} is outside 0..=1024"),
+                        ));
+                    }
+                }
                 Ok(())
             }
             GateSpec::Latency(l) => TOLERANCE.check("tolerance", l.tolerance).map(|_| ()),
@@ -408,4 +440,27 @@ impl ArmGates {
             _ => Ok(()),
         }
     }
+}
+
+/// A pairing the encoder process's self-report can answer: its three steps
+/// carry resident, footprint and virtual bytes.
+pub(crate) fn encoder_pairing(phase: Phase, field: MemoryField) -> Result<(), String> {
+    if !matches!(phase, Phase::ModelLoaded | Phase::StateReady) {
+        return Err(format!(
+            "the encoder process reports its memory at model_loaded and state_ready, not at {phase}"
+        ));
+    }
+    if !matches!(
+        field,
+        MemoryField::ResidentBytes | MemoryField::FootprintBytes | MemoryField::VirtualBytes
+    ) {
+        return Err(format!(
+            "the encoder process reports resident_bytes, footprint_bytes and virtual_bytes, not {}",
+            serde_json::to_value(field)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
+        ));
+    }
+    Ok(())
 }

@@ -96,6 +96,7 @@ pub mod snapshots;
 pub mod soak_history;
 pub mod speech;
 pub mod stability;
+pub mod state_accounting;
 pub mod stats;
 pub mod verdict;
 

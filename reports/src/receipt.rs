@@ -85,6 +85,10 @@ pub struct ArmReceipt {
     /// mode and idle policy in one block.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_policy: Option<crate::request_policy::RequestPolicy>,
+    /// A whisper arm's state predicted (estimate), logged (whisper.cpp) and
+    /// measured (`model_loaded` to `state_ready`), worker and encoder process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_accounting: Option<crate::state_accounting::StateAccounting>,
 }
 
 impl ArmReceipt {

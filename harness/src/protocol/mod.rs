@@ -721,6 +721,8 @@ kind = "parity"
                 min_reduction: Some(0.1),
                 control_factor: None,
                 ceiling_mib: None,
+                with_encoder_process: false,
+                allowance_mib: None,
             })
         );
         assert!(p.arms[0].gates.gates.is_empty());

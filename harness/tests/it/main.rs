@@ -28,6 +28,7 @@ mod idle_policies;
 mod import;
 mod integrity;
 mod ladder;
+mod ladder_chart;
 mod loaded_bytes;
 mod long_form;
 mod module_graph;

@@ -332,6 +332,8 @@ pub fn assemble_arm(
         ),
     };
     let request_policy = spec.as_ref().and_then(crate::request_policy::of);
+    let state_accounting =
+        crate::state_accounting::build(&phases, speech.as_ref().and_then(|s| s.runtime.as_ref()));
     Ok(ArmReceipt {
         id: id.to_string(),
         status,
@@ -352,6 +354,7 @@ pub fn assemble_arm(
         overhead,
         residency,
         request_policy,
+        state_accounting,
     })
 }
 
@@ -421,6 +424,16 @@ pub fn assemble_with_series(dir: &RunDir) -> Result<(Receipt, SeriesPoints), Rep
             control: outputs(control)?,
         };
         comparisons.push(speech::compare(a, c, &results));
+        let saving = match (&a.state_accounting, &c.state_accounting) {
+            (Some(arm), Some(ctl)) => Some(crate::state_accounting::saving(control, ctl, arm)),
+            _ => None,
+        };
+        if let (Some(arm), Some(saving)) = (arms.iter_mut().find(|a| &a.id == id), saving)
+            && let Some(accounting) = &mut arm.state_accounting
+        {
+            accounting.findings.extend(saving.findings());
+            accounting.against_control = Some(saving);
+        }
         let control_census = crate::census::assemble(dir, &dir.arm(control)?)?;
         if let (Some(arm), Some((_, raw))) = (arms.iter_mut().find(|a| &a.id == id), control_census)
             && let Some(census) = &mut arm.census

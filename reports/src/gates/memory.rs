@@ -3,7 +3,7 @@
 use super::Check;
 use super::context::{Context, MIB, at_most, check};
 use super::evaluate::Judge;
-use crate::gate_spec::{MemoryField, MemoryGate};
+use crate::gate_spec::{MemoryField, MemoryGate, encoder_pairing};
 use crate::receipt::ArmReceipt;
 use sampler::{Phase, TaskMemory};
 
@@ -73,7 +73,49 @@ fn phase_value(arm: &ArmReceipt, phase: Phase, field: MemoryField) -> Option<(us
         .max_by_key(|(i, v)| (*v, std::cmp::Reverse(*i)))
 }
 
+/// The arm's external encoder process's `field` at the step named like
+/// `phase`, with a pointer to it, and at its `process_start`.
+struct EncoderFigures {
+    at_phase: u64,
+    baseline: u64,
+    pointer: String,
+}
+
+fn encoder_figures(arm: &ArmReceipt, phase: Phase, field: MemoryField) -> Option<EncoderFigures> {
+    let steps = arm
+        .speech
+        .as_ref()?
+        .runtime
+        .as_ref()?
+        .external_encoder
+        .as_ref()?
+        .memory
+        .as_ref()?;
+    let (step, name) = match phase {
+        Phase::ModelLoaded => (&steps.model_loaded, "model_loaded"),
+        Phase::StateReady => (&steps.state_ready, "state_ready"),
+        _ => return None,
+    };
+    let read = |m: &worker_contract::EncoderMemory| match field {
+        MemoryField::ResidentBytes => Some(m.resident_bytes),
+        MemoryField::FootprintBytes => m.footprint_bytes,
+        MemoryField::VirtualBytes => Some(m.virtual_bytes),
+        _ => None,
+    };
+    Some(EncoderFigures {
+        at_phase: read(step)?,
+        baseline: read(&steps.process_start)?,
+        pointer: format!(
+            "/speech/runtime/external_encoder/memory/{name}/{}",
+            field_name(field)
+        ),
+    })
+}
+
 fn memory(ctx: &Context, g: &MemoryGate) -> Check {
+    if g.with_encoder_process {
+        return pair_memory(ctx, g);
+    }
     let field = resolve_field(ctx.arm.arm, g.phase, g.field);
     let name = format!("{} {}", g.phase, field_name(field));
     let mut c = check(name, "bytes");
@@ -120,6 +162,112 @@ fn memory(ctx: &Context, g: &MemoryGate) -> Check {
     let mut c = at_most(c, measured as f64, threshold);
     c.note = format!(
         "{how}; measured {:.2} MiB, limit {:.2} MiB",
+        measured as f64 / MIB,
+        threshold / MIB
+    );
+    c
+}
+
+/// The worker and its encoder process together, against the control's pair
+/// (or the control's worker plus this arm's encoder baseline).
+fn pair_memory(ctx: &Context, g: &MemoryGate) -> Check {
+    let field = g.field;
+    let name = format!("{} {} with the encoder process", g.phase, field_name(field));
+    let mut c = check(name, "bytes");
+    if let Err(e) = encoder_pairing(g.phase, field) {
+        c.note = e;
+        return c;
+    }
+    let Some((row, worker)) = phase_value(ctx.arm.arm, g.phase, field) else {
+        c.note = format!(
+            "the arm has no `{}` marker with {}",
+            g.phase,
+            field_name(field)
+        );
+        return c;
+    };
+    let Some(encoder) = encoder_figures(ctx.arm.arm, g.phase, field) else {
+        c.note = format!(
+            "the arm's runtime report has no external encoder process with {} at {}",
+            field_name(field),
+            g.phase
+        );
+        return c;
+    };
+    c.evidence.push(
+        ctx.arm
+            .at(&format!("/phases/{row}/memory/{}", field_name(field))),
+    );
+    c.evidence.push(ctx.arm.at(&encoder.pointer));
+    let measured = worker + encoder.at_phase;
+    c.measured = Some(measured as f64);
+    let (threshold, how) = if let Some(mib) = g.ceiling_mib {
+        (mib * MIB, format!("absolute ceiling {mib} MiB"))
+    } else {
+        let Ok(control) = &ctx.control else {
+            return c;
+        };
+        let Some((crow, cworker)) = phase_value(control.arm, g.phase, field) else {
+            c.note = format!(
+                "control arm `{}` has no `{}` marker with {}",
+                control.arm.id,
+                g.phase,
+                field_name(field)
+            );
+            return c;
+        };
+        c.evidence
+            .push(control.at(&format!("/phases/{crow}/memory/{}", field_name(field))));
+        // A control that runs its own encoder process is a pair too; one that
+        // runs none is allowed this arm's second process's baseline.
+        let (cval, allowance, whose) = match encoder_figures(control.arm, g.phase, field) {
+            Some(ce) => {
+                c.evidence.push(control.at(&ce.pointer));
+                (
+                    cworker + ce.at_phase,
+                    0,
+                    "the control's worker and encoder process",
+                )
+            }
+            None => (cworker, encoder.baseline, "the control's worker"),
+        };
+        c.control = Some(cval as f64);
+        let base = match (g.min_reduction, g.control_factor) {
+            (Some(r), _) => cval as f64 * (1.0 - r),
+            (None, Some(f)) => cval as f64 * f,
+            (None, None) => return c,
+        };
+        let factor = match (g.min_reduction, g.control_factor) {
+            (Some(r), _) => format!("× (1 − {r})"),
+            (None, Some(f)) => format!("× {f}"),
+            (None, None) => String::new(),
+        };
+        let slack = g.allowance_mib.unwrap_or(0.0);
+        (
+            base + allowance as f64 + slack * MIB,
+            format!(
+                "{whose} {factor}{}{}",
+                if allowance > 0 {
+                    format!(
+                        " + this arm's encoder process at process_start ({:.2} MiB)",
+                        allowance as f64 / MIB
+                    )
+                } else {
+                    String::new()
+                },
+                if slack > 0.0 {
+                    format!(" + {slack} MiB allowance")
+                } else {
+                    String::new()
+                }
+            ),
+        )
+    };
+    let mut c = at_most(c, measured as f64, threshold);
+    c.note = format!(
+        "worker {:.2} MiB + encoder process {:.2} MiB = {:.2} MiB; limit {:.2} MiB ({how})",
+        worker as f64 / MIB,
+        encoder.at_phase as f64 / MIB,
         measured as f64 / MIB,
         threshold / MIB
     );

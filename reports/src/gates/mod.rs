@@ -23,7 +23,7 @@ mod evaluate;
 mod fail_closed;
 mod idle;
 mod latency;
-mod memory;
+pub(crate) mod memory;
 mod overhead;
 mod parity;
 mod quality;

@@ -113,6 +113,7 @@ fn arm(id: &str, state_peak_mib: u64, steady: (f64, u64), outputs: &[Transcripti
         overhead: None,
         residency: None,
         request_policy: None,
+        state_accounting: None,
     }
 }
 
@@ -200,6 +201,8 @@ fn memory_gate(phase: Phase) -> MemoryGate {
         min_reduction: None,
         control_factor: None,
         ceiling_mib: None,
+        with_encoder_process: false,
+        allowance_mib: None,
     }
 }
 
@@ -1066,4 +1069,121 @@ fn idle_residency_parameters_are_bounded() {
         assert_eq!(gate.validate().unwrap_err().key, key);
     }
     assert!(gates(vec![idle_gate(0.5, 100.0)]).validate(false).is_err());
+}
+
+/// A runtime report whose external encoder process measured itself at
+/// `process_start`, `model_loaded` and `state_ready` (footprint, MiB).
+fn with_encoder_process(mut a: ArmReceipt, footprint_mib: [u64; 3]) -> ArmReceipt {
+    let step = |mib: u64| serde_json::json!({"resident_bytes": (mib + 8) * MIB, "footprint_bytes": mib * MIB, "virtual_bytes": 4 * mib * MIB});
+    let runtime: worker_contract::RuntimeReport = serde_json::from_value(serde_json::json!({
+        "runtime": "whisper.cpp", "runtime_version": "1.8.3", "system_info": "",
+        "worker_executable": "w", "worker_sha256": null,
+        "model": {"path": "m", "bytes": 1, "sha256": "00", "ftype": 1, "n_vocab": 1,
+                  "n_audio_layer": 1, "n_text_layer": 1},
+        "coreml": null, "state_count": 1, "initializer": "no_state", "settings": {},
+        "topology": worker_contract::Topology::from_log(std::iter::empty::<&str>()),
+        "load_ns": 0, "state_ns": 0,
+        "external_encoder": {"pid": 7, "model": "e.bin", "model_sha256": "00",
+            "layout": "encoder_only", "max_audio_ctx": 0,
+            "memory": {"process_start": step(footprint_mib[0]),
+                       "model_loaded": step(footprint_mib[1]),
+                       "state_ready": step(footprint_mib[2])}}
+    }))
+    .expect("a runtime report");
+    a.speech.as_mut().unwrap().runtime = Some(runtime);
+    a
+}
+
+/// `footprint_bytes` at `model_loaded` of every row of `a` set to `mib`.
+fn footprint_at(mut a: ArmReceipt, phase: Phase, mib: u64) -> ArmReceipt {
+    for row in a.phases.iter_mut().filter(|r| r.phase == phase) {
+        row.memory.footprint_bytes = Some(mib * MIB);
+    }
+    a
+}
+
+#[test]
+fn the_worker_and_its_encoder_process_are_judged_as_a_pair() {
+    let out = good_outputs();
+    let gate = GateSpec::Memory(MemoryGate {
+        field: MemoryField::FootprintBytes,
+        control_factor: Some(1.0),
+        with_encoder_process: true,
+        ..memory_gate(Phase::ModelLoaded)
+    });
+    // Stock holds 100 MiB; the split worker 60 and its encoder process 41
+    // (1 MiB baseline + 40): 101 MiB ≤ 100 + 1.
+    let stock = footprint_at(
+        arm("ctl", 100, (1e6, 2_000_000), &out),
+        Phase::ModelLoaded,
+        100,
+    );
+    let split = |encoder_loaded: u64| {
+        with_encoder_process(
+            footprint_at(
+                arm("cand", 100, (1e6, 2_000_000), &out),
+                Phase::ModelLoaded,
+                60,
+            ),
+            [1, encoder_loaded, encoder_loaded + 5],
+        )
+    };
+    let r = receipt(stock.clone(), split(41), gates(vec![gate.clone()]));
+    let rep = judge(&r);
+    let c = &candidate(&rep).gates[0].checks[0];
+    assert_eq!(c.outcome, Outcome::Pass, "{c:?}");
+    assert_eq!(
+        c.name,
+        "model_loaded footprint_bytes with the encoder process"
+    );
+    assert_eq!(c.measured, Some((101 * MIB) as f64));
+    assert_eq!(c.control, Some((100 * MIB) as f64));
+    assert_eq!(c.threshold, Some((101 * MIB) as f64));
+    assert_eq!(
+        c.evidence[1].pointer,
+        "/arms/1/speech/runtime/external_encoder/memory/model_loaded/footprint_bytes"
+    );
+    assert!(
+        c.note.ends_with(
+            "(the control's worker × 1 + this arm's encoder process at process_start (1.00 MiB))"
+        ),
+        "{}",
+        c.note
+    );
+
+    // A duplicate the split adds (2 MiB) fails it.
+    let r = receipt(stock.clone(), split(43), gates(vec![gate.clone()]));
+    assert_eq!(candidate(&judge(&r)).gates[0].outcome, Outcome::Fail);
+
+    // An arm without an encoder process is not judged as a pair.
+    let plain = footprint_at(
+        arm("cand", 100, (1e6, 2_000_000), &out),
+        Phase::ModelLoaded,
+        60,
+    );
+    let r = receipt(stock, plain, gates(vec![gate]));
+    let rep = judge(&r);
+    let c = &candidate(&rep).gates[0].checks[0];
+    assert_eq!(c.outcome, Outcome::NotEvaluated);
+    assert!(c.note.contains("no external encoder process"), "{}", c.note);
+}
+
+#[test]
+fn a_pair_gate_names_what_the_encoder_process_cannot_report() {
+    let bad_phase = GateSpec::Memory(MemoryGate {
+        field: MemoryField::FootprintBytes,
+        control_factor: Some(1.0),
+        with_encoder_process: true,
+        ..memory_gate(Phase::RequestEnd)
+    });
+    let err = bad_phase.validate().unwrap_err().to_string();
+    assert!(err.contains("not at request_end"), "{err}");
+    let bad_field = GateSpec::Memory(MemoryGate {
+        field: MemoryField::Peak,
+        control_factor: Some(1.0),
+        with_encoder_process: true,
+        ..memory_gate(Phase::StateReady)
+    });
+    let err = bad_field.validate().unwrap_err().to_string();
+    assert!(err.contains("not peak"), "{err}");
 }

@@ -17,6 +17,8 @@
 //!   measured state cost, every arm's memory curve on one axis aligned by
 //!   phase, the latency ECDFs overlaid, and the identity and topology keys
 //!   that differ between arms;
+//! - when an arm had an external encoder process, the worker and that
+//!   process by phase, stacked ([`ladder_chart`]);
 //! - every check with its evidence links;
 //! - per arm: its memory chart, soak growth and history, peaks by phase,
 //!   latency and its distribution, overhead blocks, transcript differences,
@@ -30,6 +32,7 @@
 mod arm_chart;
 pub mod compare;
 pub mod compare_charts;
+pub mod ladder_chart;
 mod residency;
 mod sections;
 

@@ -1,9 +1,11 @@
 //! The page's templates (maud): every text and attribute value is escaped
 //! by the template engine; the only unescaped inserts are the stylesheet
 //! (`assets/report.css`) and the SVG that plotters draws, each marked
-//! `PreEscaped` here and nowhere else.
+//! `PreEscaped` here and in [`super::ladder_chart`] only.
 //!
-//! Order: verdict, the comparison section, the checks with their evidence,
+//! Order: verdict, the comparison section, the worker and its encoder
+//! process by phase (only with an external encoder process), the checks
+//! with their evidence,
 //! each arm's details, the run's identity.
 
 use super::PageData;
@@ -17,7 +19,8 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 use sampler::Phase;
 use std::collections::BTreeMap;
 
-const STYLE: &str = include_str!("../../assets/report.css");
+/// `assets/report.css`, also inlined by the ladder page ([`super::ladder_chart::page`]).
+pub(super) const STYLE: &str = include_str!("../../assets/report.css");
 
 fn class(o: Outcome) -> &'static str {
     match o {
@@ -70,6 +73,7 @@ pub fn page(r: &Receipt, data: &PageData) -> Markup {
                 }
                 section #verdict { (verdict(r)) }
                 (comparison(r, data, &palette))
+                (super::ladder_chart::section(r))
                 (checks(r))
                 @for arm in &r.arms {
                     (arm_details(r, arm, data))

@@ -14,6 +14,7 @@ pub const PATCH_CAPABILITIES: &[&str] = &[
     "encoder:external_process",
     "state:bounded_cross_cache",
     "state:bounded_batch",
+    "loader:encoder_only",
 ];
 
 /// What it returns in a Core ML build (`WHISPER_COREML`): the fail-closed
@@ -24,6 +25,7 @@ pub const PATCH_CAPABILITIES_COREML: &[&str] = &[
     "encoder:external_process",
     "state:bounded_cross_cache",
     "state:bounded_batch",
+    "loader:encoder_only",
     "encoder:coreml_fail_closed",
     "loader:external_encoder_only_coreml",
     "coreml:compute_units",
@@ -149,15 +151,21 @@ mod tests {
     use super::*;
 
     /// The capability strings `whisper_memqual_capabilities()` returns, read
-    /// from the patch set itself (0002 adds the CPU list; 0003 splits it by
-    /// `WHISPER_USE_COREML`).
+    /// from the last patch of the set that rewrites it (0002 adds the CPU
+    /// list; 0003 splits it by `WHISPER_USE_COREML`; 0004 adds encoder-only
+    /// loading).
     fn patch_capability_lists() -> (Vec<String>, Vec<String>) {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../whisper-patch");
-        let patch = std::fs::read_to_string(dir.join("0003-coreml-fail-closed.patch")).unwrap();
-        let body = patch
-            .split("const char * whisper_memqual_capabilities(void) {")
-            .nth(1)
-            .expect("0003 rewrites whisper_memqual_capabilities");
+        let signature = "const char * whisper_memqual_capabilities(void) {";
+        let patch = [
+            "0004-encoder-only-process.patch",
+            "0003-coreml-fail-closed.patch",
+        ]
+        .iter()
+        .map(|name| std::fs::read_to_string(dir.join(name)).unwrap())
+        .find(|text| text.contains(signature))
+        .expect("a patch rewrites whisper_memqual_capabilities");
+        let body = patch.split(signature).nth(1).expect("the function's hunk");
         // The function as patched: added and unchanged lines, not removed ones.
         let added: Vec<&str> = body
             .lines()

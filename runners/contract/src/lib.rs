@@ -47,8 +47,8 @@ pub use realtime::{
     IdlePolicy, RequestMode, RequestTiming, gap_before, validate as validate_realtime,
 };
 pub use runtime::{
-    CoremlIdentity, ExternalEncoderProcess, LoggedSize, ModelIdentity, PatchFile, RuntimeBuild,
-    RuntimeReport, StateBuffers, Topology,
+    CoremlIdentity, EncoderMemory, EncoderProcessSteps, ExternalEncoderProcess, LoggedSize,
+    ModelIdentity, PatchFile, RuntimeBuild, RuntimeReport, StateBuffers, Topology,
 };
 pub use spec::{ArmSpec, SamplerSchedule, WorkerSpec};
 pub use whisper::{

@@ -347,14 +347,66 @@ pub struct PatchFile {
 }
 
 /// The process that computes an arm's encoder output outside the worker.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ExternalEncoderProcess {
     /// Its process id.
     pub pid: u32,
-    /// The full model whose native encoder it runs, as it checked it.
+    /// The model whose native encoder it runs, as it checked it.
     pub model: std::path::PathBuf,
     /// That model's SHA-256 (lowercase hex), as the encoder process read it.
     pub model_sha256: String,
+    /// `full` (the whole model, decoder loaded and unused) or `encoder_only`
+    /// (an encoder-only artifact and a state for the encoder alone).
+    #[serde(default)]
+    pub layout: crate::ModelLayout,
+    /// Encoder positions its state was sized for (0: the model's own).
+    #[serde(default)]
+    pub max_audio_ctx: u32,
+    /// Its own memory as it measured it (`/proc/self`, `TASK_VM_INFO`) at
+    /// its three steps; `None` where the platform gave none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<EncoderProcessSteps>,
+    /// What whisper.cpp logged in the encoder process while loading and
+    /// creating its state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<Topology>,
+}
+
+/// The external encoder process's own memory at each step of its start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EncoderProcessSteps {
+    /// Before it opened its model: the baseline any second process costs.
+    pub process_start: EncoderMemory,
+    /// Its model loaded.
+    pub model_loaded: EncoderMemory,
+    /// Its one state created: ready to encode.
+    pub state_ready: EncoderMemory,
+}
+
+/// The encoder process's memory at one step, in the fields of the
+/// worker's markers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EncoderMemory {
+    /// Linux `VmRSS`, macOS `resident_size`: counts the pages of the
+    /// executable and libraries it shares with the worker again.
+    pub resident_bytes: u64,
+    /// Linux `RssAnon + RssShmem + VmSwap`, macOS `phys_footprint`: its
+    /// own memory, which a sum with the worker's counts once.
+    pub footprint_bytes: Option<u64>,
+    /// Linux `VmSize`, macOS `virtual_size`.
+    pub virtual_bytes: u64,
+}
+
+impl EncoderMemory {
+    /// This process's memory now; `None` where the platform reports none.
+    pub fn now() -> Option<EncoderMemory> {
+        let m = sampler::snapshot_self().ok()?;
+        Some(EncoderMemory {
+            resident_bytes: m.resident_bytes,
+            footprint_bytes: m.footprint_bytes,
+            virtual_bytes: m.virtual_bytes,
+        })
+    }
 }
 
 #[cfg(test)]

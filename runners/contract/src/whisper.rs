@@ -164,6 +164,9 @@ pub enum ModelLayout {
     Full,
     /// Every decoder tensor and no native-encoder tensor (a derived artifact).
     DecoderOnly,
+    /// Every native-encoder tensor and no decoder tensor (`memqual artifact
+    /// derive --encoder-only`): only an external encoder process loads it.
+    EncoderOnly,
 }
 
 /// The model file an arm loads.

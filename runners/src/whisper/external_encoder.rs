@@ -29,8 +29,12 @@ const REPLY_MAGIC: &[u8; 4] = b"MQEO";
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EncoderStart {
-    /// The full model whose native encoder it runs.
+    /// The model whose native encoder it runs: a full model, or (layout
+    /// `encoder_only`) an encoder-only artifact loaded without any decoder.
     pub model: ModelInput,
+    /// Encoder positions its state is sized for (0: the model's own).
+    #[serde(default)]
+    pub max_audio_ctx: u32,
     /// A deliberate defect, for the tests that prove the worker refuses it.
     #[serde(default)]
     pub fault: Option<EncoderFault>,
@@ -44,6 +48,12 @@ pub struct EncoderReady {
     pub error: Option<String>,
     /// Its model's SHA-256, as it checked it.
     pub model_sha256: Option<String>,
+    /// Its own memory at each step of its start.
+    #[serde(default)]
+    pub memory: Option<worker_contract::EncoderProcessSteps>,
+    /// What whisper.cpp logged there while loading and creating its state.
+    #[serde(default)]
+    pub topology: Option<worker_contract::Topology>,
 }
 
 /// The running encoder process, as the worker holds it.
@@ -56,8 +66,21 @@ pub struct EncoderProcess {
     request: Vec<u8>,
     /// The last reply's data; the patch copies it before the next call.
     reply: Vec<u8>,
-    /// The model's SHA-256 as the process checked it.
-    model_sha256: String,
+    /// What it said about itself once ready.
+    identity: EncoderIdentity,
+}
+
+/// The encoder process as it described itself once ready.
+#[derive(Debug, Clone)]
+pub struct EncoderIdentity {
+    /// Its process id.
+    pub pid: u32,
+    /// Its model's SHA-256 as it checked it.
+    pub model_sha256: String,
+    /// Its memory at each step of its start, as it measured it.
+    pub memory: Option<worker_contract::EncoderProcessSteps>,
+    /// What whisper.cpp logged there.
+    pub topology: Option<worker_contract::Topology>,
 }
 
 /// Where the encode callback finds the process: filled once the process
@@ -78,11 +101,10 @@ impl EncoderSlot {
         }
     }
 
-    /// The process's pid and its model's checked SHA-256, when it runs.
-    pub fn identity(&self) -> Option<(u32, String)> {
+    /// How the process described itself once ready, when it runs.
+    pub fn identity(&self) -> Option<EncoderIdentity> {
         let slot = self.0.lock().ok()?;
-        slot.as_ref()
-            .map(|p| (p.child.id(), p.model_sha256.clone()))
+        slot.as_ref().map(|p| p.identity.clone())
     }
 
     /// Stop the process (teardown): close its stdin, then wait.
@@ -148,12 +170,17 @@ impl EncoderProcess {
             anyhow::bail!("the external encoder failed to start: {error}");
         }
         Ok(EncoderProcess {
-            child,
             stdin,
             stdout,
             request: Vec::new(),
             reply: Vec::new(),
-            model_sha256: ready.model_sha256.unwrap_or_default(),
+            identity: EncoderIdentity {
+                pid: child.id(),
+                model_sha256: ready.model_sha256.unwrap_or_default(),
+                memory: ready.memory,
+                topology: ready.topology,
+            },
+            child,
         })
     }
 
@@ -313,12 +340,16 @@ pub fn serve() -> u8 {
         engine,
         model_sha256,
         fault,
+        memory,
+        topology,
     } = match start(&line) {
         Ok(started) => started,
         Err(e) => {
             let ready = EncoderReady {
                 error: Some(format!("{e:#}")),
                 model_sha256: None,
+                memory: None,
+                topology: None,
             };
             let _ = writeln!(
                 output,
@@ -331,6 +362,8 @@ pub fn serve() -> u8 {
     let ready = EncoderReady {
         error: None,
         model_sha256: Some(model_sha256),
+        memory,
+        topology,
     };
     if writeln!(
         output,
@@ -400,20 +433,56 @@ struct Started {
     engine: super::engine::Engine,
     model_sha256: String,
     fault: Option<EncoderFault>,
+    memory: Option<worker_contract::EncoderProcessSteps>,
+    topology: Option<worker_contract::Topology>,
 }
 
 fn start(line: &str) -> anyhow::Result<Started> {
+    use worker_contract::{EncoderMemory, ModelLayout};
+    let process_start = EncoderMemory::now();
     let start: EncoderStart = serde_json::from_str(line.trim_end())?;
+    if start.model.layout == ModelLayout::DecoderOnly {
+        anyhow::bail!(
+            "model {}: a decoder-only artifact has no encoder to run",
+            start.model.path.display()
+        );
+    }
+    // An encoder-only artifact loads without any decoder: whisper.cpp (patch
+    // 0004) allocates the encoder's tensors and an encoder-sized state only.
+    super::patch::set_plan(super::patch::LoadPlan {
+        external_encoder: None,
+        max_audio_ctx: start.max_audio_ctx,
+        max_batch: 0,
+        coreml_encoder_only: false,
+        coreml_compute_units: worker_contract::CoremlComputeUnits::All,
+        encoder_only: start.model.layout == ModelLayout::EncoderOnly,
+    })
+    .map_err(|e| anyhow::anyhow!(e))?;
     let model = super::model::VerifiedModel::open(&start.model)?;
     let settings = super::engine::RunSettings::plain();
     let mut engine =
         super::engine::Engine::load(&model, worker_contract::Initializer::NoState, settings)?;
+    let model_loaded = EncoderMemory::now();
     engine.create_states(worker_contract::Initializer::NoState, 0)?;
-    let _ = super::logcapture::drain();
+    let state_ready = EncoderMemory::now();
+    let log = super::logcapture::drain();
+    let topology = worker_contract::Topology::from_log(log.iter().map(|(_, line)| line.as_str()));
+    let memory = match (process_start, model_loaded, state_ready) {
+        (Some(process_start), Some(model_loaded), Some(state_ready)) => {
+            Some(worker_contract::EncoderProcessSteps {
+                process_start,
+                model_loaded,
+                state_ready,
+            })
+        }
+        _ => None,
+    };
     Ok(Started {
         engine,
         model_sha256: model.identity.sha256.clone(),
         fault: start.fault,
+        memory,
+        topology: Some(topology),
     })
 }
 

@@ -349,7 +349,23 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
         use_gpu: spec.use_gpu,
         flash_attn: spec.flash_attn,
     };
-    let settings_json = serde_json::to_value(&settings)?;
+    let mut settings_json = serde_json::to_value(&settings)?;
+    // What `memqual artifact estimate` predicts for this arm's state, for the
+    // receipt's state accounting beside what whisper.cpp logs and the markers.
+    if let Some(h) = model.hparams.as_ref() {
+        let bounds = spec.state_bounds;
+        settings_json["predicted_state"] =
+            serde_json::to_value(ggml_container::estimate::estimate(
+                h,
+                None,
+                ggml_container::estimate::EstimateOptions {
+                    audio_ctx: bounds.map(|b| u64::from(b.max_audio_ctx)),
+                    text_ctx: None,
+                    decoders: None,
+                    max_batch: bounds.map(|b| u64::from(b.max_batch)),
+                },
+            ))?;
+    }
     let recipe = residency::LoadRecipe {
         model: &model,
         sidecar: sidecar.as_ref(),

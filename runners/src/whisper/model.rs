@@ -117,6 +117,7 @@ fn strict_identity(
     let expect = match input.layout {
         ModelLayout::Full => ggml_container::Expect::Full,
         ModelLayout::DecoderOnly => ggml_container::Expect::DecoderOnly,
+        ModelLayout::EncoderOnly => ggml_container::Expect::EncoderOnly,
     };
     file.rewind()
         .with_context(|| format!("model {}", path.display()))?;

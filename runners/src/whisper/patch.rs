@@ -25,6 +25,7 @@ pub const BUILT_FOR_DIGEST: &str = env!("MEMQUAL_WHISPER_PATCH_DIGEST");
 /// `whisper_memqual_load_mode`.
 const LOAD_FULL: i32 = 0;
 const LOAD_EXTERNAL_ENCODER_ONLY: i32 = 1;
+const LOAD_ENCODER_ONLY: i32 = 2;
 /// `whisper_memqual_encoder`.
 const ENCODER_CALLBACK: i32 = 0;
 const ENCODER_COREML: i32 = 1;
@@ -160,6 +161,9 @@ pub struct LoadPlan {
     pub coreml_encoder_only: bool,
     /// `MLModelConfiguration.computeUnits` for the Core ML model.
     pub coreml_compute_units: worker_contract::CoremlComputeUnits,
+    /// The encoder process's load: an encoder-only file, and a state with
+    /// the encoder's caches and buffers alone.
+    pub encoder_only: bool,
 }
 
 static PLAN: OnceLock<LoadPlan> = OnceLock::new();
@@ -179,10 +183,13 @@ pub fn configure_next_load() -> Result<(), String> {
         max_batch: 0,
         coreml_encoder_only: false,
         coreml_compute_units: worker_contract::CoremlComputeUnits::All,
+        encoder_only: false,
     };
     let plan = PLAN.get().unwrap_or(&STOCK);
     let config = MemqualConfig {
-        load_mode: if plan.external_encoder.is_some() || plan.coreml_encoder_only {
+        load_mode: if plan.encoder_only {
+            LOAD_ENCODER_ONLY
+        } else if plan.external_encoder.is_some() || plan.coreml_encoder_only {
             LOAD_EXTERNAL_ENCODER_ONLY
         } else {
             LOAD_FULL
@@ -286,6 +293,7 @@ pub(super) fn plan_load(
         max_batch: bounds.map_or(0, |b| b.max_batch),
         coreml_encoder_only,
         coreml_compute_units: spec.coreml_compute_units.unwrap_or_default(),
+        encoder_only: false,
     })
     .map_err(|e| anyhow::anyhow!(e))?;
     Ok(slot)
@@ -330,13 +338,19 @@ pub(super) fn start_external_encoder(
         let exe = std::env::current_exe().context("cannot find this worker's executable")?;
         let start = super::external_encoder::EncoderStart {
             model: external.model.clone(),
+            // An encoder-only process is sized like the worker's bound.
+            max_audio_ctx: match external.model.layout {
+                worker_contract::ModelLayout::EncoderOnly => bounds.map_or(0, |b| b.max_audio_ctx),
+                _ => 0,
+            },
             fault: external.fault,
         };
         let process = super::external_encoder::EncoderProcess::spawn(&exe, &start)?;
         slot.fill(process);
-        let (pid, model_sha256) = slot
+        let identity = slot
             .identity()
             .context("the external encoder stopped as it started")?;
+        let pid = identity.pid;
         session.log(
             LogLevel::Info,
             format!(
@@ -351,7 +365,11 @@ pub(super) fn start_external_encoder(
             Some(worker_contract::ExternalEncoderProcess {
                 pid,
                 model: external.model.path.clone(),
-                model_sha256,
+                model_sha256: identity.model_sha256,
+                layout: external.model.layout,
+                max_audio_ctx: start.max_audio_ctx,
+                memory: identity.memory,
+                topology: identity.topology,
             }),
         ));
     }
