@@ -143,6 +143,58 @@ pub struct PhaseRow {
     pub series_max_gpu_worker_bytes: Option<u64>,
 }
 
+#[cfg(test)]
+impl ArmReceipt {
+    /// A test's completed arm: `phases`, `requests` requests, nothing else.
+    pub(crate) fn completed(id: &str, phases: Vec<PhaseRow>, requests: u64) -> ArmReceipt {
+        ArmReceipt {
+            id: id.into(),
+            status: ArmStatus::Completed,
+            failure: vec![],
+            exit: None,
+            timed_out: false,
+            worker: None,
+            spec: None,
+            phases,
+            series: SeriesSummary::default(),
+            requests,
+            latency: None,
+            peak_between_samples: false,
+            speech: None,
+            snapshots: None,
+            census: None,
+            stability: None,
+            overhead: None,
+            residency: None,
+            request_policy: None,
+            state_accounting: None,
+        }
+    }
+}
+
+#[cfg(test)]
+impl PhaseRow {
+    /// A test's marker row: `memory` at `phase` (request phases: request
+    /// 0), one sample, no series.
+    pub(crate) fn of(phase: Phase, seq: u64, memory: TaskMemory) -> PhaseRow {
+        PhaseRow {
+            phase,
+            seq,
+            request_id: phase.is_request().then_some(0),
+            t_ns: seq * 10,
+            observed_max_resident_bytes: memory.resident_bytes,
+            memory,
+            window_start_ns: None,
+            samples: 1,
+            series_max_resident_bytes: None,
+            series_max_footprint_bytes: None,
+            observed_max_footprint_bytes: None,
+            peak_between_samples: None,
+            series_max_gpu_worker_bytes: None,
+        }
+    }
+}
+
 /// The series of one arm in figures.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SeriesSummary {

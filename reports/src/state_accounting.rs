@@ -12,8 +12,7 @@
 //! [`MISMATCH`] away from the expected one is listed as a finding, never
 //! absorbed by a tolerance.
 
-use crate::receipt::PhaseRow;
-use sampler::Phase;
+use sampler::TaskMemory;
 use serde::{Deserialize, Serialize};
 use worker_contract::{RuntimeReport, StateBuffers};
 
@@ -180,12 +179,15 @@ fn bytes(v: Option<&serde_json::Value>, key: &str) -> Option<u64> {
     v?.get(key)?.as_u64()
 }
 
-/// Build the accounting of an arm from its phase markers and runtime report;
-/// `None` for an arm that never reached `state_ready` or reported no runtime.
-pub fn build(phases: &[PhaseRow], runtime: Option<&RuntimeReport>) -> Option<StateAccounting> {
-    let runtime = runtime?;
-    let first = |phase: Phase| phases.iter().find(|p| p.phase == phase).map(|p| &p.memory);
-    let (loaded, ready) = (first(Phase::ModelLoaded)?, first(Phase::StateReady)?);
+/// Build the accounting of an arm from the worker's memory at its first
+/// `model_loaded` and `state_ready` markers and its runtime report; `None`
+/// for an arm that never reached `state_ready` or reported no runtime.
+pub fn build(
+    model_loaded: Option<&TaskMemory>,
+    state_ready: Option<&TaskMemory>,
+    runtime: Option<&RuntimeReport>,
+) -> Option<StateAccounting> {
+    let (runtime, loaded, ready) = (runtime?, model_loaded?, state_ready?);
     let logged = runtime.topology.states.first();
     let predicted = prediction(runtime);
     let external = runtime.external_encoder.as_ref();
@@ -219,7 +221,7 @@ pub fn build(phases: &[PhaseRow], runtime: Option<&RuntimeReport>) -> Option<Sta
         None,
         false,
     ));
-    let measured = |from: &sampler::TaskMemory, to: &sampler::TaskMemory| Measured {
+    let measured = |from: &TaskMemory, to: &TaskMemory| Measured {
         resident: to.resident_bytes as i64 - from.resident_bytes as i64,
         footprint: match (from.footprint_bytes, to.footprint_bytes) {
             (Some(a), Some(b)) => Some(b as i64 - a as i64),
@@ -237,11 +239,11 @@ pub fn build(phases: &[PhaseRow], runtime: Option<&RuntimeReport>) -> Option<Sta
             logged.and_then(|s| s.kv_pad.map(|l| l.bytes)),
             true,
         )];
-        let m = |s: &worker_contract::EncoderMemory| sampler::TaskMemory {
+        let m = |s: &worker_contract::EncoderMemory| TaskMemory {
             resident_bytes: s.resident_bytes,
             footprint_bytes: s.footprint_bytes,
             virtual_bytes: s.virtual_bytes,
-            ..sampler::TaskMemory::default()
+            ..TaskMemory::default()
         };
         Some(side(
             parts,
@@ -331,7 +333,6 @@ fn side(parts: Vec<StatePart>, compute_logged_bytes: u64, m: Measured) -> StateS
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sampler::TaskMemory;
 
     /// What whisper.cpp 1.8.3 logged creating tiny.en's state on CPU.
     const TINY_STATE_LOG: &[&str] = &[
@@ -366,39 +367,29 @@ mod tests {
         .expect("a runtime report")
     }
 
-    fn rows(loaded: (u64, u64), ready: (u64, u64)) -> Vec<PhaseRow> {
-        [(Phase::ModelLoaded, loaded), (Phase::StateReady, ready)]
-            .into_iter()
-            .enumerate()
-            .map(|(seq, (phase, (resident, virt)))| PhaseRow {
-                phase,
-                seq: seq as u64,
-                request_id: None,
-                t_ns: 0,
-                memory: TaskMemory {
-                    resident_bytes: resident,
-                    footprint_bytes: Some(resident - 8_000_000),
-                    virtual_bytes: virt,
-                    ..TaskMemory::default()
-                },
-                window_start_ns: None,
-                samples: 1,
-                series_max_resident_bytes: None,
-                series_max_footprint_bytes: None,
-                observed_max_resident_bytes: resident,
-                observed_max_footprint_bytes: None,
-                peak_between_samples: None,
-                series_max_gpu_worker_bytes: None,
-            })
-            .collect()
+    /// The worker's memory at `model_loaded` and `state_ready` (resident,
+    /// virtual); its footprint 8 MB below resident (the executable's pages).
+    fn steps(loaded: (u64, u64), ready: (u64, u64)) -> [TaskMemory; 2] {
+        [loaded, ready].map(|(resident, virt)| TaskMemory {
+            resident_bytes: resident,
+            footprint_bytes: Some(resident - 8_000_000),
+            virtual_bytes: virt,
+            ..TaskMemory::default()
+        })
+    }
+
+    fn account(steps: [TaskMemory; 2], runtime: &RuntimeReport) -> StateAccounting {
+        build(Some(&steps[0]), Some(&steps[1]), Some(runtime)).unwrap()
     }
 
     #[test]
     fn the_stock_tiny_state_is_predicted_logged_and_measured_side_by_side() {
         // Resident and virtual at model_loaded and state_ready, as stock
         // whisper.cpp measured them on tiny.en here.
-        let phases = rows((96_174_080, 1_140_776_960), (121_245_696, 1_776_742_400));
-        let a = build(&phases, Some(&runtime(TINY_STATE_LOG, tiny_estimate()))).unwrap();
+        let a = account(
+            steps((96_174_080, 1_140_776_960), (121_245_696, 1_776_742_400)),
+            &runtime(TINY_STATE_LOG, tiny_estimate()),
+        );
         let names: Vec<_> = a.worker.parts.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["kv_self", "kv_cross", "kv_pad", "logits_reserve"]);
         assert_eq!(a.worker.parts[1].predicted_bytes, Some(9_437_184));
@@ -444,21 +435,19 @@ mod tests {
                 "kv_pad_bytes": 1_179_648u64, "logits_reserve_bytes": 1_659_264u64,
             }),
         );
-        let ctl = build(
-            &rows((96_000_000, 1_000_000_000), (121_000_000, 1_600_000_000)),
-            Some(&stock),
-        )
-        .unwrap();
+        let ctl = account(
+            steps((96_000_000, 1_000_000_000), (121_000_000, 1_600_000_000)),
+            &stock,
+        );
         let predicted_resident = (9_437_184 + 2_359_296) - (4_718_592 + 1_179_648);
         // Measured 1 % under the prediction: no finding.
-        let arm = build(
-            &rows(
+        let arm = account(
+            steps(
                 (96_000_000, 1_000_000_000),
                 (121_000_000 - predicted_resident * 99 / 100, 1_507_000_000),
             ),
-            Some(&bounded),
-        )
-        .unwrap();
+            &bounded,
+        );
         let s = saving("stage3", &ctl, &arm);
         assert_eq!(s.predicted_resident_bytes, predicted_resident as i64);
         assert_eq!(
@@ -475,14 +464,13 @@ mod tests {
             s.findings()
         );
         // Measured 20 % under: named, with both figures.
-        let arm = build(
-            &rows(
+        let arm = account(
+            steps(
                 (96_000_000, 1_000_000_000),
                 (121_000_000 - predicted_resident * 8 / 10, 1_507_000_000),
             ),
-            Some(&bounded),
-        )
-        .unwrap();
+            &bounded,
+        );
         let f = saving("stage3", &ctl, &arm).findings();
         assert!(
             f.iter().any(|f| f.starts_with("against stage3: the state saves 4.72 MB resident, -20.0 %")),
@@ -518,11 +506,10 @@ mod tests {
                 encoder_log.iter().copied(),
             )),
         });
-        let a = build(
-            &rows((79_000_000, 1_000_000_000), (99_000_000, 1_400_000_000)),
-            Some(&rt),
-        )
-        .unwrap();
+        let a = account(
+            steps((79_000_000, 1_000_000_000), (99_000_000, 1_400_000_000)),
+            &rt,
+        );
         assert!(a.worker.parts.iter().all(|p| p.name != "kv_pad"));
         let e = a.encoder_process.unwrap();
         assert_eq!(e.parts[0].name, "kv_pad");

@@ -10,7 +10,7 @@
 //! those tests need no network; `committed_miniature_is_what_the_script_builds`
 //! checks it against a fresh build (`MEMQUAL_BLESS=1` rewrites it).
 
-use crate::common::{memqual, model_record, stderr};
+use crate::common::{copy_tree, memqual, model_record, stderr};
 use ggml_container::synthetic::{SyntheticSpec, write_file};
 use ggml_container::{Expect, TensorClass, inspect};
 use harness::artifact::coreml::CoremlInspection;
@@ -359,19 +359,6 @@ fn committed_miniature_is_what_the_script_builds() {
          MEMQUAL_BLESS=1 cargo test -p harness --test it coreml::committed_miniature"
     );
     assert!(i.tree.file_bytes < 200_000);
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 /// A writable copy of the committed miniature.

@@ -748,3 +748,39 @@ fn the_turbo_shape_ladder_runs_at_base_shape() {
         saving.measured_resident_bytes
     );
 }
+
+/// Layouts in the wrong place are refused at load, naming the key, before
+/// any worker starts: an encoder-only artifact for the decoding worker, a
+/// decoder-only one for the encoder process, and `encoder_only` without
+/// naming the artifact.
+#[test]
+fn an_encoder_only_layout_in_the_wrong_place_is_refused_naming_the_key() {
+    for (extra, key, why) in [
+        (
+            "model_layout = \"encoder_only\"\nexternal_encoder = {}",
+            "model_layout",
+            "an encoder-only artifact cannot decode",
+        ),
+        (
+            "external_encoder = { model = \"tiny.en\", model_layout = \"decoder_only\" }",
+            "external_encoder.model_layout",
+            "never `decoder_only`",
+        ),
+        (
+            "external_encoder = { model_layout = \"encoder_only\" }",
+            "external_encoder.model",
+            "memqual artifact derive --encoder-only",
+        ),
+    ] {
+        let r = run_protocol_body("run", &external_arm("a", "tiny.en", extra), &[]);
+        let err = stderr(&r.out);
+        assert_eq!(r.out.status.code(), Some(2), "{extra}: {err}");
+        // The location is the key's (file:line:col), the text says why.
+        // (line 13: the first line after external_arm's own keys).
+        assert!(
+            err.contains("protocol.toml:13:") && err.contains(why),
+            "{key}: {err}"
+        );
+        assert!(!r.dir.exists(), "{extra}: nothing may be created");
+    }
+}

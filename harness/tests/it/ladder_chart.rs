@@ -4,7 +4,7 @@
 //! tiny.en run, raw files only) copied and sealed by `memqual report`, so
 //! no worker runs here.
 
-use crate::common::{MEMQUAL, stderr};
+use crate::common::{MEMQUAL, copy_tree, stderr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -18,20 +18,6 @@ fn ladder_chart(args: &[&str]) -> Output {
 
 fn path(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-/// `from` copied into `to`, folders and regular files.
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 /// The committed quickstart-mini run, copied into `tmp` and sealed with

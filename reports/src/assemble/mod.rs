@@ -332,8 +332,12 @@ pub fn assemble_arm(
         ),
     };
     let request_policy = spec.as_ref().and_then(crate::request_policy::of);
-    let state_accounting =
-        crate::state_accounting::build(&phases, speech.as_ref().and_then(|s| s.runtime.as_ref()));
+    let first = |phase: sampler::Phase| phases.iter().find(|p| p.phase == phase).map(|p| &p.memory);
+    let state_accounting = crate::state_accounting::build(
+        first(sampler::Phase::ModelLoaded),
+        first(sampler::Phase::StateReady),
+        speech.as_ref().and_then(|s| s.runtime.as_ref()),
+    );
     Ok(ArmReceipt {
         id: id.to_string(),
         status,

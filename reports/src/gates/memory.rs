@@ -135,29 +135,18 @@ fn memory(ctx: &Context, g: &MemoryGate) -> Check {
     let (threshold, how) = if let Some(mib) = g.ceiling_mib {
         (mib * MIB, format!("absolute ceiling {mib} MiB"))
     } else {
-        let Ok(control) = &ctx.control else {
-            return c; // needs_control() already reported why
-        };
-        let Some((crow, cval)) = phase_value(control.arm, g.phase, field) else {
-            c.note = format!(
-                "control arm `{}` has no `{}` marker with {}",
-                control.arm.id,
-                g.phase,
-                field_name(field)
-            );
+        let Some((_, cval)) = control_marker(ctx, g.phase, field, &mut c) else {
             return c;
         };
         c.control = Some(cval as f64);
-        c.evidence
-            .push(control.at(&format!("/phases/{crow}/memory/{}", field_name(field))));
-        match (g.min_reduction, g.control_factor) {
-            (Some(r), _) => (
-                cval as f64 * (1.0 - r),
-                format!("control × (1 − {r}): at least {:.1} % smaller", r * 100.0),
-            ),
-            (None, Some(f)) => (cval as f64 * f, format!("control × {f}")),
-            (None, None) => return c,
-        }
+        let Some((threshold, factor)) = scaled(g, cval) else {
+            return c;
+        };
+        let smaller = g
+            .min_reduction
+            .map(|r| format!(": at least {:.1} % smaller", r * 100.0))
+            .unwrap_or_default();
+        (threshold, format!("control {factor}{smaller}"))
     };
     let mut c = at_most(c, measured as f64, threshold);
     c.note = format!(
@@ -204,20 +193,9 @@ fn pair_memory(ctx: &Context, g: &MemoryGate) -> Check {
     let (threshold, how) = if let Some(mib) = g.ceiling_mib {
         (mib * MIB, format!("absolute ceiling {mib} MiB"))
     } else {
-        let Ok(control) = &ctx.control else {
+        let Some((control, cworker)) = control_marker(ctx, g.phase, field, &mut c) else {
             return c;
         };
-        let Some((crow, cworker)) = phase_value(control.arm, g.phase, field) else {
-            c.note = format!(
-                "control arm `{}` has no `{}` marker with {}",
-                control.arm.id,
-                g.phase,
-                field_name(field)
-            );
-            return c;
-        };
-        c.evidence
-            .push(control.at(&format!("/phases/{crow}/memory/{}", field_name(field))));
         // A control that runs its own encoder process is a pair too; one that
         // runs none is allowed this arm's second process's baseline.
         let (cval, allowance, whose) = match encoder_figures(control.arm, g.phase, field) {
@@ -232,15 +210,8 @@ fn pair_memory(ctx: &Context, g: &MemoryGate) -> Check {
             None => (cworker, encoder.baseline, "the control's worker"),
         };
         c.control = Some(cval as f64);
-        let base = match (g.min_reduction, g.control_factor) {
-            (Some(r), _) => cval as f64 * (1.0 - r),
-            (None, Some(f)) => cval as f64 * f,
-            (None, None) => return c,
-        };
-        let factor = match (g.min_reduction, g.control_factor) {
-            (Some(r), _) => format!("× (1 − {r})"),
-            (None, Some(f)) => format!("× {f}"),
-            (None, None) => String::new(),
+        let Some((base, factor)) = scaled(g, cval) else {
+            return c;
         };
         let slack = g.allowance_mib.unwrap_or(0.0);
         (
@@ -272,4 +243,37 @@ fn pair_memory(ctx: &Context, g: &MemoryGate) -> Check {
         threshold / MIB
     );
     c
+}
+
+/// The control arm and its `field` at `phase`, its pointer added to `c`'s
+/// evidence; `None` (with `c`'s note saying why, or the control's absence
+/// already reported by `needs_control`) when there is none.
+fn control_marker<'a>(
+    ctx: &Context<'a>,
+    phase: Phase,
+    field: MemoryField,
+    c: &mut Check,
+) -> Option<(super::context::Located<'a>, u64)> {
+    let control = *ctx.control.as_ref().ok()?;
+    let Some((row, value)) = phase_value(control.arm, phase, field) else {
+        c.note = format!(
+            "control arm `{}` has no `{phase}` marker with {}",
+            control.arm.id,
+            field_name(field)
+        );
+        return None;
+    };
+    c.evidence
+        .push(control.at(&format!("/phases/{row}/memory/{}", field_name(field))));
+    Some((control, value))
+}
+
+/// The threshold a control value gives (`min_reduction` or `control_factor`)
+/// and how, as `× …`; `None` when the gate sets neither.
+fn scaled(g: &MemoryGate, control: u64) -> Option<(f64, String)> {
+    match (g.min_reduction, g.control_factor) {
+        (Some(r), _) => Some((control as f64 * (1.0 - r), format!("× (1 − {r})"))),
+        (None, Some(f)) => Some((control as f64 * f, format!("× {f}"))),
+        (None, None) => None,
+    }
 }

@@ -10,25 +10,15 @@ use sampler::{Phase, TaskMemory};
 const MIB: u64 = 1 << 20;
 
 fn row(phase: Phase, seq: u64, resident: u64, peak: u64) -> PhaseRow {
-    PhaseRow {
+    PhaseRow::of(
         phase,
         seq,
-        request_id: phase.is_request().then_some(0),
-        t_ns: seq * 10,
-        memory: TaskMemory {
+        TaskMemory {
             resident_bytes: resident,
             resident_peak_bytes: Some(peak),
             ..TaskMemory::default()
         },
-        window_start_ns: None,
-        samples: 1,
-        series_max_resident_bytes: None,
-        series_max_footprint_bytes: None,
-        observed_max_resident_bytes: resident,
-        observed_max_footprint_bytes: None,
-        peak_between_samples: None,
-        series_max_gpu_worker_bytes: None,
-    }
+    )
 }
 
 fn transcription(fixture: &str, repetition: u32, tokens: &[i32], text: &str) -> Transcription {
@@ -73,21 +63,10 @@ fn arm(id: &str, state_peak_mib: u64, steady: (f64, u64), outputs: &[Transcripti
         })
         .collect();
     ArmReceipt {
-        id: id.into(),
-        status: ArmStatus::Completed,
-        failure: vec![],
-        exit: None,
-        timed_out: false,
-        worker: None,
-        spec: None,
-        phases,
         series: SeriesSummary {
             samples: 100,
             ..SeriesSummary::default()
         },
-        requests: outputs.len() as u64,
-        latency: None,
-        peak_between_samples: false,
         speech: Some(SpeechReceipt {
             runtime: None,
             latency: SpeechLatency {
@@ -107,13 +86,7 @@ fn arm(id: &str, state_peak_mib: u64, steady: (f64, u64), outputs: &[Transcripti
             converted_inputs: vec![],
             cancellation: None,
         }),
-        snapshots: None,
-        census: None,
-        stability: None,
-        overhead: None,
-        residency: None,
-        request_policy: None,
-        state_accounting: None,
+        ..ArmReceipt::completed(id, phases, outputs.len() as u64)
     }
 }
 

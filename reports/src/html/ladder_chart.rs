@@ -530,8 +530,7 @@ pub fn page(panels: &[LadderPanel]) -> String {
 mod tests {
     use super::*;
     use crate::census::{CensusReceipt, EncoderProcessMemory, PhaseMemory};
-    use crate::receipt::{PhaseRow, SeriesSummary};
-    use crate::record::ArmStatus;
+    use crate::receipt::PhaseRow;
     use sampler::TaskMemory;
 
     const MIB_U: u64 = 1 << 20;
@@ -542,43 +541,19 @@ mod tests {
     }
 
     fn row(phase: Phase, seq: u64, resident: u64, peak: Option<u64>) -> PhaseRow {
-        PhaseRow {
+        PhaseRow::of(
             phase,
             seq,
-            request_id: phase.is_request().then_some(seq),
-            t_ns: seq * 10,
-            memory: TaskMemory {
+            TaskMemory {
                 resident_bytes: resident,
                 resident_peak_bytes: peak,
                 ..TaskMemory::default()
             },
-            window_start_ns: None,
-            samples: 1,
-            series_max_resident_bytes: None,
-            series_max_footprint_bytes: None,
-            observed_max_resident_bytes: resident,
-            observed_max_footprint_bytes: None,
-            peak_between_samples: None,
-            series_max_gpu_worker_bytes: None,
-        }
+        )
     }
 
     fn arm(id: &str, phases: Vec<PhaseRow>, encoder: Option<EncoderProcessMemory>) -> ArmReceipt {
         ArmReceipt {
-            id: id.into(),
-            status: ArmStatus::Completed,
-            failure: vec![],
-            exit: None,
-            timed_out: false,
-            worker: None,
-            spec: None,
-            phases,
-            series: SeriesSummary::default(),
-            requests: 2,
-            latency: None,
-            peak_between_samples: false,
-            speech: None,
-            snapshots: None,
             census: encoder.map(|e| CensusReceipt {
                 threshold_bytes: 16 * MIB_U,
                 censuses: 8,
@@ -587,11 +562,7 @@ mod tests {
                 movers: vec![],
                 external_encoder: Some(e),
             }),
-            stability: None,
-            overhead: None,
-            residency: None,
-            request_policy: None,
-            state_accounting: None,
+            ..ArmReceipt::completed(id, phases, 2)
         }
     }
 

@@ -353,18 +353,8 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
     // What `memqual artifact estimate` predicts for this arm's state, for the
     // receipt's state accounting beside what whisper.cpp logs and the markers.
     if let Some(h) = model.hparams.as_ref() {
-        let bounds = spec.state_bounds;
         settings_json["predicted_state"] =
-            serde_json::to_value(ggml_container::estimate::estimate(
-                h,
-                None,
-                ggml_container::estimate::EstimateOptions {
-                    audio_ctx: bounds.map(|b| u64::from(b.max_audio_ctx)),
-                    text_ctx: None,
-                    decoders: None,
-                    max_batch: bounds.map(|b| u64::from(b.max_batch)),
-                },
-            ))?;
+            serde_json::to_value(predicted_state(h, spec.state_bounds))?;
     }
     let recipe = residency::LoadRecipe {
         model: &model,
@@ -550,6 +540,24 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
     forward_log(session, &mut log_lines)?;
     session.mark(Phase::TeardownDone, None)?;
     Ok(request_id)
+}
+
+/// What `memqual artifact estimate` predicts for a state sized by `bounds`
+/// (the model's maxima without them).
+pub(crate) fn predicted_state(
+    h: &ggml_container::Hparams,
+    bounds: Option<worker_contract::StateBounds>,
+) -> ggml_container::estimate::StateEstimate {
+    ggml_container::estimate::estimate(
+        h,
+        None,
+        ggml_container::estimate::EstimateOptions {
+            audio_ctx: bounds.map(|b| u64::from(b.max_audio_ctx)),
+            text_ctx: None,
+            decoders: None,
+            max_batch: bounds.map(|b| u64::from(b.max_batch)),
+        },
+    )
 }
 
 #[cfg(test)]

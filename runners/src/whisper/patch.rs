@@ -316,16 +316,7 @@ pub(super) fn start_external_encoder(
     // what the patch discarded (the topology holds what whisper.cpp logged,
     // the markers what was measured).
     let bounds = spec.state_bounds;
-    let predicted = ggml_container::estimate::estimate(
-        &engine.hparams(),
-        None,
-        ggml_container::estimate::EstimateOptions {
-            audio_ctx: bounds.map(|b| u64::from(b.max_audio_ctx)),
-            text_ctx: None,
-            decoders: None,
-            max_batch: bounds.map(|b| u64::from(b.max_batch)),
-        },
-    );
+    let predicted = super::predicted_state(&engine.hparams(), bounds);
     let mut report = serde_json::json!({
         "patch_digest": linked_digest(),
         "capabilities": linked_capabilities(),
