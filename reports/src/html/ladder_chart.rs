@@ -438,7 +438,9 @@ pub fn figure(panel: &LadderPanel) -> Markup {
                     " Orange, stacked on top: the arm's external encoder process, as it measured "
                     "itself at the same step of its start (else the census at the worker's "
                     "marker; for the requests the largest census reading at a request marker, "
-                    "not a kernel peak). The number above each bar is the sum."
+                    "not a kernel peak). The number above each bar is the sum; resident memory "
+                    "counts the pages of the executable both processes map once in each, so the "
+                    "pair gates judge footprint instead."
                 } @else {
                     " No arm had an external encoder process: the worker alone."
                 }
