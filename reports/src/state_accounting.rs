@@ -180,12 +180,14 @@ fn bytes(v: Option<&serde_json::Value>, key: &str) -> Option<u64> {
 }
 
 /// Build the accounting of an arm from the worker's memory at its first
-/// `model_loaded` and `state_ready` markers and its runtime report; `None`
-/// for an arm that never reached `state_ready` or reported no runtime.
+/// `model_loaded` and `state_ready` markers and its runtime report
+/// (`worker_bounded`: the arm sets `state_bounds`); `None` for an arm that
+/// never reached `state_ready` or reported no runtime.
 pub fn build(
     model_loaded: Option<&TaskMemory>,
     state_ready: Option<&TaskMemory>,
     runtime: Option<&RuntimeReport>,
+    worker_bounded: bool,
 ) -> Option<StateAccounting> {
     let (runtime, loaded, ready) = (runtime?, model_loaded?, state_ready?);
     let logged = runtime.topology.states.first();
@@ -233,12 +235,24 @@ pub fn build(
     let encoder_process = external.and_then(|e| {
         let steps = e.memory.as_ref()?;
         let logged = e.topology.as_ref().and_then(|t| t.states.first());
-        let parts = vec![part(
+        // The worker's prediction holds for the process's pad cache when both
+        // are sized alike: both unbounded, or the process given the worker's
+        // bound. A full-model process beside a bounded worker keeps the
+        // model's 1500 positions: only its log says what it holds.
+        let alike = !worker_bounded || e.max_audio_ctx > 0;
+        // A full-model process (layout `full`) also holds the decoder's
+        // caches it never uses: its log says how much.
+        let mut parts: Vec<StatePart> = logged
+            .into_iter()
+            .flat_map(|s| [("kv_self", s.kv_self), ("kv_cross", s.kv_cross)])
+            .filter_map(|(name, size)| Some(part(name, None, Some(size?.bytes), true)))
+            .collect();
+        parts.push(part(
             "kv_pad",
-            bytes(predicted, "kv_pad_bytes"),
+            bytes(predicted, "kv_pad_bytes").filter(|_| alike),
             logged.and_then(|s| s.kv_pad.map(|l| l.bytes)),
             true,
-        )];
+        ));
         let m = |s: &worker_contract::EncoderMemory| TaskMemory {
             resident_bytes: s.resident_bytes,
             footprint_bytes: s.footprint_bytes,
@@ -379,7 +393,7 @@ mod tests {
     }
 
     fn account(steps: [TaskMemory; 2], runtime: &RuntimeReport) -> StateAccounting {
-        build(Some(&steps[0]), Some(&steps[1]), Some(runtime)).unwrap()
+        build(Some(&steps[0]), Some(&steps[1]), Some(runtime), false).unwrap()
     }
 
     #[test]
@@ -512,10 +526,19 @@ mod tests {
         );
         assert!(a.worker.parts.iter().all(|p| p.name != "kv_pad"));
         let e = a.encoder_process.unwrap();
+        assert_eq!(e.parts.len(), 1, "an encoder-only state: {:?}", e.parts);
         assert_eq!(e.parts[0].name, "kv_pad");
         assert_eq!(e.parts[0].logged_bytes, Some(2_360_000));
         assert_eq!(e.compute_logged_bytes, 78_020_000);
         assert_eq!(e.measured_resident_bytes, 6_800_000);
         assert_eq!(e.measured_footprint_bytes, Some(6_800_000));
+        assert_eq!(e.parts[0].predicted_bytes, Some(2_359_296));
+        // Beside a bounded worker, this unbounded full-model process keeps
+        // the model's positions: the worker's prediction does not hold for it.
+        let steps = steps((79_000_000, 1_000_000_000), (99_000_000, 1_400_000_000));
+        let bounded = build(Some(&steps[0]), Some(&steps[1]), Some(&rt), true).unwrap();
+        let e = bounded.encoder_process.unwrap();
+        assert_eq!(e.parts[0].predicted_bytes, None);
+        assert_eq!(e.expected_resident_bytes, 2_360_000);
     }
 }

@@ -337,6 +337,7 @@ pub fn assemble_arm(
         first(sampler::Phase::ModelLoaded),
         first(sampler::Phase::StateReady),
         speech.as_ref().and_then(|s| s.runtime.as_ref()),
+        matches!(spec.as_ref().map(|s| &s.worker), Some(WorkerSpec::Whisper(w)) if w.state_bounds.is_some()),
     );
     Ok(ArmReceipt {
         id: id.to_string(),
