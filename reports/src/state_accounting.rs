@@ -166,8 +166,8 @@ pub struct StatePart {
     pub resident_at_state_ready: bool,
 }
 
-/// The prediction a worker reported: its settings' `predicted_state` (every
-/// whisper.cpp worker), else the patch report's.
+/// The prediction a worker reported: its settings' `predicted_state`, else
+/// (a patched worker from before every worker reported it) the patch report's.
 fn prediction(runtime: &RuntimeReport) -> Option<&serde_json::Value> {
     let s = &runtime.settings;
     s.get("predicted_state")

@@ -312,18 +312,15 @@ pub(super) fn start_external_encoder(
     let (ctx, _) = engine.raw();
     // SAFETY: the engine's context is live.
     let (skipped_tensors, skipped_bytes) = unsafe { skipped(ctx) };
-    // What `memqual artifact estimate` predicts for this arm's state, beside
-    // what the patch discarded (the topology holds what whisper.cpp logged,
-    // the markers what was measured).
+    // What the patch did; the state's prediction is in the settings of
+    // every whisper.cpp worker (`predicted_state`).
     let bounds = spec.state_bounds;
-    let predicted = super::predicted_state(&engine.hparams(), bounds);
     let mut report = serde_json::json!({
         "patch_digest": linked_digest(),
         "capabilities": linked_capabilities(),
         "encoder_tensors_discarded": skipped_tensors,
         "encoder_bytes_discarded": skipped_bytes,
         "state_bounds": bounds,
-        "predicted_state": predicted,
     });
     if let (Some(slot), Some(external)) = (slot, &spec.external_encoder) {
         let exe = std::env::current_exe().context("cannot find this worker's executable")?;
