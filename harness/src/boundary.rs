@@ -382,6 +382,7 @@ mod tests {
             request_id: None,
             t_ns: 0,
             memory: sampler::TaskMemory::default(),
+            system: None,
         }
     }
 

@@ -289,6 +289,7 @@ mod tests {
                 footprint_bytes: Some(2 << 20),
                 ..TaskMemory::default()
             },
+            system: None,
         });
         assert_eq!(
             describe(&s, None, Duration::from_secs(3661)),

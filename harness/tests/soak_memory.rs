@@ -63,6 +63,7 @@ fn write_run(dir: &RunDir, ticks: u64) {
                     footprint_bytes: Some(280 << 20),
                     ..TaskMemory::default()
                 },
+                system: None,
             };
             markers.append_json(&m).unwrap();
             results

@@ -35,6 +35,7 @@ fn phase_row(phase: Phase, seq: u64, request_id: Option<u64>, t_ns: u64, mib: u6
         observed_max_footprint_bytes: None,
         peak_between_samples: Some(false),
         series_max_gpu_worker_bytes: None,
+        system: None,
     }
 }
 

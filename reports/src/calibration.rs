@@ -156,6 +156,7 @@ pub fn check_arm(arm: &ArmReceipt) -> Vec<CalibrationCheck> {
         Some(arm.status == ArmStatus::Completed),
     );
     check_load(&mut c, arm, cal);
+    check_locked(&mut c, arm, cal);
     check_leak(&mut c, arm, cal);
     check_spike(&mut c, arm, cal);
     check_gpu(&mut c, arm, cal);
@@ -311,6 +312,35 @@ fn check_load(c: &mut Checks, arm: &ArmReceipt, cal: &CalibrationSpec) {
     }
 }
 
+/// A locked block: the system's held memory (Linux `Mlocked`, macOS wired)
+/// rises by it in the `model_loaded` phase and falls by it at teardown, read
+/// exactly by the two markers around each, within ±5 %.
+fn check_locked(c: &mut Checks, arm: &ArmReceipt, cal: &CalibrationSpec) {
+    let Some(l) = cal.locked else { return };
+    let expected = l.mib as f64;
+    let held = |phase| {
+        let d = arm.phase(phase, None)?.system.as_ref()?;
+        d.mlocked_bytes
+            .or(d.wired_bytes)
+            .map(|b| b as f64 / MIB as f64)
+    };
+    let quantity = "system locked (Mlocked; wired on macOS) change in model_loaded";
+    c.within(
+        "locked",
+        quantity,
+        Rule::mib(within_text(), expected),
+        held(Phase::ModelLoaded),
+    );
+    let quantity = "system locked change in teardown_done";
+    let released = held(Phase::TeardownDone);
+    c.within(
+        "locked",
+        quantity,
+        Rule::mib(within_text(), -expected),
+        released,
+    );
+}
+
 fn check_leak(c: &mut Checks, arm: &ArmReceipt, cal: &CalibrationSpec) {
     let Some(leak) = cal.leak else { return };
     let points: Vec<(f64, f64)> = arm
@@ -437,6 +467,7 @@ mod tests {
             observed_max_footprint_bytes: None,
             peak_between_samples: None,
             series_max_gpu_worker_bytes: None,
+            system: None,
         };
         [
             row(Phase::RequestBegin, begin_mib, Some(begin_mib)),

@@ -106,6 +106,7 @@ mod tests {
                 footprint_bytes: footprint,
                 ..TaskMemory::default()
             },
+            system: None,
         }
     }
 

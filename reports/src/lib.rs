@@ -78,6 +78,7 @@ pub mod freshness;
 pub mod gate_spec;
 pub mod gates;
 pub mod growth;
+pub mod held_memory;
 pub mod host;
 pub mod html;
 pub mod junit;

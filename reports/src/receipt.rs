@@ -141,6 +141,11 @@ pub struct PhaseRow {
     /// series rows of the window; absent where the series has no device columns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub series_max_gpu_worker_bytes: Option<u64>,
+    /// The change in the system's held memory since the marker before
+    /// (exact: both markers read it); absent for the first marker and where
+    /// the worker recorded none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<crate::held_memory::PhaseHeldDeltas>,
 }
 
 #[cfg(test)]
@@ -191,6 +196,7 @@ impl PhaseRow {
             observed_max_footprint_bytes: None,
             peak_between_samples: None,
             series_max_gpu_worker_bytes: None,
+            system: None,
         }
     }
 }
@@ -287,6 +293,11 @@ pub struct SystemDeltas {
     pub min_available_bytes: Option<u64>,
     /// Highest macOS memory pressure level seen (1 normal, 2 warn, 4 critical).
     pub max_pressure_level: Option<i32>,
+    /// Change in what the system holds outside any process's accounting
+    /// (wired and compressor on macOS; unevictable, mlocked, zswap on Linux),
+    /// each a figure or `unavailable: <reason>`.
+    #[serde(default)]
+    pub held: crate::held_memory::HeldMemoryDeltas,
 }
 
 /// Latency over the measured requests.

@@ -449,6 +449,7 @@ mod tests {
                 resident_peak_bytes: Some(fp_mib * MIB + MIB),
                 ..TaskMemory::default()
             },
+            system: None,
         }
     }
 

@@ -301,6 +301,7 @@ mod tests {
             request_id,
             t_ns,
             memory: TaskMemory::default(),
+            system: None,
         }
     }
 

@@ -363,6 +363,7 @@ mod tests {
                     footprint_bytes: Some(30 << 20),
                     ..TaskMemory::default()
                 },
+                system: None,
             });
         }
         crate::testing::csv(&run, &arm.join(crate::record::files::SERIES), rows);
@@ -412,6 +413,7 @@ mod tests {
                     resident_bytes: 40 << 20,
                     ..TaskMemory::default()
                 },
+                system: None,
             })
             .collect();
         crate::testing::csv(&run, &arm.join(crate::record::files::SERIES), rows);
@@ -445,6 +447,7 @@ mod tests {
                     footprint_bytes: Some(30 << 20),
                     ..TaskMemory::default()
                 },
+                system: None,
             });
         }
         crate::testing::csv(&run, &arm.join(crate::record::files::SERIES), rows);
@@ -476,6 +479,7 @@ mod tests {
                 resident_bytes: resident,
                 ..TaskMemory::default()
             },
+            system: None,
         }
     }
 

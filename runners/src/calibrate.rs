@@ -20,8 +20,9 @@ use worker_contract::{
 pub const WORKER_NAME: &str = "memqual-calibrate";
 /// Calibration patterns and controls this worker implements, sent in `hello`;
 /// an arm's `requires` must be a subset of them.
-pub const CAPABILITIES: [&str; 14] = [
+pub const CAPABILITIES: [&str; 15] = [
     "plateau",
+    "locked",
     "leak",
     "growth_until_request",
     "steps",
@@ -56,6 +57,18 @@ impl TouchedBlock {
             map[offset] = 0xA5;
         }
         Ok(TouchedBlock { map })
+    }
+
+    /// [`TouchedBlock::new`], then locked in memory (`mlock`) until dropped.
+    pub fn locked(bytes: u64) -> anyhow::Result<Self> {
+        let block = Self::new(bytes)?;
+        block.map.lock().with_context(|| {
+            format!(
+                "locking {bytes} bytes in memory (mlock); without privilege the limit is \
+                 `ulimit -l` (RLIMIT_MEMLOCK)"
+            )
+        })?;
+        Ok(block)
     }
 
     /// Mapped length in bytes (the requested size, at least 1).
@@ -327,6 +340,7 @@ fn leak_bytes_per_request(spec: &CalibrationSpec) -> u64 {
 #[derive(Default)]
 struct Held {
     plateau: Option<TouchedBlock>,
+    _locked: Option<TouchedBlock>,
     _reserve: Option<Reservation>,
     _file: Option<MappedFile>,
     leaked: Vec<TouchedBlock>,
@@ -360,6 +374,10 @@ pub fn run(
     let reserve = cal
         .reserve
         .map(|r| mib_to_bytes("reserve.mib", r.mib))
+        .transpose()?;
+    let locked = cal
+        .locked
+        .map(|l| mib_to_bytes("locked.mib", l.mib))
         .transpose()?;
     let file_map = cal
         .file_map
@@ -411,6 +429,7 @@ pub fn run(
     // "Load": everything the model-global context would hold.
     let mut held = Held {
         plateau: plateau.map(TouchedBlock::new).transpose()?,
+        _locked: locked.map(TouchedBlock::locked).transpose()?,
         _reserve: reserve.map(Reservation::new).transpose()?,
         _file: file_map
             .map(|bytes| MappedFile::new(&spec.scratch_dir, bytes))

@@ -96,6 +96,7 @@ FIELD(vm_statistics64, vm_statistics64_data_t, speculative_count)
 FIELD(vm_statistics64, vm_statistics64_data_t, swapins)
 FIELD(vm_statistics64, vm_statistics64_data_t, swapouts)
 FIELD(vm_statistics64, vm_statistics64_data_t, compressor_page_count)
+FIELD(vm_statistics64, vm_statistics64_data_t, total_uncompressed_pages_in_compressor)
 
 /* sysctls: sys/sysctl.h (names and struct xsw_usage), sys/time.h */
 SYSCTL(hw_memsize, CTL_HW, CTL_HW_NAMES, HW_MEMSIZE)

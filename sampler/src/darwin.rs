@@ -368,6 +368,8 @@ pub struct VmStats {
     pub swapins: u64,
     /// Pages swapped out since boot (revision 1 and later).
     pub swapouts: u64,
+    /// What the compressor holds, in uncompressed pages (revision 1 and later).
+    pub total_uncompressed_pages_in_compressor: u64,
 }
 
 impl VmStats {
@@ -388,6 +390,10 @@ impl VmStats {
         row.sys_pageouts = Some(self.pageouts);
         if self.count >= HOST_VM_INFO64_REV1_COUNT {
             row.sys_compressor_bytes = Some(pages_to_bytes(self.compressor_page_count, page));
+            row.sys_compressor_stored_bytes = Some(
+                self.total_uncompressed_pages_in_compressor
+                    .saturating_mul(page),
+            );
             row.sys_swapins = Some(self.swapins);
             row.sys_swapouts = Some(self.swapouts);
         }
@@ -810,6 +816,7 @@ mod tests {
             compressor_page_count: 50,
             swapins: 13,
             swapouts: 14,
+            total_uncompressed_pages_in_compressor: 150,
         }
     }
 
@@ -827,12 +834,14 @@ mod tests {
             (row.sys_compressor_bytes, row.sys_swapins, row.sys_swapouts),
             (None, None, None)
         );
+        assert_eq!(row.sys_compressor_stored_bytes, None);
 
         let mut row = SeriesRow::default();
         vm_stats(HOST_VM_INFO64_REV1_COUNT)
             .fill(page, &mut row)
             .unwrap();
         assert_eq!(row.sys_compressor_bytes, Some(50 * page));
+        assert_eq!(row.sys_compressor_stored_bytes, Some(150 * page));
         assert_eq!((row.sys_swapins, row.sys_swapouts), (Some(13), Some(14)));
 
         let mut row = SeriesRow::default();

@@ -48,6 +48,8 @@ mod phase;
 #[cfg(target_os = "linux")]
 mod procfile;
 mod series;
+/// The system's held-memory levels (wired, compressor; unevictable, mlocked, zswap).
+pub mod system_levels;
 
 #[cfg(target_os = "linux")]
 #[path = "linux.rs"]
@@ -71,6 +73,7 @@ pub use platform::snapshot_self;
 pub use platform::thermal_pressure_state;
 pub use platform::{ProcessProbe, SystemProbe, boot_session_id, host_identity};
 pub use series::{DeviceCell, SeriesRow};
+pub use system_levels::SystemLevels;
 
 /// Serializes unit tests that measure this test process's own memory: the
 /// test harness runs tests on parallel threads of one process. Those tests

@@ -195,7 +195,7 @@ impl ProcessProbe {
     }
 }
 
-const MEMINFO_KEYS: [&[u8]; 7] = [
+const MEMINFO_KEYS: [&[u8]; 11] = [
     b"MemTotal",
     b"MemAvailable",
     b"MemFree",
@@ -203,6 +203,10 @@ const MEMINFO_KEYS: [&[u8]; 7] = [
     b"Shmem",
     b"SwapTotal",
     b"SwapFree",
+    b"Unevictable",
+    b"Mlocked",
+    b"Zswap",
+    b"Zswapped",
 ];
 const VMSTAT_KEYS: [&[u8]; 4] = [b"pgpgin", b"pgpgout", b"pswpin", b"pswpout"];
 
@@ -263,14 +267,29 @@ impl SystemProbe {
             Ok(text) => {
                 let mut v = [None; MEMINFO_KEYS.len()];
                 procfile::scan_keys(text, b':', &MEMINFO_KEYS, &mut v);
-                let [total, available, free, cached, shmem, swap_total, swap_free] =
-                    v.map(|kib| kib.map(|k| k * KIB));
+                let [
+                    total,
+                    available,
+                    free,
+                    cached,
+                    shmem,
+                    swap_total,
+                    swap_free,
+                    unevictable,
+                    mlocked,
+                    zswap,
+                    zswapped,
+                ] = v.map(|kib| kib.map(|k| k * KIB));
                 row.sys_total_bytes = total;
                 row.sys_available_bytes = available;
                 row.sys_free_bytes = free;
                 row.sys_cached_bytes = cached;
                 row.sys_shmem_bytes = shmem;
                 row.sys_swap_total_bytes = swap_total;
+                row.sys_unevictable_bytes = unevictable;
+                row.sys_mlocked_bytes = mlocked;
+                row.sys_zswap_bytes = zswap;
+                row.sys_zswapped_bytes = zswapped;
                 row.sys_swap_used_bytes =
                     swap_total.zip(swap_free).map(|(t, f)| t.saturating_sub(f));
             }

@@ -78,6 +78,7 @@ const FFI_FACTS: Facts = &[
     crate::darwin_abi_struct_field!(vm_statistics64, swapins),
     crate::darwin_abi_struct_field!(vm_statistics64, swapouts),
     crate::darwin_abi_struct_field!(vm_statistics64, compressor_page_count),
+    crate::darwin_abi_struct_field!(vm_statistics64, total_uncompressed_pages_in_compressor),
 ];
 
 // Every fact Apple's headers state is checked, and agrees (see darwin_abi);
@@ -263,6 +264,8 @@ impl SystemProbe {
                     compressor_page_count: stats.compressor_page_count,
                     swapins: stats.swapins,
                     swapouts: stats.swapouts,
+                    total_uncompressed_pages_in_compressor: stats
+                        .total_uncompressed_pages_in_compressor,
                 };
                 if let Err(e) = vm.fill(self.page, row) {
                     first_err = first_err.or(Some(e));

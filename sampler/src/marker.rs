@@ -18,6 +18,11 @@ pub struct Marker {
     /// The calling process's memory at `t_ns`, with `peak_reset` saying whether the peak
     /// was reset after it.
     pub memory: TaskMemory,
+    /// The system's held-memory levels at `t_ns`, so each phase's change in
+    /// them is exact; `None` from a worker that predates them or where the
+    /// read failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<crate::SystemLevels>,
 }
 
 /// Emits markers for the calling process: snapshot first, then reset the
@@ -56,6 +61,7 @@ impl MarkerRecorder {
             request_id,
             t_ns,
             memory: snapshot,
+            system: crate::system_levels::read_now(),
         };
         self.next_seq += 1;
         Ok(marker)

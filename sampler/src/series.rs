@@ -74,6 +74,26 @@ pub struct SeriesRow {
     /// macOS bytes of pages the compressor occupies (`compressor_page_count * page size`,
     /// `vm_statistics64` revision 1 or later); `None` on Linux.
     pub sys_compressor_bytes: Option<u64>,
+    /// macOS bytes the compressor holds, counted uncompressed
+    /// (`total_uncompressed_pages_in_compressor * page size`, the `Pages stored in
+    /// compressor` of `vm_stat`; revision 1 or later); `None` on Linux.
+    #[serde(default)]
+    pub sys_compressor_stored_bytes: Option<u64>,
+    /// Linux `Unevictable` in bytes (pages reclaim cannot touch: mlocked,
+    /// ramfs, pinned); `None` on macOS, whose nearest count is `sys_wired_bytes`.
+    #[serde(default)]
+    pub sys_unevictable_bytes: Option<u64>,
+    /// Linux `Mlocked` in bytes; `None` on macOS.
+    #[serde(default)]
+    pub sys_mlocked_bytes: Option<u64>,
+    /// Linux `Zswap` in bytes: the compressed pool's own size; `None` where the
+    /// kernel has no zswap (no `Zswap:` line) and on macOS.
+    #[serde(default)]
+    pub sys_zswap_bytes: Option<u64>,
+    /// Linux `Zswapped` in bytes: what the zswap pool holds, counted
+    /// uncompressed; `None` where the kernel has no zswap and on macOS.
+    #[serde(default)]
+    pub sys_zswapped_bytes: Option<u64>,
     /// Swap space in bytes: Linux `SwapTotal`, macOS `vm.swapusage` total.
     pub sys_swap_total_bytes: Option<u64>,
     /// Swap in use in bytes: Linux `SwapTotal - SwapFree`, macOS `vm.swapusage` used.

@@ -207,6 +207,7 @@ mod tests {
                 footprint_bytes: Some(bytes),
                 ..TaskMemory::default()
             },
+            system: None,
         }
     }
 

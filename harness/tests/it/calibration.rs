@@ -68,7 +68,7 @@ fn calibrate_reports_every_check_passed_and_writes_it_down() {
     let checks = json["checks"].as_array().unwrap();
     assert!(checks.len() >= 18, "{}", checks.len());
     assert!(dir.join("calibration.json").exists());
-    assert_eq!(run().1.arms.len(), 6);
+    assert_eq!(run().1.arms.len(), 7);
 }
 
 #[test]
@@ -255,6 +255,36 @@ fn reserve_1g_grows_virtual_not_resident() {
     let ready = &a.phase(Phase::StateReady, None).unwrap().memory;
     assert!(ready.virtual_bytes - start.virtual_bytes >= 1 << 30);
     assert!((ready.resident_bytes as f64 - start.resident_bytes as f64) < 16.0 * MIB);
+}
+
+#[test]
+fn locked_6_moves_the_systems_held_memory_in_its_own_phases() {
+    use reports::held_memory::Figure;
+    let a = arm("locked-6");
+    let change = |phase| {
+        let row = a.phase(phase, None).unwrap();
+        row.system
+            .as_ref()
+            .unwrap_or_else(|| panic!("{phase:?}: no system change"))
+            .mlocked_bytes
+            .unwrap() as f64
+    };
+    // Exact reads by the markers around each phase; ±5 % absorbs any other
+    // process locking memory meanwhile (nothing else here does).
+    assert!(within(change(Phase::ModelLoaded), 6.0 * MIB, 0.05));
+    assert!(within(-change(Phase::TeardownDone), 6.0 * MIB, 0.05));
+    assert!(change(Phase::StateReady).abs() < 0.3 * MIB);
+    // The first marker has nothing before it.
+    assert_eq!(a.phases[0].system, None);
+    // The arm's figures: Linux counts are numbers, macOS ones say why not.
+    let held = &a.series.system.held;
+    assert!(matches!(held.mlocked_bytes, Figure::Bytes(_)), "{held:?}");
+    assert_eq!(
+        held.wired_bytes,
+        Figure::Unavailable(
+            "unavailable: Linux keeps no wired count (macOS host_statistics64 only)".into()
+        )
+    );
 }
 
 #[test]

@@ -6,13 +6,14 @@
 
 pub mod speech;
 
+use crate::held_memory::{HeldMemoryDeltas, PhaseHeldDeltas};
 use crate::receipt::*;
 use crate::record::{ArmOutcome, ArmStatus, RunInfo, files};
 use crate::series::{SeriesPoint, SeriesPoints};
 use crate::speech::ControlResults;
 use crate::{RECEIPT_FORMAT_VERSION, ReportError, stats};
 use run_dir::{Rel, RunDir};
-use sampler::{Marker, Phase, SeriesRow};
+use sampler::{Marker, Phase, SeriesRow, SystemLevels};
 use worker_contract::{ArmSpec, RequestResult, RuntimeReport, WorkerSpec};
 
 /// Per-interval maxima of the series between consecutive markers.
@@ -141,6 +142,8 @@ fn scan_series(
         sys.psi_some_total_delta_us = delta(f.sys_psi_some_total_us, l.sys_psi_some_total_us);
         sys.psi_full_total_delta_us = delta(f.sys_psi_full_total_us, l.sys_psi_full_total_us);
     }
+    let levels = |r: &Option<SeriesRow>| r.as_ref().map(SystemLevels::from_row).unwrap_or_default();
+    summary.system.held = HeldMemoryDeltas::between(&levels(&first), &levels(&prev));
     summary.median_interval_ns = stats::median(&intervals_ns);
     summary.system_freshness = freshness.finish();
     summary.p99_lateness_ns = stats::percentile(&lateness, 99.0);
@@ -233,6 +236,10 @@ fn phase_rows(markers: &[Marker], intervals: &[Interval], page_bytes: u64) -> Ve
             observed_max_footprint_bytes: observed_footprint,
             peak_between_samples: flag,
             series_max_gpu_worker_bytes: acc.max_gpu_worker,
+            system: i
+                .checked_sub(1)
+                .and_then(|j| markers[j].system.as_ref().zip(m.system.as_ref()))
+                .and_then(|(before, after)| PhaseHeldDeltas::between(before, after)),
         });
         if m.memory.peak_reset == Some(true) {
             window_opened_by = Some(i);
@@ -482,6 +489,7 @@ mod tests {
                 peak_reset: Some(true),
                 ..TaskMemory::default()
             },
+            system: None,
         }
     }
 

@@ -49,6 +49,12 @@ pub struct CalibrationSpec {
     pub spike: Option<Spike>,
     /// Reserve address space without touching it, from `model_loaded` on.
     pub reserve: Option<Reserve>,
+    /// Hold this much written and locked in memory (`mlock`) from
+    /// `model_loaded` until teardown: the system's held memory (Linux
+    /// `Mlocked` and `Unevictable`, macOS wired) rises by it. Without
+    /// privilege the lock is bounded by `ulimit -l`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub locked: Option<Plateau>,
     /// Map a file and read every page (clean, file-backed, resident), from `model_loaded` on.
     pub file_map: Option<FileMap>,
     /// Abort (SIGABRT) in the middle of this measured request.
@@ -97,6 +103,7 @@ impl Default for CalibrationSpec {
             shm_file: None,
             spike: None,
             reserve: None,
+            locked: None,
             file_map: None,
             crash_at: None,
             misbehave: None,
@@ -124,6 +131,9 @@ impl CalibrationSpec {
         THREADS.check("busy_threads", u64::from(self.busy_threads))?;
         if let Some(p) = &self.plateau {
             MIB_SIZE.check("plateau.mib", p.mib)?;
+        }
+        if let Some(l) = &self.locked {
+            MIB_SIZE.check("locked.mib", l.mib)?;
         }
         if let Some(l) = &self.leak {
             LEAK_MIB_PER_REQUEST.check("leak.mib_per_request", l.mib_per_request)?;
