@@ -4,22 +4,17 @@
 //! for the patched worker, which has no ct2rs), and with the `whisper-patch` feature the SHA-256 of each
 //! file of memqual's patch set (runners/whisper-patch) and the set's digest,
 //! computed exactly as its CMake step computes it, so the worker can refuse
-//! a library patched with another set.
+//! a library patched with another set. The reading itself is
+//! runtime_source.rs, which harness/build.rs shares.
 
-use sha2::{Digest, Sha256};
+#[path = "runtime_source.rs"]
+mod runtime_source;
+
 use std::path::Path;
-
-/// The patches, then the sources copied as they are: apply.cmake's order.
-const PATCHES: [&str; 5] = [
-    "0001-external-encoder-only.patch",
-    "0002-bounded-state.patch",
-    "0003-coreml-fail-closed.patch",
-    "0004-encoder-only-process.patch",
-    "whisper-memqual-output.h",
-];
 
 fn main() {
     println!("cargo:rerun-if-changed=whisper-patch");
+    println!("cargo:rerun-if-changed=runtime_source.rs");
     let patched = std::env::var_os("CARGO_FEATURE_WHISPER_PATCH").is_some();
     let lock = if patched {
         "patched/Cargo.lock"
@@ -32,53 +27,17 @@ fn main() {
         ("whisper-rs-sys", "MEMQUAL_WHISPER_RS_SYS"),
         ("ct2rs", "MEMQUAL_CT2RS"),
     ] {
-        let (version, checksum) = locked(&text, package);
+        let (version, checksum) = runtime_source::locked(&text, package);
         println!("cargo:rustc-env={var}_VERSION={version}");
         println!("cargo:rustc-env={var}_CHECKSUM={checksum}");
     }
     if !patched {
         return;
     }
-    let dir = Path::new("whisper-patch");
-    let mut manifest = String::new();
-    let mut files = Vec::new();
-    for name in PATCHES {
-        let path = dir.join(name);
-        let bytes =
-            std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-        let sha = format!("{:x}", Sha256::digest(&bytes));
-        manifest.push_str(&format!("{sha}  {name}\n"));
-        files.push(format!("{name}={sha}"));
-    }
-    let digest = format!("{:x}", Sha256::digest(manifest.as_bytes()));
+    let (files, digest) = runtime_source::patch_set(Path::new("whisper-patch"));
     println!("cargo:rustc-env=MEMQUAL_WHISPER_PATCH_DIGEST={digest}");
     println!(
         "cargo:rustc-env=MEMQUAL_WHISPER_PATCH_FILES={}",
-        files.join(";")
+        runtime_source::joined(&files)
     );
-}
-
-/// `package`'s version and checksum in the lock file's text; empty when the
-/// lock file or the package is absent (a build outside both workspaces),
-/// which the report then says.
-fn locked(lock: &str, package: &str) -> (String, String) {
-    let Ok(table) = lock.parse::<toml::Table>() else {
-        return Default::default();
-    };
-    let found = table
-        .get("package")
-        .and_then(|p| p.as_array())
-        .and_then(|packages| {
-            packages
-                .iter()
-                .find(|p| p.get("name").and_then(|n| n.as_str()) == Some(package))
-        });
-    let field = |k: &str| {
-        found
-            .and_then(|p| p.get(k))
-            .and_then(|v| v.as_str())
-            .unwrap_or_default()
-            .to_string()
-    };
-    (field("version"), field("checksum"))
 }

@@ -14,6 +14,11 @@
 //!   ungated arm that did not complete.
 //! - The fleet verdict: PASS only if every run's own verdict is (a run
 //!   without gates: every arm completed).
+//! - The boots of each host ([`HostBoots`]): its runs grouped by the boot
+//!   they were measured in (`host.json`'s boot id), in the order they
+//!   started. A host whose runs span several boots was rebooted between
+//!   them, which a reviewer must see: a note names the two runs. Runs
+//!   without a boot id form an "unknown boot", and a note says so.
 //!
 //! The directory holds `fleet.json` (this report), `fleet.md`,
 //! `fleet.html`, each merged run's receipt (`runs/<n>/receipt.json`) and
@@ -31,8 +36,10 @@ use run_dir::{Rel, RunDir, limits};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Version of the fleet report format, `major.minor`.
-pub const FLEET_FORMAT_VERSION: &str = "1.0";
+/// Version of the fleet report format, `major.minor`. 1.1: each run's
+/// `boot_id` and the `boots` section (absent from 1.0 reports, which still
+/// read and verify).
+pub const FLEET_FORMAT_VERSION: &str = "1.1";
 
 /// One run given to the merge, its seal already verified.
 #[derive(Debug, Clone)]
@@ -62,6 +69,10 @@ pub struct FleetRun {
     pub os: Option<String>,
     /// The share of the protocol this run held (`--shard I/N`); `None` for a whole run.
     pub shard: Option<ShardInfo>,
+    /// The boot the run was measured in (`host.json`'s `boot_id`); absent
+    /// when the receipt records none (its identity or the OS did not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
     /// When the run started: UTC, RFC 3339 (from `run.json`).
     pub started_utc: String,
     /// The memqual version that made the run.
@@ -137,6 +148,33 @@ pub struct Failing {
     pub on: Vec<String>,
 }
 
+/// One boot of a host and the runs measured in it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Boot {
+    /// The boot id the runs recorded; `None`: the "unknown boot" of the
+    /// host's runs that recorded none.
+    pub boot_id: Option<String>,
+    /// [`FleetRun::index`] of each run measured in this boot, in the order
+    /// they started.
+    pub runs: Vec<usize>,
+}
+
+/// A host's runs grouped by boot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostBoots {
+    /// The host key (see [`FleetRun::host`]).
+    pub host: String,
+    /// Its boots, in the order their first run started.
+    pub boots: Vec<Boot>,
+}
+
+impl HostBoots {
+    /// Whether the host's runs span more than one known boot.
+    pub fn rebooted(&self) -> bool {
+        self.boots.iter().filter(|b| b.boot_id.is_some()).count() > 1
+    }
+}
+
 /// `fleet.json`'s seal: the manifest's digest and this report's own.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FleetSeal {
@@ -177,7 +215,12 @@ pub struct FleetReport {
     pub failing_hosts: Vec<Failing>,
     /// Arms failing on at least one host, each with those hosts.
     pub failing_arms: Vec<Failing>,
-    /// Arms of the protocol no run measured, duplicates, mixed versions.
+    /// Per host (in `hosts` order), its runs grouped by boot (empty only in
+    /// reports older than format 1.1).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub boots: Vec<HostBoots>,
+    /// Arms of the protocol no run measured, duplicates, mixed versions,
+    /// reboots between runs of a host, runs of an unknown boot.
     pub notes: Vec<String>,
     /// The fleet verdict: PASS only if every run passed (a run without gates: every arm completed).
     pub verdict: Outcome,
@@ -349,6 +392,7 @@ pub fn build(inputs: &[FleetInput], created_utc: &str) -> Result<FleetReport, Me
                 (!parts.is_empty()).then(|| parts.join(" "))
             }),
             shard: r.run.shard.clone(),
+            boot_id: identity.and_then(|h| h.boot_id.clone()),
             started_utc: r.run.started_utc.clone(),
             memqual_version: r.run.memqual_version.clone(),
             memqual_commit: r.run.memqual_commit.clone(),
@@ -411,6 +455,7 @@ pub fn build(inputs: &[FleetInput], created_utc: &str) -> Result<FleetReport, Me
             versions.join(", ")
         ));
     }
+    let boots = boots_of(&hosts, &runs, &mut notes);
     let shown: Vec<&Cell> = cells.iter().filter(|c| c.shown).collect();
     let mut spread = Vec::new();
     for arm in &arms {
@@ -484,10 +529,76 @@ pub fn build(inputs: &[FleetInput], created_utc: &str) -> Result<FleetReport, Me
         spread,
         failing_hosts,
         failing_arms,
+        boots,
         notes,
         verdict,
         seal: None,
     })
+}
+
+/// The name of a boot in tables and notes.
+pub fn boot_name(boot_id: Option<&str>) -> &str {
+    boot_id.unwrap_or("unknown boot")
+}
+
+/// Each host's runs grouped by boot, in the order the runs started (their
+/// RFC 3339 UTC start times, then the order given); a note for each reboot
+/// between two consecutive runs of a host that recorded a boot id, and for
+/// the runs that recorded none.
+fn boots_of(hosts: &[String], runs: &[FleetRun], notes: &mut Vec<String>) -> Vec<HostBoots> {
+    let started = |r: &FleetRun| {
+        chrono::DateTime::parse_from_rfc3339(&r.started_utc)
+            .map(|t| t.timestamp_nanos_opt().unwrap_or(i64::MAX))
+            .ok()
+    };
+    let mut out = Vec::new();
+    for host in hosts {
+        let mut mine: Vec<&FleetRun> = runs.iter().filter(|r| &r.host == host).collect();
+        // Unparsable start times sort last, in the order given.
+        mine.sort_by_key(|r| (started(r).is_none(), started(r), r.index));
+        let mut boots: Vec<Boot> = Vec::new();
+        for r in &mine {
+            match boots.iter_mut().find(|b| b.boot_id == r.boot_id) {
+                Some(b) => b.runs.push(r.index),
+                None => boots.push(Boot {
+                    boot_id: r.boot_id.clone(),
+                    runs: vec![r.index],
+                }),
+            }
+        }
+        // Between consecutive runs of known boots (a run of an unknown
+        // boot between them does not hide the reboot).
+        let known: Vec<&FleetRun> = mine
+            .iter()
+            .copied()
+            .filter(|r| r.boot_id.is_some())
+            .collect();
+        for pair in known.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            if let (Some(x), Some(y)) = (&a.boot_id, &b.boot_id)
+                && x != y
+            {
+                notes.push(format!(
+                    "host {host} rebooted between run {} and run {} (boot {x}, then boot {y}): \
+                     their measurements come from different boots",
+                    a.index, b.index
+                ));
+            }
+        }
+        if let Some(unknown) = boots.iter().find(|b| b.boot_id.is_none()) {
+            let list: Vec<String> = unknown.runs.iter().map(|i| format!("run {i}")).collect();
+            notes.push(format!(
+                "host {host}: {} recorded no boot id, grouped as unknown boot: \
+                 a reboot before or between them cannot be ruled out",
+                list.join(", ")
+            ));
+        }
+        out.push(HostBoots {
+            host: host.clone(),
+            boots,
+        });
+    }
+    out
 }
 
 /// A value in its unit, for tables.
@@ -621,6 +732,36 @@ pub fn markdown(f: &FleetReport) -> String {
             r.receipt_sha256
         );
     }
+    if !f.boots.is_empty() {
+        let _ = writeln!(out, "\n## Boots\n");
+        let _ = writeln!(out, "| host | boot | runs |");
+        let _ = writeln!(out, "|---|---|---|");
+        for h in &f.boots {
+            for b in &h.boots {
+                let runs: Vec<String> = b.runs.iter().map(usize::to_string).collect();
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} |",
+                    md(&h.host),
+                    md(boot_name(b.boot_id.as_deref())),
+                    runs.join(", ")
+                );
+            }
+        }
+        let rebooted: Vec<&str> = f
+            .boots
+            .iter()
+            .filter(|h| h.rebooted())
+            .map(|h| h.host.as_str())
+            .collect();
+        if !rebooted.is_empty() {
+            let _ = writeln!(
+                out,
+                "\n**Rebooted between runs:** {} (see Notes).",
+                md(&rebooted.join(", "))
+            );
+        }
+    }
     if !f.notes.is_empty() {
         let _ = writeln!(out, "\n## Notes\n");
         for n in &f.notes {
@@ -718,4 +859,148 @@ pub fn verify(run: &RunDir) -> Verification {
     }
     v.problems = problems.0;
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::{HostIdentity, Identity};
+    use crate::receipt::Seal;
+
+    const BOOT_A: &str = "6f1d7c1e-0000-4000-8000-00000000000a";
+    const BOOT_B: &str = "6f1d7c1e-0000-4000-8000-00000000000b";
+
+    /// A sealed run of protocol `p` on host `label`, started at `started`.
+    fn run(dir: &str, label: &str, boot: Option<&str>, started: &str) -> FleetInput {
+        let mut r = crate::testing::receipt();
+        r.run.protocol_name = "p".into();
+        r.run.protocol_sha256 = "00".repeat(32);
+        r.run.started_utc = started.into();
+        r.identity = Some(Identity {
+            host: HostIdentity {
+                label: Some(label.into()),
+                boot_id: boot.map(str::to_string),
+                ..HostIdentity::default()
+            },
+            ..Identity::default()
+        });
+        r.seal = Some(Seal {
+            algorithm: "sha256".into(),
+            canonicalization: "RFC 8785".into(),
+            manifest_sha256: "11".repeat(32),
+            receipt_sha256: dir.repeat(2),
+        });
+        FleetInput {
+            dir: dir.into(),
+            receipt: r,
+            signature_key_id: None,
+        }
+    }
+
+    #[test]
+    fn runs_of_one_host_are_grouped_by_boot_and_a_reboot_is_named() {
+        let inputs = [
+            run("r1", "lab", Some(BOOT_A), "2025-03-01T10:00:00+00:00"),
+            run("r2", "lab", Some(BOOT_A), "2025-03-01T10:05:00+00:00"),
+            run("r3", "lab", Some(BOOT_B), "2025-03-01T11:00:00+00:00"),
+        ];
+        let f = build(&inputs, "2025-03-01T12:00:00+00:00").unwrap();
+        assert_eq!(f.format_version, "1.1");
+        let ids: Vec<Option<&str>> = f.runs.iter().map(|r| r.boot_id.as_deref()).collect();
+        assert_eq!(ids, [Some(BOOT_A), Some(BOOT_A), Some(BOOT_B)]);
+        assert_eq!(
+            f.boots,
+            [HostBoots {
+                host: "lab".into(),
+                boots: vec![
+                    Boot {
+                        boot_id: Some(BOOT_A.into()),
+                        runs: vec![1, 2],
+                    },
+                    Boot {
+                        boot_id: Some(BOOT_B.into()),
+                        runs: vec![3],
+                    },
+                ],
+            }]
+        );
+        assert!(f.boots[0].rebooted());
+        let reboots: Vec<&String> = f.notes.iter().filter(|n| n.contains("rebooted")).collect();
+        assert_eq!(reboots.len(), 1, "{:?}", f.notes);
+        assert!(
+            reboots[0].starts_with("host lab rebooted between run 2 and run 3"),
+            "{}",
+            reboots[0]
+        );
+        let md = markdown(&f);
+        assert!(md.contains(&format!("| lab | {BOOT_A} | 1, 2 |")), "{md}");
+        assert!(md.contains(&format!("| lab | {BOOT_B} | 3 |")), "{md}");
+        assert!(md.contains("**Rebooted between runs:** lab"), "{md}");
+        let html = crate::fleet_html::page(&f);
+        assert!(html.contains("id=\"boots\""), "{html}");
+        assert!(html.contains(BOOT_B), "{html}");
+    }
+
+    #[test]
+    fn boots_follow_start_times_and_unknown_boots_are_said() {
+        // Given out of order: run 1 started last. One run has no boot id.
+        let inputs = [
+            run("r1", "lab", Some(BOOT_B), "2025-03-01T11:00:00+00:00"),
+            run("r2", "lab", Some(BOOT_A), "2025-03-01T10:00:00+00:00"),
+            run("r3", "lab", None, "2025-03-01T10:30:00+00:00"),
+            run("r4", "other", Some(BOOT_A), "2025-03-01T10:00:00+00:00"),
+        ];
+        let f = build(&inputs, "now").unwrap();
+        let lab = &f.boots[0];
+        let order: Vec<(Option<&str>, &[usize])> = lab
+            .boots
+            .iter()
+            .map(|b| (b.boot_id.as_deref(), b.runs.as_slice()))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (Some(BOOT_A), &[2][..]),
+                (None, &[3][..]),
+                (Some(BOOT_B), &[1][..])
+            ]
+        );
+        // Started 2 (A), 3 (unknown), 1 (B): the reboot is between runs 2
+        // and 1, and run 3 is said to be of an unknown boot.
+        let reboots: Vec<&String> = f.notes.iter().filter(|n| n.contains("rebooted")).collect();
+        assert_eq!(reboots.len(), 1, "{:?}", f.notes);
+        assert!(
+            reboots[0].starts_with("host lab rebooted between run 2 and run 1"),
+            "{}",
+            reboots[0]
+        );
+        assert!(
+            f.notes.iter().any(|n| n
+                == "host lab: run 3 recorded no boot id, grouped as unknown boot: \
+                    a reboot before or between them cannot be ruled out"),
+            "{:?}",
+            f.notes
+        );
+        assert!(lab.rebooted());
+        let other = &f.boots[1];
+        assert_eq!((other.host.as_str(), other.boots.len()), ("other", 1));
+        assert!(!other.rebooted());
+        assert!(markdown(&f).contains("| lab | unknown boot | 3 |"));
+    }
+
+    #[test]
+    fn a_format_1_0_report_reads_and_writes_back_unchanged() {
+        let f = build(
+            &[run("r1", "lab", None, "2025-03-01T10:00:00+00:00")],
+            "now",
+        )
+        .unwrap();
+        let mut value = serde_json::to_value(&f).unwrap();
+        value["format_version"] = "1.0".into();
+        value.as_object_mut().unwrap().remove("boots");
+        let text = canonical("fleet report", &value).unwrap();
+        let read: FleetReport = serde_json::from_str(&text).unwrap();
+        assert!(read.boots.is_empty() && read.runs[0].boot_id.is_none());
+        assert_eq!(canonical("fleet report", &read).unwrap(), text);
+    }
 }

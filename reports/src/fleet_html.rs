@@ -1,7 +1,7 @@
 //! `fleet.html`: the fleet report as one offline page (maud templates, so
 //! every host label, arm id and note is escaped).
 
-use crate::fleet::{Cell, FleetReport, cell_text, format_value};
+use crate::fleet::{Cell, FleetReport, boot_name, cell_text, format_value};
 use crate::gates::Outcome;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
@@ -81,6 +81,21 @@ pub fn page(f: &FleetReport) -> String {
                             td { (r.verdict.map_or("–", Outcome::as_str)) }
                             td { (r.memqual_version) " " (r.memqual_commit.as_deref().unwrap_or("")) }
                             td { code { (r.receipt_sha256) } }
+                        }
+                    }
+                }
+                @if !f.boots.is_empty() {
+                    h2 { "Boots" }
+                    table id="boots" {
+                        tr { th { "host" } th { "boot" } th { "runs" } }
+                        @for h in &f.boots {
+                            @for b in &h.boots {
+                                tr class=[h.rebooted().then_some("fail")] {
+                                    td { (h.host) }
+                                    td { code { (boot_name(b.boot_id.as_deref())) } }
+                                    td { (b.runs.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")) }
+                                }
+                            }
                         }
                     }
                 }

@@ -1,7 +1,7 @@
 //! Human-readable summaries of the artifact tools' results (pure functions).
 
 use ggml_container::corpus::CorpusManifest;
-use ggml_container::derive::{Derivation, DerivationReceipt};
+use ggml_container::derive::{BinaryClosure, Derivation, DerivationReceipt, LibraryContent};
 use ggml_container::estimate::StateEstimate;
 use ggml_container::{GgmlType, Inventory};
 use std::fmt::Write;
@@ -133,7 +133,7 @@ pub fn removed_class(r: &DerivationReceipt) -> &'static str {
 pub fn derivation(out: &Path, r: &DerivationReceipt) -> String {
     let t = &r.totals;
     format!(
-        "{}: {} bytes, SHA-256 {}\n  kept prefix ({} bytes) + {} {} records ({} record bytes)\n  removed {} {} records ({} record bytes, {} payload bytes)\n  receipt sealed {}\n",
+        "{}: {} bytes, SHA-256 {}\n  kept prefix ({} bytes) + {} {} records ({} record bytes)\n  removed {} {} records ({} record bytes, {} payload bytes)\n{}  receipt sealed {}\n",
         out.display(),
         grouped(r.output.bytes),
         r.output.sha256,
@@ -145,7 +145,47 @@ pub fn derivation(out: &Path, r: &DerivationReceipt) -> String {
         removed_class(r),
         grouped(t.removed_record_bytes),
         grouped(t.removed_payload_bytes),
+        provenance(r),
         r.receipt_sha256
+    )
+}
+
+/// What the receipt says it rests on, one line each.
+pub fn provenance(r: &DerivationReceipt) -> String {
+    let tool = &r.tool;
+    let rt = &r.runtime;
+    let closure = match &r.binary_closure {
+        BinaryClosure::Recorded { method, libraries } => {
+            let hashed = libraries
+                .iter()
+                .filter(|l| matches!(l.content, LibraryContent::Hashed { .. }))
+                .count();
+            format!(
+                "{} shared libraries ({hashed} hashed) from {method}",
+                libraries.len()
+            )
+        }
+        BinaryClosure::Unavailable { reason } => format!("unavailable: {reason}"),
+    };
+    format!(
+        "  made by {} {} (commit {}), {} SHA-256 {}\n  verified by {}\n  for {}: {} {} (checksum {}), features {}, patch set {} ({} files)\n  binary closure: {closure}\n",
+        tool.name,
+        tool.version,
+        tool.commit.as_deref().unwrap_or("unknown"),
+        tool.executable,
+        tool.executable_sha256.as_deref().unwrap_or("unreadable"),
+        r.verified_by
+            .iter()
+            .map(|f| f.path.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        rt.package,
+        rt.source_crate,
+        rt.source_crate_version,
+        rt.source_checksum,
+        rt.features.join(","),
+        rt.patch_set_digest,
+        rt.patches.len(),
     )
 }
 

@@ -3,8 +3,10 @@
 //! arguments, JSON or human output, and exit codes (a rejected artifact is a
 //! failed check, exit 1; an I/O problem is memqual's failure, exit 3).
 
+mod closure;
 pub mod coreml;
 mod human;
+pub mod provenance;
 
 use anyhow::Context;
 use ggml_container::corpus::{CorpusError, build_corpus};
@@ -194,10 +196,6 @@ struct Rejection<'a> {
     rejection: &'a ParseError,
 }
 
-fn made_by() -> String {
-    format!("memqual {}", env!("CARGO_PKG_VERSION"))
-}
-
 fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
     outln!(
         "{}",
@@ -299,7 +297,7 @@ pub fn main(command: ArtifactCommand) -> anyhow::Result<Outcome> {
             }
         }
         ArtifactCommand::DeriveDecoder { src, out, json } => {
-            match derive_decoder(&src, &out, &made_by()) {
+            match derive_decoder(&src, &out, &provenance::current()) {
                 Ok(receipt) if json => print_json(&receipt).map(|_| Outcome::Passed),
                 Ok(receipt) => {
                     out!("{}", human::derivation(&out, &receipt));
@@ -320,7 +318,7 @@ pub fn main(command: ArtifactCommand) -> anyhow::Result<Outcome> {
             } else {
                 Derivation::DecoderOnly
             };
-            match derive(&src, &out, kind, &made_by()) {
+            match derive(&src, &out, kind, &provenance::current()) {
                 Ok(receipt) if json => print_json(&receipt).map(|_| Outcome::Passed),
                 Ok(receipt) => {
                     out!("{}", human::derivation(&out, &receipt));

@@ -104,6 +104,180 @@ fn derive_verify_and_tamper() {
     assert_eq!(tampered.status.code(), Some(1));
 }
 
+fn sha256_of(path: &Path) -> String {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    format!("{:x}", <sha2::Sha256 as sha2::Digest>::digest(&bytes))
+}
+
+/// The receipt names what the derivation rests on (seed 003 §3.2), each
+/// digest checked here against the file itself: this memqual, the focused
+/// tests' sources, the patch set of the runtime it is made for, and the
+/// shared libraries memqual ran with; a change to any is caught by the seal.
+#[test]
+fn the_receipt_names_the_tool_its_tests_the_runtime_and_the_closure() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = tempfile::tempdir().unwrap();
+    let src = synthetic(dir.path());
+    let out = dir.path().join("encoder.bin");
+    let derived = artifact(&["derive", "--encoder-only", s(&src), s(&out), "--json"]);
+    assert_eq!(
+        derived.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&derived.stderr)
+    );
+    let receipt = json(&derived);
+    assert_eq!(receipt["receipt_version"], 2);
+    let rpath = dir.path().join("encoder.bin.derivation.json");
+    let sealed: Value = serde_json::from_slice(&std::fs::read(&rpath).unwrap()).unwrap();
+    assert_eq!(sealed, receipt);
+
+    // The tool: this very memqual binary.
+    let tool = &receipt["tool"];
+    assert_eq!(tool["name"], "memqual");
+    assert_eq!(tool["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(
+        tool["executable_sha256"],
+        sha256_of(Path::new(crate::common::MEMQUAL))
+    );
+    assert_eq!(
+        std::fs::canonicalize(tool["executable"].as_str().unwrap()).unwrap(),
+        std::fs::canonicalize(crate::common::MEMQUAL).unwrap()
+    );
+
+    // The focused tests, as built into the binary, are the files on disk.
+    let tests = receipt["verified_by"].as_array().unwrap();
+    let paths: Vec<&str> = tests.iter().map(|t| t["path"].as_str().unwrap()).collect();
+    assert_eq!(
+        paths,
+        [
+            "harness/tests/it/ggml/artifacts.rs",
+            "harness/tests/it/artifact.rs",
+            "runners/ggml-container/src/derive.rs"
+        ]
+    );
+    for t in tests {
+        let file = root.join(t["path"].as_str().unwrap());
+        assert_eq!(t["sha256"], sha256_of(&file), "{}", file.display());
+        assert_eq!(t["bytes"], std::fs::metadata(&file).unwrap().len());
+    }
+
+    // The runtime: the patched worker, with every file of the patch set.
+    let runtime = &receipt["runtime"];
+    assert_eq!(runtime["package"], "memqual-whisper-patched");
+    assert_eq!(runtime["source_crate"], "whisper-rs-sys");
+    assert_eq!(runtime["features"], serde_json::json!(["whisper-patch"]));
+    let patch_dir = root.join("runners/whisper-patch");
+    let mut on_disk: Vec<String> = std::fs::read_dir(&patch_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n != "apply.cmake")
+        .collect();
+    on_disk.sort();
+    let patches = runtime["patches"].as_array().unwrap();
+    let mut named: Vec<String> = patches
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect();
+    named.sort();
+    assert_eq!(named, on_disk);
+    let mut set = String::new();
+    for p in patches {
+        let name = p["name"].as_str().unwrap();
+        let sha = sha256_of(&patch_dir.join(name));
+        assert_eq!(p["sha256"], sha, "{name}");
+        set.push_str(&format!("{sha}  {name}\n"));
+    }
+    assert_eq!(
+        runtime["patch_set_digest"],
+        format!(
+            "{:x}",
+            <sha2::Sha256 as sha2::Digest>::digest(set.as_bytes())
+        )
+    );
+
+    // The binary closure: on Linux, libc among the libraries, its digest the file's.
+    let closure = &receipt["binary_closure"];
+    if cfg!(target_os = "linux") {
+        assert_eq!(closure["status"], "recorded", "{closure}");
+        assert_eq!(closure["method"], "/proc/self/maps");
+        let libc = closure["libraries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["path"].as_str().unwrap().contains("libc.so"))
+            .unwrap_or_else(|| panic!("no libc in {closure}"));
+        let path = Path::new(libc["path"].as_str().unwrap());
+        assert_eq!(libc["content"]["status"], "hashed", "{libc}");
+        assert_eq!(libc["content"]["sha256"], sha256_of(path));
+        assert_eq!(
+            libc["content"]["bytes"],
+            std::fs::metadata(path).unwrap().len()
+        );
+    } else {
+        assert!(
+            ["recorded", "unavailable"].contains(&closure["status"].as_str().unwrap()),
+            "{closure}"
+        );
+    }
+
+    // The human form names them too.
+    let out2 = dir.path().join("encoder-2.bin");
+    let human = artifact(&["derive", "--encoder-only", s(&src), s(&out2)]);
+    assert_eq!(human.status.code(), Some(0));
+    let said = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        said.contains("verified by harness/tests/it/ggml/artifacts.rs"),
+        "{said}"
+    );
+    assert!(
+        said.contains("for memqual-whisper-patched: whisper-rs-sys"),
+        "{said}"
+    );
+    assert!(said.contains("binary closure: "), "{said}");
+
+    // Verified as written; a changed executable digest breaks the seal.
+    assert_eq!(
+        artifact(&["verify-derivation", s(&src), s(&out)])
+            .status
+            .code(),
+        Some(0)
+    );
+    let text = std::fs::read_to_string(&rpath).unwrap();
+    let digest = tool["executable_sha256"].as_str().unwrap();
+    let other: String = digest
+        .chars()
+        .map(|c| if c == '0' { '1' } else { '0' })
+        .collect();
+    assert_eq!(text.matches(digest).count(), 1);
+    std::fs::write(&rpath, text.replace(digest, &other)).unwrap();
+    let tampered = artifact(&["verify-derivation", s(&src), s(&out), "--json"]);
+    assert_eq!(tampered.status.code(), Some(1));
+    let why = json(&tampered);
+    assert_eq!(why["accepted"], false);
+    assert!(
+        why["reason"]
+            .as_str()
+            .unwrap()
+            .contains("receipt_sha256 does not match"),
+        "{why}"
+    );
+    // A version 1 receipt (no provenance) is refused, saying why.
+    std::fs::write(
+        &rpath,
+        text.replacen("\"receipt_version\": 2", "\"receipt_version\": 1", 1),
+    )
+    .unwrap();
+    let old = artifact(&["verify-derivation", s(&src), s(&out)]);
+    assert_eq!(old.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&old.stderr);
+    assert!(
+        said.contains("receipt_version 1 predates version 2")
+            && said.contains("derive the artifact again"),
+        "{said}"
+    );
+}
+
 #[test]
 fn corpus_cases_are_each_rejected_by_inspect() {
     let dir = tempfile::tempdir().unwrap();

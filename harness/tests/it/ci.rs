@@ -793,6 +793,70 @@ fn fleet_report(dir: &Path) -> FleetReport {
     serde_json::from_slice(&std::fs::read(dir.join("fleet.json")).unwrap()).unwrap()
 }
 
+/// Two real runs of one host, merged: each run's boot id is this machine's
+/// (`/proc/sys/kernel/random/boot_id`, read here), and the boots section
+/// holds one boot with both runs and names no reboot.
+#[cfg(target_os = "linux")]
+#[test]
+fn merge_groups_two_runs_of_this_boot_together() {
+    const ONE_ARM: &str = r#"
+[[arm]]
+id = "base"
+[arm.calibrate]
+requests = 1
+request_ms = 1
+idle_ms = 1
+plateau = { mib = 4 }
+"#;
+    let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .unwrap()
+        .trim()
+        .to_string();
+    let tmp = tempfile::tempdir().unwrap();
+    let (r1, out) = run_into(tmp.path(), "r1", ONE_ARM, &["--host-label", "lab"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let (r2, out) = run_into(tmp.path(), "r2", ONE_ARM, &["--host-label", "lab"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let fleet = tmp.path().join("fleet");
+    let out = merge(&[&r1, &r2], &fleet, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let f = fleet_report(&fleet);
+    assert_eq!(f.format_version, "1.1");
+    assert_eq!(f.hosts, ["lab"]);
+    for r in &f.runs {
+        assert_eq!(
+            r.boot_id.as_deref(),
+            Some(boot_id.as_str()),
+            "run {}",
+            r.index
+        );
+    }
+    assert_eq!(f.boots.len(), 1);
+    assert_eq!(f.boots[0].host, "lab");
+    assert_eq!(
+        f.boots[0].boots,
+        [reports::fleet::Boot {
+            boot_id: Some(boot_id.clone()),
+            runs: vec![1, 2],
+        }]
+    );
+    assert!(!f.boots[0].rebooted());
+    assert!(
+        !f.notes
+            .iter()
+            .any(|n| n.contains("rebooted") || n.contains("unknown boot")),
+        "{:?}",
+        f.notes
+    );
+    let md = std::fs::read_to_string(fleet.join("fleet.md")).unwrap();
+    assert!(md.contains("## Boots"), "{md}");
+    assert!(md.contains(&format!("| lab | {boot_id} | 1, 2 |")), "{md}");
+    let html = std::fs::read_to_string(fleet.join("fleet.html")).unwrap();
+    assert!(html.contains("id=\"boots\""), "{html}");
+    let out = memqual(&["verify", path(&fleet)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+}
+
 #[test]
 fn merge_three_runs_into_one_sealed_fleet_report() {
     let tmp = tempfile::tempdir().unwrap();
@@ -837,6 +901,14 @@ fn merge_three_runs_into_one_sealed_fleet_report() {
     assert_eq!(f.runs.len(), 3);
     for (i, r) in f.runs.iter().enumerate() {
         assert_eq!(r.dir, path([&r1, &r2, &r3][i]));
+        // Each run's boot is its receipt's.
+        assert_eq!(
+            r.boot_id,
+            receipts[i]
+                .identity
+                .as_ref()
+                .and_then(|id| id.host.boot_id.clone())
+        );
         assert_eq!(
             Some(&r.receipt_sha256),
             receipts[i].seal.as_ref().map(|s| &s.receipt_sha256)

@@ -8,6 +8,14 @@
 //! encoder. Both keep the whole prefix: the header describes the whole model
 //! and the container has no form without its vocabulary block, so an
 //! encoder-only file still carries the vocabulary, unused.
+//!
+//! Since receipt version 2 a receipt also names what it rests on (seed 003
+//! §3.2): the tool that derived it ([`Tool`]), the focused tests that verify
+//! derivations ([`TestSource`]), the runtime the derivative is made for
+//! ([`CompatibleRuntime`]) and the shared libraries the tool ran with
+//! ([`BinaryClosure`]). The caller records them at derive time
+//! ([`Provenance`]); no file can recompute them, so verification checks them
+//! through the seal alone.
 
 use crate::digest::sha256_hex;
 use crate::{Expect, GgmlType, Inventory, ParseError, TensorClass, TensorRecord, inspect};
@@ -16,8 +24,10 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-/// Version of the receipt format.
-pub const RECEIPT_VERSION: u32 = 1;
+/// Version of the receipt format. 2: the receipt names the tool, its
+/// focused tests, the compatible runtime and the binary closure; version 1
+/// receipts (without them) are refused by [`verify_derivation`].
+pub const RECEIPT_VERSION: u32 = 2;
 
 /// Which class a derivation keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -173,6 +183,137 @@ pub struct DerivationTotals {
     pub removed_record_bytes: u64,
 }
 
+/// The program that made the derivative.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tool {
+    /// Its name (`memqual`).
+    pub name: String,
+    /// Its version (the Cargo package version).
+    pub version: String,
+    /// The git commit it was built from; `None` when the build did not know it.
+    pub commit: Option<String>,
+    /// The path of the executable that ran (empty when the OS did not say).
+    pub executable: String,
+    /// SHA-256 of that executable file, lower-case hex; `None` when it could
+    /// not be read.
+    pub executable_sha256: Option<String>,
+}
+
+/// A source file of the focused tests that verify derivations, as built into
+/// the tool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestSource {
+    /// Its path in the repository, e.g. `harness/tests/it/artifact.rs`.
+    pub path: String,
+    /// What its tests cover, in words.
+    pub covers: String,
+    /// Its length in bytes.
+    pub bytes: u64,
+    /// SHA-256 of its content, lower-case hex.
+    pub sha256: String,
+}
+
+/// One file of memqual's whisper.cpp patch set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PatchDigest {
+    /// Its name in `runners/whisper-patch/`.
+    pub name: String,
+    /// SHA-256 of its content, lower-case hex.
+    pub sha256: String,
+}
+
+/// The runtime a derivative is made for: the patched whisper.cpp worker
+/// (stock whisper.cpp refuses both kinds), as the tool's build pinned it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompatibleRuntime {
+    /// The package that builds it (`memqual-whisper-patched`).
+    pub package: String,
+    /// The crate that vendors whisper.cpp's sources (`whisper-rs-sys`).
+    pub source_crate: String,
+    /// Its version in that package's lock file (empty when the build had none).
+    pub source_crate_version: String,
+    /// Its registry checksum in that lock file (empty when the build had none).
+    pub source_checksum: String,
+    /// The `runners` features the package switches on (`whisper-patch`);
+    /// accelerators (`metal`, `coreml`) are the builder's choice on top.
+    pub features: Vec<String>,
+    /// memqual's patch set, file by file in the order applied.
+    pub patches: Vec<PatchDigest>,
+    /// The set's digest: SHA-256 of the lines `<sha256>  <name>\n`, the
+    /// value the patched library reports and the worker checks.
+    pub patch_set_digest: String,
+}
+
+/// A file's content, or why it could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case", deny_unknown_fields)]
+pub enum LibraryContent {
+    /// Read and hashed.
+    Hashed {
+        /// Length in bytes.
+        bytes: u64,
+        /// SHA-256 of the content, lower-case hex.
+        sha256: String,
+    },
+    /// Not read: the reason (e.g. the file at that path is no longer the one
+    /// mapped, or the library lives in macOS's dyld shared cache only).
+    Unreadable {
+        /// Why, in words.
+        reason: String,
+    },
+}
+
+/// A shared library the tool had loaded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SharedLibrary {
+    /// Its path, as the loader names it.
+    pub path: String,
+    /// Its content's digest, or why there is none.
+    pub content: LibraryContent,
+}
+
+/// The shared libraries the tool ran with, or why they are not known. An
+/// empty `libraries` list under `recorded` means none was loaded (a static
+/// build), never "not looked".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case", deny_unknown_fields)]
+pub enum BinaryClosure {
+    /// Read from the running process.
+    Recorded {
+        /// Where the list came from (e.g. `/proc/self/maps`).
+        method: String,
+        /// Every shared object loaded, sorted by path, the executable itself
+        /// excepted (it is [`Tool::executable`]).
+        libraries: Vec<SharedLibrary>,
+    },
+    /// Not available on this platform or not readable.
+    Unavailable {
+        /// Why, in words.
+        reason: String,
+    },
+}
+
+/// What a derivation rests on besides its two files, recorded by the
+/// caller when it derives: the receipt binds it under its seal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Provenance {
+    /// The tool and version in one phrase (e.g. `memqual 0.1.0`).
+    pub made_by: String,
+    /// The tool, with its executable's digest.
+    pub tool: Tool,
+    /// The focused tests that verify derivations.
+    pub verified_by: Vec<TestSource>,
+    /// The runtime the derivative is made for.
+    pub runtime: CompatibleRuntime,
+    /// The shared libraries the tool ran with.
+    pub binary_closure: BinaryClosure,
+}
+
 /// Everything seed 003 §3.2 asks a derivation to bind.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -181,6 +322,16 @@ pub struct DerivationReceipt {
     pub receipt_version: u32,
     /// The tool and version that made the derivative (e.g. `memqual 0.1.0`).
     pub made_by: String,
+    /// The tool that made it: version, commit, executable and its digest.
+    pub tool: Tool,
+    /// The focused tests that verify derivations, with their digests as
+    /// built into the tool.
+    pub verified_by: Vec<TestSource>,
+    /// The runtime the derivative is made for: its source, patch set and
+    /// build options.
+    pub runtime: CompatibleRuntime,
+    /// The shared libraries the tool ran with, each with its digest.
+    pub binary_closure: BinaryClosure,
     /// What the derivation did, in words: [`Derivation::sentence`], one
     /// fixed sentence per kind.
     pub derivation: String,
@@ -281,9 +432,9 @@ pub fn receipt_path(out: &Path) -> PathBuf {
 pub fn derive_decoder(
     src: &Path,
     out: &Path,
-    made_by: &str,
+    provenance: &Provenance,
 ) -> Result<DerivationReceipt, DeriveError> {
-    derive(src, out, Derivation::DecoderOnly, made_by)
+    derive(src, out, Derivation::DecoderOnly, provenance)
 }
 
 /// Derive the `kind` file `out` from `src` and write its receipt next to it.
@@ -292,7 +443,7 @@ pub fn derive(
     src: &Path,
     out: &Path,
     kind: Derivation,
-    made_by: &str,
+    provenance: &Provenance,
 ) -> Result<DerivationReceipt, DeriveError> {
     let source = inspect_source(src)?;
     let dir = out
@@ -306,7 +457,7 @@ pub fn derive(
     if !differences.is_empty() {
         return Err(DeriveError::Differs(differences));
     }
-    let receipt = build_receipt_of(&source, &output, kind, made_by);
+    let receipt = build_receipt_of(&source, &output, kind, provenance);
     tmp.persist(out).map_err(|e| DeriveError::Io {
         path: out.to_path_buf(),
         source: e.error,
@@ -413,8 +564,12 @@ fn identity(inv: &Inventory) -> FileIdentity {
 
 /// The receipt of a decoder-only derivation whose two files parsed as
 /// `source` and `output`.
-pub fn build_receipt(source: &Inventory, output: &Inventory, made_by: &str) -> DerivationReceipt {
-    build_receipt_of(source, output, Derivation::DecoderOnly, made_by)
+pub fn build_receipt(
+    source: &Inventory,
+    output: &Inventory,
+    provenance: &Provenance,
+) -> DerivationReceipt {
+    build_receipt_of(source, output, Derivation::DecoderOnly, provenance)
 }
 
 /// The receipt of a `kind` derivation whose two files parsed as `source`
@@ -423,7 +578,7 @@ pub fn build_receipt_of(
     source: &Inventory,
     output: &Inventory,
     kind: Derivation,
-    made_by: &str,
+    provenance: &Provenance,
 ) -> DerivationReceipt {
     let source_inventory = source
         .tensors
@@ -468,7 +623,11 @@ pub fn build_receipt_of(
     };
     let mut receipt = DerivationReceipt {
         receipt_version: RECEIPT_VERSION,
-        made_by: made_by.to_string(),
+        made_by: provenance.made_by.clone(),
+        tool: provenance.tool.clone(),
+        verified_by: provenance.verified_by.clone(),
+        runtime: provenance.runtime.clone(),
+        binary_closure: provenance.binary_closure.clone(),
         derivation: kind.sentence().into(),
         source: identity(source),
         prefix: FileIdentity {
@@ -515,6 +674,7 @@ pub fn verify_derivation(
         reason,
     };
     let text = std::fs::read(receipt_file).map_err(io(receipt_file))?;
+    check_version(&text).map_err(bad)?;
     let given: DerivationReceipt =
         serde_json::from_slice(&text).map_err(|e| bad(format!("not a derivation receipt: {e}")))?;
     if canonical_json(&given).as_bytes() != text.as_slice() {
@@ -536,7 +696,16 @@ pub fn verify_derivation(
     let source = inspect_source(src)?;
     let output = inspect_output(out, out, kind)?;
     let mut problems = differences_of(&source, &output, kind);
-    let recomputed = build_receipt_of(&source, &output, kind, &given.made_by);
+    // What the deriving tool recorded about itself cannot be recomputed
+    // from the files: the seal checked above binds it.
+    let recorded = Provenance {
+        made_by: given.made_by.clone(),
+        tool: given.tool.clone(),
+        verified_by: given.verified_by.clone(),
+        runtime: given.runtime.clone(),
+        binary_closure: given.binary_closure.clone(),
+    };
+    let recomputed = build_receipt_of(&source, &output, kind, &recorded);
     if recomputed != given {
         problems.extend(receipt_differences(&recomputed, &given));
     }
@@ -544,6 +713,29 @@ pub fn verify_derivation(
         Ok(given)
     } else {
         Err(DeriveError::Differs(problems))
+    }
+}
+
+/// Refuse a receipt of another version before reading it as this one, with
+/// a reason that says what to do.
+fn check_version(text: &[u8]) -> Result<(), String> {
+    #[derive(Deserialize)]
+    struct Versioned {
+        receipt_version: u32,
+    }
+    let v: Versioned =
+        serde_json::from_slice(text).map_err(|e| format!("not a derivation receipt: {e}"))?;
+    match v.receipt_version {
+        RECEIPT_VERSION => Ok(()),
+        old if old < RECEIPT_VERSION => Err(format!(
+            "receipt_version {old} predates version {RECEIPT_VERSION}, which binds the tool, its focused tests, \
+             the compatible runtime and the binary closure; this memqual verifies version {RECEIPT_VERSION} \
+             only: derive the artifact again to get a receipt that names them"
+        )),
+        newer => Err(format!(
+            "receipt_version {newer} is newer than this memqual reads ({RECEIPT_VERSION}): \
+             verify it with the memqual its `made_by` names"
+        )),
     }
 }
 
@@ -572,4 +764,136 @@ fn receipt_differences(want: &DerivationReceipt, got: &DerivationReceipt) -> Vec
     field("totals", want.totals == got.totals);
     field("receipt_sha256", want.receipt_sha256 == got.receipt_sha256);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synthetic::{SyntheticSpec, write_file};
+
+    fn provenance() -> Provenance {
+        Provenance {
+            made_by: "memqual 0.0.0".into(),
+            tool: Tool {
+                name: "memqual".into(),
+                version: "0.0.0".into(),
+                commit: None,
+                executable: "/bin/memqual".into(),
+                executable_sha256: Some("ab".repeat(32)),
+            },
+            verified_by: vec![TestSource {
+                path: "runners/ggml-container/src/derive.rs".into(),
+                covers: "unit tests".into(),
+                bytes: 1,
+                sha256: "cd".repeat(32),
+            }],
+            runtime: CompatibleRuntime {
+                package: "memqual-whisper-patched".into(),
+                source_crate: "whisper-rs-sys".into(),
+                source_crate_version: "0.15.0".into(),
+                source_checksum: "ef".repeat(32),
+                features: vec!["whisper-patch".into()],
+                patches: vec![PatchDigest {
+                    name: "0001.patch".into(),
+                    sha256: "01".repeat(32),
+                }],
+                patch_set_digest: "02".repeat(32),
+            },
+            binary_closure: BinaryClosure::Unavailable {
+                reason: "a test".into(),
+            },
+        }
+    }
+
+    /// A decoder-only derivation of the miniature model in `dir`.
+    fn derived(dir: &Path) -> (PathBuf, PathBuf, DerivationReceipt) {
+        let src = dir.join("model.bin");
+        write_file(&SyntheticSpec::miniature(), &src).unwrap();
+        let out = dir.join("decoder.bin");
+        let receipt = derive(&src, &out, Derivation::DecoderOnly, &provenance()).unwrap();
+        (src, out, receipt)
+    }
+
+    #[test]
+    fn the_receipt_carries_the_provenance_under_its_seal() {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, out, receipt) = derived(dir.path());
+        assert_eq!(receipt.receipt_version, 2);
+        assert_eq!(receipt.tool, provenance().tool);
+        assert_eq!(receipt.runtime, provenance().runtime);
+        assert_eq!(receipt.verified_by, provenance().verified_by);
+        let rpath = receipt_path(&out);
+        assert_eq!(verify_derivation(&src, &out, &rpath).unwrap(), receipt);
+        // Each block is under the seal: any change to one changes the digest.
+        let mut changed = receipt.clone();
+        changed.binary_closure = BinaryClosure::Recorded {
+            method: "test".into(),
+            libraries: vec![],
+        };
+        assert_ne!(seal(&changed), receipt.receipt_sha256);
+        let mut changed = receipt.clone();
+        changed.runtime.patch_set_digest = "03".repeat(32);
+        assert_ne!(seal(&changed), receipt.receipt_sha256);
+        let mut changed = receipt.clone();
+        changed.verified_by[0].sha256 = "04".repeat(32);
+        assert_ne!(seal(&changed), receipt.receipt_sha256);
+    }
+
+    #[test]
+    fn closures_say_which_they_are() {
+        let unavailable = serde_json::to_value(BinaryClosure::Unavailable {
+            reason: "no loader list".into(),
+        })
+        .unwrap();
+        assert_eq!(
+            unavailable,
+            serde_json::json!({"status": "unavailable", "reason": "no loader list"})
+        );
+        let recorded = BinaryClosure::Recorded {
+            method: "/proc/self/maps".into(),
+            libraries: vec![SharedLibrary {
+                path: "/lib/libc.so.6".into(),
+                content: LibraryContent::Unreadable {
+                    reason: "deleted".into(),
+                },
+            }],
+        };
+        let text = serde_json::to_string(&recorded).unwrap();
+        assert!(text.contains(r#""status":"recorded""#), "{text}");
+        assert!(
+            text.contains(r#""content":{"status":"unreadable""#),
+            "{text}"
+        );
+        assert_eq!(
+            serde_json::from_str::<BinaryClosure>(&text).unwrap(),
+            recorded
+        );
+        // No silent "empty": a closure says which it is.
+        assert!(serde_json::from_str::<BinaryClosure>(r#"{"libraries":[]}"#).is_err());
+    }
+
+    #[test]
+    fn receipts_of_other_versions_are_refused_with_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, out, _) = derived(dir.path());
+        let rpath = receipt_path(&out);
+        let text = std::fs::read_to_string(&rpath).unwrap();
+        for (version, says) in [
+            (1, "receipt_version 1 predates version 2"),
+            (3, "receipt_version 3 is newer than this memqual reads (2)"),
+        ] {
+            let edited = text.replacen(
+                "\"receipt_version\": 2",
+                &format!("\"receipt_version\": {version}"),
+                1,
+            );
+            assert_ne!(edited, text);
+            std::fs::write(&rpath, edited).unwrap();
+            let e = verify_derivation(&src, &out, &rpath).unwrap_err();
+            assert!(e.to_string().contains(says), "{e}");
+        }
+        std::fs::write(&rpath, "[]").unwrap();
+        let e = verify_derivation(&src, &out, &rpath).unwrap_err();
+        assert!(e.to_string().contains("not a derivation receipt"), "{e}");
+    }
 }

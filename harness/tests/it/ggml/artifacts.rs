@@ -5,6 +5,7 @@ use ggml_container::corpus::{build_corpus, rejection_of};
 use ggml_container::derive::{Derivation, derive, derive_decoder, receipt_path, verify_derivation};
 use ggml_container::synthetic::{SyntheticSpec, write_file};
 use ggml_container::{Defect, Expect, TensorClass, inspect};
+use harness::artifact::provenance::current;
 use std::path::Path;
 
 fn flip(path: &Path, at: usize) {
@@ -20,7 +21,7 @@ fn derive_and_verify(
     flips: &[f64],
 ) -> ggml_container::derive::DerivationReceipt {
     let out = dir.join("decoder-only.bin");
-    let receipt = derive_decoder(src, &out, "memqual test").unwrap();
+    let receipt = derive_decoder(src, &out, &current()).unwrap();
     let source = inspect(src, Expect::Full).unwrap();
     let stripped = inspect(&out, Expect::DecoderOnly).unwrap();
     assert_eq!(
@@ -113,7 +114,7 @@ fn derivation_refuses_a_defective_source_and_keeps_no_output() {
     bytes.push(0);
     std::fs::write(&src, bytes).unwrap();
     let out = dir.path().join("out.bin");
-    let err = derive_decoder(&src, &out, "memqual test").unwrap_err();
+    let err = derive_decoder(&src, &out, &current()).unwrap_err();
     assert!(err.to_string().contains("trailing_bytes"), "{err}");
     assert!(!out.exists());
 }
@@ -179,7 +180,7 @@ fn encoder_only_derivation_copies_every_encoder_tensor_byte_for_byte() {
     let src = dir.path().join("model.bin");
     write_file(&SyntheticSpec::loadable(), &src).unwrap();
     let out = dir.path().join("encoder-only.bin");
-    let receipt = derive(&src, &out, Derivation::EncoderOnly, "memqual test").unwrap();
+    let receipt = derive(&src, &out, Derivation::EncoderOnly, &current()).unwrap();
     let source = inspect(&src, Expect::Full).unwrap();
     let derived = inspect(&out, Expect::EncoderOnly).unwrap();
     assert_eq!(derived.expect, Expect::EncoderOnly);
@@ -253,8 +254,8 @@ fn an_encoder_only_file_is_refused_under_any_other_expectation() {
     write_file(&SyntheticSpec::miniature(), &src).unwrap();
     let enc = dir.path().join("encoder-only.bin");
     let dec = dir.path().join("decoder-only.bin");
-    derive(&src, &enc, Derivation::EncoderOnly, "memqual test").unwrap();
-    derive(&src, &dec, Derivation::DecoderOnly, "memqual test").unwrap();
+    derive(&src, &enc, Derivation::EncoderOnly, &current()).unwrap();
+    derive(&src, &dec, Derivation::DecoderOnly, &current()).unwrap();
     // As a full model: every decoder tensor is missing.
     let e = inspect(&enc, Expect::Full).unwrap_err();
     let Defect::MissingTensors { names } = &e.defect else {

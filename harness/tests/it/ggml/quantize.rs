@@ -93,7 +93,7 @@ fn a_decoder_only_artifact_quantizes_to_the_whole_models_decoder_tensors() {
     let src = model("tiny.en");
     let dir = tempfile::tempdir().unwrap();
     let stripped = dir.path().join("decoder-f16.bin");
-    derive_decoder(&src, &stripped, "test").unwrap();
+    derive_decoder(&src, &stripped, &harness::artifact::provenance::current()).unwrap();
     // Without the flag the stripped file is refused: it is not a full model.
     assert!(quantize(&stripped, &dir.path().join("refused.bin"), GgmlType::Q5_0).is_err());
     let decoder = quantize_as(

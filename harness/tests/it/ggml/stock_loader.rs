@@ -28,7 +28,7 @@ fn the_loadable_synthetic_model_loads_and_its_stripped_form_does_not() {
     write_file(&SyntheticSpec::loadable(), &model).unwrap();
     assert!(stock_loads(&model));
     let stripped = dir.path().join("decoder-only.bin");
-    derive_decoder(&model, &stripped, "test").unwrap();
+    derive_decoder(&model, &stripped, &harness::artifact::provenance::current()).unwrap();
     assert!(inspect(&stripped, Expect::DecoderOnly).is_ok());
     // Stock whisper.cpp declares the encoder tensors and counts them missing.
     assert!(!stock_loads(&stripped));
