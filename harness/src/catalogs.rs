@@ -55,6 +55,17 @@ impl ModelCatalog for ModelCache {
         ))
     }
 
+    fn source(&self, name: &str) -> Option<worker_contract::ModelSource> {
+        if name == crate::ct2_fixture::TINY_EN_CT2 {
+            return None;
+        }
+        let model = ModelName::parse(name)?;
+        Some(worker_contract::ModelSource::PinnedWheels {
+            model: model.name().to_string(),
+            wheels: model.source_wheels(),
+        })
+    }
+
     fn names(&self) -> Vec<String> {
         ModelName::value_variants()
             .iter()

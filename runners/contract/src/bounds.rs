@@ -252,6 +252,11 @@ pub const BEAM_SIZE: IntBound = IntBound::new(2, 8, "whisper.cpp's decoder limit
 /// A soak's `max_duration_s`: at most 7 days.
 pub const SOAK_SECONDS: IntBound = IntBound::new(1, 7 * 24 * 3600, "seconds, at most 7 days");
 
+/// `external_encoder.timeout_s`: how long the worker waits for the encoder
+/// process's ready line and each reply; at most an hour (an arm's own
+/// timeout bounds it anyway).
+pub const ENCODER_TIMEOUT_S: IntBound = IntBound::new(1, 3600, "seconds, at most 1 hour");
+
 /// A real-time request's chunk: 10 ms (a tenth of a typical capture
 /// buffer) to 1 s; smaller chunks only add wake-ups, larger ones stop being
 /// "as a person speaks".

@@ -52,10 +52,11 @@ pub use runtime::{
 };
 pub use spec::{ArmSpec, SamplerSchedule, WorkerSpec};
 pub use whisper::{
-    CancelSpec, CancelledRequest, Conversion, CoremlComputeUnits, Ct2ComputeType, Ct2Options,
-    Decoding, Encoder, EncoderFault, ExternalEncoderInput, FixtureInput, Initializer,
-    LongFormInput, ModelInput, ModelLayout, Runtime, StateBounds, StopReason, TranscriptionResult,
-    WhisperSpec, is_sha256_hex,
+    BadHeader, BadReady, CancelSpec, CancelledRequest, Conversion, CoremlComputeUnits,
+    Ct2ComputeType, Ct2Options, Decoding, EXTERNAL_ENCODER_TIMEOUT_S, Encoder, EncoderFault,
+    EncoderPhase, ExternalEncoderInput, FaultSignal, FixtureInput, Initializer, LongFormInput,
+    ModelInput, ModelLayout, ModelSource, ProcessFault, ReplyFault, Runtime, SourceWheel,
+    StateBounds, StopReason, TranscriptionResult, WhisperSpec, is_sha256_hex,
 };
 
 /// Version of the spec and message formats. Bump on any incompatible change.

@@ -6,8 +6,8 @@
 //! not name.
 
 use crate::bounds::{
-    AUDIO_CTX, AUDIO_POSITIONS, BEAM_SIZE, BEST_OF, EXTRA_STATES, FieldError, MAX_TOKENS, MILLIS,
-    REQUESTS, SOAK_SECONDS, TEXT_POSITIONS, WARMUP, WHISPER_THREADS,
+    AUDIO_CTX, AUDIO_POSITIONS, BEAM_SIZE, BEST_OF, ENCODER_TIMEOUT_S, EXTRA_STATES, FieldError,
+    MAX_TOKENS, MILLIS, REQUESTS, SOAK_SECONDS, TEXT_POSITIONS, WARMUP, WHISPER_THREADS,
 };
 use crate::{IdlePolicy, RequestMode};
 use schemars::JsonSchema;
@@ -39,11 +39,51 @@ pub enum Encoder {
     ExternalProcess,
 }
 
-/// A deliberate defect of the external encoder process, for the tests that
-/// prove the worker refuses it (never set in a measurement).
+/// Test only: a deliberate defect of the external encoder process, for the
+/// tests that prove the worker fails closed (never set in a measurement).
+/// Either a defect of its replies (a string: `"fail"`, `"wrong_shape"`,
+/// `"short_buffer"`, `"small_tensor"`) or a misbehaving process (a table:
+/// `{ at = "mid_reply", do = "signal", signal = "KILL" }`, see
+/// [`ProcessFault`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum EncoderFault {
+    /// A defect of its replies.
+    Reply(ReplyFault),
+    /// The process dies, hangs or talks garbage at a phase of its life.
+    Process(ProcessFault),
+}
+
+// A string is a reply defect, a table a process fault; each keeps its own
+// precise error (an untagged enum would only say that nothing matched).
+impl<'de> Deserialize<'de> for EncoderFault {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{self, IntoDeserializer};
+        struct Either;
+        impl<'de> de::Visitor<'de> for Either {
+            type Value = EncoderFault;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(
+                    "a reply defect (\"fail\", \"wrong_shape\", \"short_buffer\", \"small_tensor\") \
+                     or a process fault table ({ at = ..., do = ... })",
+                )
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<EncoderFault, E> {
+                ReplyFault::deserialize(v.into_deserializer()).map(EncoderFault::Reply)
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<EncoderFault, A::Error> {
+                ProcessFault::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(EncoderFault::Process)
+            }
+        }
+        d.deserialize_any(Either)
+    }
+}
+
+/// Test only: a defect of the external encoder's replies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum EncoderFault {
+pub enum ReplyFault {
     /// The encoder reports a failure.
     Fail,
     /// The output's dimensions are swapped.
@@ -54,15 +94,144 @@ pub enum EncoderFault {
     SmallTensor,
 }
 
+/// Test only: the external encoder process misbehaving. `do` says what it
+/// does; `signal`, `exit` and `hang` act at the phase `at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "do", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ProcessFault {
+    /// Raise `signal` on itself (its default action restored, no core dump).
+    Signal {
+        /// When.
+        at: EncoderPhase,
+        /// Which signal.
+        signal: FaultSignal,
+    },
+    /// Exit at once (`_exit`) with `code`.
+    Exit {
+        /// When.
+        at: EncoderPhase,
+        /// The exit status.
+        code: u8,
+    },
+    /// Stop responding: the process stays alive and never answers again.
+    Hang {
+        /// When.
+        at: EncoderPhase,
+    },
+    /// Send a malformed ready line instead of its own.
+    BadReady {
+        /// Which.
+        ready: BadReady,
+    },
+    /// Send a malformed header instead of its first reply.
+    BadHeader {
+        /// Which.
+        header: BadHeader,
+    },
+}
+
+/// Test only: a phase of the external encoder process's life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EncoderPhase {
+    /// Its start line read, before it opens its model.
+    ProcessStart,
+    /// Its model loaded, before its state is made.
+    ModelLoaded,
+    /// Its state made, before it sends its ready line.
+    StateReady,
+    /// Its ready line sent, waiting for the first window.
+    Ready,
+    /// The first window read, while its native encoder runs (no reply byte
+    /// leaves before the fault acts).
+    MidEncode,
+    /// The first reply's header and half its data sent.
+    MidReply,
+}
+
+/// Test only: a signal the external encoder process raises on itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum FaultSignal {
+    /// SIGKILL.
+    #[serde(alias = "SIGKILL")]
+    Kill,
+    /// SIGTERM.
+    #[serde(alias = "SIGTERM")]
+    Term,
+    /// SIGINT.
+    #[serde(alias = "SIGINT")]
+    Int,
+    /// SIGHUP.
+    #[serde(alias = "SIGHUP")]
+    Hup,
+    /// SIGABRT.
+    #[serde(alias = "SIGABRT")]
+    Abrt,
+    /// SIGSEGV.
+    #[serde(alias = "SIGSEGV")]
+    Segv,
+    /// SIGBUS.
+    #[serde(alias = "SIGBUS")]
+    Bus,
+}
+
+/// Test only: a malformed ready line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BadReady {
+    /// A line that is not JSON.
+    NotJson,
+    /// Its ready line with a field the worker does not know.
+    UnknownField,
+    /// A field of the wrong type (the digest a number).
+    WrongType,
+    /// No model digest (`{"error":null}`).
+    MissingDigest,
+    /// Another model's digest.
+    WrongDigest,
+    /// Half its ready line, then its output closed (the process lives on).
+    Truncated,
+}
+
+/// Test only: a malformed header in place of the first reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BadHeader {
+    /// 88 bytes that are not a reply header.
+    Garbage,
+    /// A header announcing u64::MAX bytes of data.
+    Huge,
+    /// Half a header, then its output closed (the process lives on).
+    Truncated,
+}
+
+/// How long the worker waits for the external encoder process's ready line,
+/// and for each reply, when `external_encoder.timeout_s` is not set.
+pub const EXTERNAL_ENCODER_TIMEOUT_S: u64 = 120;
+
 /// The external encoder process of an `encoder = "external_process"` arm.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExternalEncoderInput {
     /// The full model (encoder tensors included) whose native encoder it runs.
     pub model: ModelInput,
-    /// Test only: a deliberate defect of its replies.
+    /// Seconds the worker waits for the process's ready line (its model
+    /// loaded) and for each reply (the window sent and the output back)
+    /// before it kills the process and fails the arm (default
+    /// [`EXTERNAL_ENCODER_TIMEOUT_S`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_s: Option<u64>,
+    /// Test only: a deliberate defect of the process or its replies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault: Option<EncoderFault>,
+}
+
+impl ExternalEncoderInput {
+    /// How long the worker waits for the process's ready line and each reply.
+    pub fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.timeout_s.unwrap_or(EXTERNAL_ENCODER_TIMEOUT_S))
+    }
 }
 
 /// `MLModelConfiguration.computeUnits` for the Core ML encoder (patched
@@ -192,6 +361,57 @@ pub struct ModelInput {
     /// rule (model name without `.bin` and `-qX_Y`, plus `-encoder.mlmodelc`).
     #[serde(default)]
     pub coreml_sidecar: Option<PathBuf>,
+    /// Where the file came from, beside its digest: the pinned wheels memqual
+    /// built it from, the origin the protocol declared (`model_source`), or
+    /// why neither is known. The worker does not read it; the receipt binds it.
+    #[serde(default)]
+    pub source: ModelSource,
+}
+
+/// A model file's origin (its revision), as the harness knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum ModelSource {
+    /// Built by memqual from pinned PyPI wheels (`memqual fixtures model NAME`),
+    /// in concatenation order.
+    PinnedWheels {
+        /// The named model (`tiny.en`, `base`).
+        model: String,
+        /// The wheels, each with its pinned SHA-256.
+        wheels: Vec<SourceWheel>,
+    },
+    /// The origin the protocol declared with `model_source`, verbatim (e.g. a
+    /// repository, revision and file name).
+    Declared {
+        /// The declaration.
+        text: String,
+    },
+    /// Nobody said: `unavailable: <reason>`.
+    Unavailable {
+        /// Why the origin is not known.
+        reason: String,
+    },
+}
+
+impl Default for ModelSource {
+    fn default() -> Self {
+        ModelSource::Unavailable {
+            reason: "unavailable: not recorded by the harness that wrote this spec".into(),
+        }
+    }
+}
+
+/// A PyPI wheel a model was built from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SourceWheel {
+    /// PyPI package name.
+    pub package: String,
+    /// Package version.
+    pub version: String,
+    /// Wheel file name, as in `<cache>/wheels/`.
+    pub file: String,
+    /// Pinned SHA-256 of the wheel file (lowercase hex).
+    pub sha256: String,
 }
 
 /// One speech fixture, resolved from the manifest.
@@ -500,6 +720,11 @@ impl WhisperSpec {
                     "external_encoder goes with encoder = \"external_process\"",
                 ));
             }
+            (true, Some(external)) => {
+                if let Some(t) = external.timeout_s {
+                    ENCODER_TIMEOUT_S.check("external_encoder.timeout_s", t)?;
+                }
+            }
             _ => {}
         }
         if self.coreml_compute_units.is_some() {
@@ -771,6 +996,7 @@ mod tests {
                 layout: ModelLayout::Full,
                 prevalidate: true,
                 coreml_sidecar: None,
+                source: ModelSource::default(),
             },
             threads: 2,
             decoding: Decoding::default(),
@@ -987,5 +1213,86 @@ mod tests {
             audio_ms: 10,
         };
         assert_eq!(r.text_bytes(), vec![0xff, 0x41]);
+    }
+
+    #[test]
+    fn an_encoder_fault_is_a_reply_defect_or_a_process_fault_each_with_its_own_error() {
+        let parse = |json: &str| serde_json::from_str::<EncoderFault>(json);
+        assert_eq!(
+            parse(r#""short_buffer""#).unwrap(),
+            EncoderFault::Reply(ReplyFault::ShortBuffer)
+        );
+        assert_eq!(
+            parse(r#"{"at": "mid_reply", "do": "signal", "signal": "KILL"}"#).unwrap(),
+            EncoderFault::Process(ProcessFault::Signal {
+                at: EncoderPhase::MidReply,
+                signal: FaultSignal::Kill,
+            })
+        );
+        assert_eq!(
+            parse(r#"{"do": "signal", "at": "ready", "signal": "SIGSEGV"}"#).unwrap(),
+            EncoderFault::Process(ProcessFault::Signal {
+                at: EncoderPhase::Ready,
+                signal: FaultSignal::Segv,
+            })
+        );
+        assert_eq!(
+            parse(r#"{"do": "bad_header", "header": "huge"}"#).unwrap(),
+            EncoderFault::Process(ProcessFault::BadHeader {
+                header: BadHeader::Huge
+            })
+        );
+        // Each round-trips as it was written (the receipt keeps the spec).
+        for json in [
+            r#""fail""#,
+            r#"{"do":"exit","at":"model_loaded","code":3}"#,
+            r#"{"do":"hang","at":"mid_encode"}"#,
+            r#"{"do":"bad_ready","ready":"missing_digest"}"#,
+        ] {
+            assert_eq!(serde_json::to_string(&parse(json).unwrap()).unwrap(), json);
+        }
+        for (json, says) in [
+            (r#""explode""#, "unknown variant `explode`"),
+            (
+                r#"{"do": "signal", "at": "ready", "signal": "USR1"}"#,
+                "unknown variant `USR1`",
+            ),
+            (
+                r#"{"do": "exit", "at": "later", "code": 3}"#,
+                "unknown variant `later`",
+            ),
+            (r#"{"do": "exit", "at": "ready", "code": 300}"#, "300"),
+            (r#"{"do": "hang"}"#, "missing field `at`"),
+            (
+                r#"{"do": "hang", "at": "ready", "signal": "KILL"}"#,
+                "unknown field `signal`",
+            ),
+            (r#"{"at": "ready"}"#, "missing field `do`"),
+            ("3", "a reply defect"),
+        ] {
+            let err = parse(json).unwrap_err().to_string();
+            assert!(err.contains(says), "{json}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_encoder_timeout_is_bounded() {
+        let mut s = spec();
+        s.runtime = Runtime::WhisperCppPatched;
+        s.encoder = Encoder::ExternalProcess;
+        let mut external = ExternalEncoderInput {
+            model: s.model.clone(),
+            timeout_s: None,
+            fault: None,
+        };
+        assert_eq!(
+            external.timeout(),
+            std::time::Duration::from_secs(EXTERNAL_ENCODER_TIMEOUT_S)
+        );
+        s.external_encoder = Some(external.clone());
+        s.validate().unwrap();
+        external.timeout_s = Some(0);
+        s.external_encoder = Some(external);
+        assert_eq!(s.validate().unwrap_err().key, "external_encoder.timeout_s");
     }
 }

@@ -440,7 +440,7 @@ mod tests {
     use super::*;
     use ggml_container::synthetic::{self, SyntheticSpec};
     use std::os::unix::fs::FileExt;
-    use worker_contract::{ModelInput, ModelLayout};
+    use worker_contract::{ModelInput, ModelLayout, ModelSource};
 
     fn settings() -> RunSettings {
         RunSettings::plain()
@@ -453,6 +453,7 @@ mod tests {
             layout: ModelLayout::Full,
             prevalidate,
             coreml_sidecar: None,
+            source: ModelSource::default(),
         })
         .unwrap()
     }

@@ -336,6 +336,9 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
     };
     #[cfg(feature = "whisper-patch")]
     let encoder_slot = patch::plan_load(spec)?;
+    // However the run ends, its encoder process ends with it, reaped.
+    #[cfg(feature = "whisper-patch")]
+    let _encoder_stops = encoder_slot.map(external_encoder::StopOnDrop);
     pause_after_checks(session)?;
 
     let settings = RunSettings {
@@ -534,8 +537,8 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
     session.mark(Phase::IdleEnd, None)?;
     held.teardown();
     #[cfg(feature = "whisper-patch")]
-    if let Some(slot) = encoder_slot {
-        slot.stop();
+    if let Some(problem) = encoder_slot.and_then(|slot| slot.stop()) {
+        session.log(LogLevel::Warn, format!("external encoder: {problem}"))?;
     }
     forward_log(session, &mut log_lines)?;
     session.mark(Phase::TeardownDone, None)?;

@@ -199,6 +199,7 @@ mod tests {
             layout: ModelLayout::Full,
             prevalidate,
             coreml_sidecar: None,
+            source: worker_contract::ModelSource::default(),
         }
     }
 

@@ -333,12 +333,26 @@ pub(super) fn start_external_encoder(
             },
             fault: external.fault,
         };
-        let process = super::external_encoder::EncoderProcess::spawn(&exe, &start)?;
+        let starting =
+            super::external_encoder::EncoderProcess::spawn(&exe, &start, external.timeout())?;
+        let pid = starting.pid();
+        session.log(
+            LogLevel::Info,
+            format!(
+                "external encoder: started process {pid} (`{} --external-encoder`); it has {} s \
+                 for its ready line and for each reply",
+                exe.display(),
+                external.timeout().as_secs()
+            ),
+        )?;
+        // A process that never becomes ready fails the arm here, at load.
+        let process = starting
+            .ready(external.model.sha256.as_deref())
+            .map_err(|e| anyhow::anyhow!(e))?;
         slot.fill(process);
         let identity = slot
             .identity()
             .context("the external encoder stopped as it started")?;
-        let pid = identity.pid;
         session.log(
             LogLevel::Info,
             format!(
