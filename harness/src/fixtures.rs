@@ -109,12 +109,7 @@ impl ModelName {
         self.recipe()
             .wheels
             .iter()
-            .map(|w| SourceWheel {
-                package: w.package.into(),
-                version: w.version.into(),
-                file: w.file.into(),
-                sha256: w.sha256.into(),
-            })
+            .map(PinnedWheel::source)
             .collect()
     }
 

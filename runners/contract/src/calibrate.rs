@@ -250,7 +250,7 @@ impl CalibrationSpec {
     }
 
     /// The most memory the arm's patterns touch at once, in bytes: the
-    /// plateau, every leaked and stepped block, the spike, the mapped file
+    /// plateau, the locked block, every leaked and stepped block, the spike, the mapped file
     /// and the shared-memory file at the last request (reserved address
     /// space is never touched). Wide enough that no valid spec overflows it.
     pub fn peak_touched_bytes(&self) -> u128 {
@@ -275,6 +275,7 @@ impl CalibrationSpec {
             .as_ref()
             .map_or(0, |f| u128::from(f.kib_per_request) * 1024 * requests);
         self.plateau.map_or(0, |p| mib(p.mib))
+            + self.locked.map_or(0, |l| mib(l.mib))
             + leak * leaking
             + steps
             + self.spike.map_or(0, |s| mib(s.mib))
@@ -531,13 +532,14 @@ mod tests {
             "plateau": {"mib": 8}, "leak": {"mib_per_request": 2.0},
             "growth_until_request": 3, "steps": {"mib": 1, "at_requests": [1, 1, 2]},
             "spike": {"mib": 16, "hold_ms": 1}, "reserve": {"mib": 1024},
-            "file_map": {"mib": 4}, "shm_file": {"kib_per_request": 512}}));
+            "file_map": {"mib": 4}, "shm_file": {"kib_per_request": 512},
+            "locked": {"mib": 3}}));
         assert_eq!(s.validate(), Ok(()));
-        // 8 + 2×3 + 1×2 + 16 + 4 + 0.5×4 MiB; the reservation is never touched.
-        assert_eq!(s.peak_touched_bytes(), 38 * crate::MIB as u128);
-        assert_eq!(s.check_fits(38 * crate::MIB), Ok(()));
-        let err = s.check_fits(37 * crate::MIB).unwrap_err();
-        assert!(err.message.contains("38 MiB at their peak"), "{err}");
+        // 8 + 3 + 2×3 + 1×2 + 16 + 4 + 0.5×4 MiB; the reservation is never touched.
+        assert_eq!(s.peak_touched_bytes(), 41 * crate::MIB as u128);
+        assert_eq!(s.check_fits(41 * crate::MIB), Ok(()));
+        let err = s.check_fits(40 * crate::MIB).unwrap_err();
+        assert!(err.message.contains("41 MiB at their peak"), "{err}");
         assert_eq!(err.clone().under("calibrate").key, "calibrate");
         assert!(
             err.under("calibrate")
