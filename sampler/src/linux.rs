@@ -233,6 +233,48 @@ fn read<'a>(
     }
 }
 
+/// The `/proc/meminfo` fields of a series row, from the file's text.
+fn fill_meminfo(text: &[u8], row: &mut SeriesRow) {
+    let mut v = [None; MEMINFO_KEYS.len()];
+    procfile::scan_keys(text, b':', &MEMINFO_KEYS, &mut v);
+    let [
+        total,
+        available,
+        free,
+        cached,
+        shmem,
+        swap_total,
+        swap_free,
+        unevictable,
+        mlocked,
+        zswap,
+        zswapped,
+    ] = v.map(|kib| kib.map(|k| k * KIB));
+    row.sys_total_bytes = total;
+    row.sys_available_bytes = available;
+    row.sys_free_bytes = free;
+    row.sys_cached_bytes = cached;
+    row.sys_shmem_bytes = shmem;
+    row.sys_swap_total_bytes = swap_total;
+    row.sys_unevictable_bytes = unevictable;
+    row.sys_mlocked_bytes = mlocked;
+    row.sys_zswap_bytes = zswap;
+    row.sys_zswapped_bytes = zswapped;
+    row.sys_swap_used_bytes = swap_total.zip(swap_free).map(|(t, f)| t.saturating_sub(f));
+}
+
+/// `/proc/meminfo` alone, read once into a fresh row: what a marker needs
+/// of the system (its held-memory counts), without the tick's other files.
+pub fn meminfo_row() -> Result<SeriesRow, SamplerError> {
+    let text = std::fs::read(MEMINFO).map_err(|source| SamplerError::Read {
+        path: MEMINFO.into(),
+        source,
+    })?;
+    let mut row = SeriesRow::default();
+    fill_meminfo(&text, &mut row);
+    Ok(row)
+}
+
 /// Reads system-wide memory each tick from kept-open `/proc` files.
 pub struct SystemProbe {
     meminfo: Option<ProcFile>,
@@ -264,35 +306,7 @@ impl SystemProbe {
     pub fn sample(&mut self, row: &mut SeriesRow) -> Result<(), SamplerError> {
         let mut first_err = None;
         match read(&self.meminfo, MEMINFO, &mut self.buf) {
-            Ok(text) => {
-                let mut v = [None; MEMINFO_KEYS.len()];
-                procfile::scan_keys(text, b':', &MEMINFO_KEYS, &mut v);
-                let [
-                    total,
-                    available,
-                    free,
-                    cached,
-                    shmem,
-                    swap_total,
-                    swap_free,
-                    unevictable,
-                    mlocked,
-                    zswap,
-                    zswapped,
-                ] = v.map(|kib| kib.map(|k| k * KIB));
-                row.sys_total_bytes = total;
-                row.sys_available_bytes = available;
-                row.sys_free_bytes = free;
-                row.sys_cached_bytes = cached;
-                row.sys_shmem_bytes = shmem;
-                row.sys_swap_total_bytes = swap_total;
-                row.sys_unevictable_bytes = unevictable;
-                row.sys_mlocked_bytes = mlocked;
-                row.sys_zswap_bytes = zswap;
-                row.sys_zswapped_bytes = zswapped;
-                row.sys_swap_used_bytes =
-                    swap_total.zip(swap_free).map(|(t, f)| t.saturating_sub(f));
-            }
+            Ok(text) => fill_meminfo(text, row),
             Err(e) => first_err = first_err.or(Some(e)),
         }
         match read(&self.vmstat, VMSTAT, &mut self.buf) {

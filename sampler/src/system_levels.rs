@@ -57,9 +57,17 @@ impl SystemLevels {
 /// them (`/proc/meminfo`; `host_statistics64`). `None` when the read failed
 /// or the platform has none of them.
 pub fn read_now() -> Option<SystemLevels> {
-    let mut row = SeriesRow::default();
-    // A failed part of the read leaves its fields None; what was read counts.
-    let _ = crate::SystemProbe::new().sample(&mut row);
+    // Linux: `/proc/meminfo` alone; the tick's vmstat and PSI reads would be
+    // wasted on the worker's measured path.
+    #[cfg(target_os = "linux")]
+    let row = crate::platform::meminfo_row().ok()?;
+    #[cfg(not(target_os = "linux"))]
+    let row = {
+        let mut row = SeriesRow::default();
+        // A failed part of the read leaves its fields None; what was read counts.
+        let _ = crate::SystemProbe::new().sample(&mut row);
+        row
+    };
     let levels = SystemLevels::from_row(&row);
     (!levels.is_empty()).then_some(levels)
 }
