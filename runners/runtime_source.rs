@@ -13,11 +13,12 @@ use sha2::{Digest, Sha256};
 use std::path::Path;
 
 /// The patches, then the sources copied as they are: apply.cmake's order.
-pub const PATCHES: [&str; 5] = [
+pub const PATCHES: [&str; 6] = [
     "0001-external-encoder-only.patch",
     "0002-bounded-state.patch",
     "0003-coreml-fail-closed.patch",
     "0004-encoder-only-process.patch",
+    "0005-lean-encoder-pair.patch",
     "whisper-memqual-output.h",
 ];
 

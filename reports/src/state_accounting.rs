@@ -513,6 +513,7 @@ mod tests {
             max_audio_ctx: 0,
             memory: Some(worker_contract::EncoderProcessSteps {
                 process_start: step(7_400_000, 25_000_000),
+                runtime_ready: None,
                 model_loaded: step(27_600_000, 113_000_000),
                 state_ready: step(34_400_000, 367_000_000),
             }),

@@ -8,7 +8,8 @@ set(MEMQUAL_PATCHES
     "${CMAKE_CURRENT_LIST_DIR}/0001-external-encoder-only.patch"
     "${CMAKE_CURRENT_LIST_DIR}/0002-bounded-state.patch"
     "${CMAKE_CURRENT_LIST_DIR}/0003-coreml-fail-closed.patch"
-    "${CMAKE_CURRENT_LIST_DIR}/0004-encoder-only-process.patch")
+    "${CMAKE_CURRENT_LIST_DIR}/0004-encoder-only-process.patch"
+    "${CMAKE_CURRENT_LIST_DIR}/0005-lean-encoder-pair.patch")
 # Copied into src/ as is: the encoder-output checks, one portable header that
 # runners/encoder-output-check compiles and tests on any host.
 set(MEMQUAL_SOURCES

@@ -74,10 +74,13 @@ fn phase_value(arm: &ArmReceipt, phase: Phase, field: MemoryField) -> Option<(us
 }
 
 /// The arm's external encoder process's `field` at the step named like
-/// `phase`, with a pointer to it, and at its `process_start`.
+/// `phase`, with a pointer to it, and its own baseline: `runtime_ready`
+/// (its runtime started and its file checked, no weight read), or
+/// `process_start` in runs that did not record it.
 struct EncoderFigures {
     at_phase: u64,
     baseline: u64,
+    baseline_step: &'static str,
     pointer: String,
 }
 
@@ -102,9 +105,14 @@ fn encoder_figures(arm: &ArmReceipt, phase: Phase, field: MemoryField) -> Option
         MemoryField::VirtualBytes => Some(m.virtual_bytes),
         _ => None,
     };
+    let (baseline_step, baseline) = match &steps.runtime_ready {
+        Some(ready) => ("runtime_ready", read(ready)?),
+        None => ("process_start", read(&steps.process_start)?),
+    };
     Some(EncoderFigures {
         at_phase: read(step)?,
-        baseline: read(&steps.process_start)?,
+        baseline,
+        baseline_step,
         pointer: format!(
             "/speech/runtime/external_encoder/memory/{name}/{}",
             field_name(field)
@@ -220,7 +228,8 @@ fn pair_memory(ctx: &Context, g: &MemoryGate) -> Check {
                 "{whose} {factor}{}{}",
                 if allowance > 0 {
                     format!(
-                        " + this arm's encoder process at process_start ({:.2} MiB)",
+                        " + this arm's encoder process at {} ({:.2} MiB)",
+                        encoder.baseline_step,
                         allowance as f64 / MIB
                     )
                 } else {

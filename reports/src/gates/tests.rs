@@ -1128,6 +1128,34 @@ fn the_worker_and_its_encoder_process_are_judged_as_a_pair() {
     let r = receipt(stock.clone(), split(43), gates(vec![gate.clone()]));
     assert_eq!(candidate(&judge(&r)).gates[0].outcome, Outcome::Fail);
 
+    // Where the process recorded its runtime_ready step (its runtime started,
+    // no weight read: 3 MiB), that is its baseline: 60 + 43 ≤ 100 + 3.
+    let mut ready = split(43);
+    let steps = ready.speech.as_mut().unwrap().runtime.as_mut().unwrap();
+    let steps = steps
+        .external_encoder
+        .as_mut()
+        .unwrap()
+        .memory
+        .as_mut()
+        .unwrap();
+    steps.runtime_ready = Some(worker_contract::EncoderMemory {
+        resident_bytes: 11 * MIB,
+        footprint_bytes: Some(3 * MIB),
+        virtual_bytes: 12 * MIB,
+    });
+    let r = receipt(stock.clone(), ready, gates(vec![gate.clone()]));
+    let rep = judge(&r);
+    let c = &candidate(&rep).gates[0].checks[0];
+    assert_eq!(c.outcome, Outcome::Pass, "{c:?}");
+    assert_eq!(c.threshold, Some((103 * MIB) as f64));
+    assert!(
+        c.note
+            .ends_with("encoder process at runtime_ready (3.00 MiB))"),
+        "{}",
+        c.note
+    );
+
     // An arm without an encoder process is not judged as a pair.
     let plain = footprint_at(
         arm("cand", 100, (1e6, 2_000_000), &out),

@@ -375,8 +375,14 @@ pub struct ExternalEncoderProcess {
 /// The external encoder process's own memory at each step of its start.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EncoderProcessSteps {
-    /// Before it opened its model: the baseline any second process costs.
+    /// As it started, before its runtime or its model.
     pub process_start: EncoderMemory,
+    /// Its runtime started (whisper.cpp's backend registry and CPU backend,
+    /// whose first start fills ggml's tables) and its model file checked,
+    /// before any weight is read: the baseline any second process costs,
+    /// whatever its model. `None` in runs made before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_ready: Option<EncoderMemory>,
     /// Its model loaded.
     pub model_loaded: EncoderMemory,
     /// Its one state created: ready to encode.

@@ -1016,6 +1016,10 @@ fn start(start: EncoderStart) -> anyhow::Result<Started> {
     })
     .map_err(|e| anyhow::anyhow!(e))?;
     let model = super::model::VerifiedModel::open(&start.model)?;
+    // What this process costs whatever its model: the runtime's tables and
+    // the file's check, before the first weight (the pair gate's allowance).
+    super::patch::runtime_init().map_err(|e| anyhow::anyhow!(e))?;
+    let runtime_ready = EncoderMemory::now();
     let settings = super::engine::RunSettings::plain();
     let mut engine =
         super::engine::Engine::load(&model, worker_contract::Initializer::NoState, settings)?;
@@ -1030,6 +1034,7 @@ fn start(start: EncoderStart) -> anyhow::Result<Started> {
         (Some(process_start), Some(model_loaded), Some(state_ready)) => {
             Some(worker_contract::EncoderProcessSteps {
                 process_start,
+                runtime_ready,
                 model_loaded,
                 state_ready,
             })

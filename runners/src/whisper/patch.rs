@@ -87,6 +87,7 @@ unsafe extern "C" {
         out: *mut f32,
         out_len: usize,
     ) -> c_int;
+    fn whisper_memqual_runtime_init() -> c_int;
     fn whisper_memqual_capabilities() -> *const c_char;
     fn whisper_memqual_patch_digest() -> *const c_char;
 }
@@ -99,6 +100,18 @@ fn library_str(p: *const c_char) -> &'static str {
     // SAFETY: both functions return pointers to string literals compiled into
     // the library: NUL-terminated and alive for the whole process.
     unsafe { CStr::from_ptr(p) }.to_str().unwrap_or("")
+}
+
+/// Start whisper.cpp's runtime (backend registry, CPU backend) before any
+/// model, so that a process can measure what it costs with no weights.
+/// Returns the number of CPU devices started.
+pub fn runtime_init() -> Result<u32, String> {
+    // SAFETY: no arguments; ggml's registry and CPU backend start idempotently.
+    let started = unsafe { whisper_memqual_runtime_init() };
+    u32::try_from(started)
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("whisper.cpp's CPU backend did not start ({started} devices)"))
 }
 
 /// The digest of the patch set the linked whisper.cpp was built with.
