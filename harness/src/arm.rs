@@ -186,7 +186,8 @@ fn execute_with(
 
     // Start the sampler before the worker has its spec: the worker is blocked
     // on stdin until then, so no phase can be missed.
-    let sampler = series.map(|series| start_sampler(pid, arm.period, toggle, series));
+    let sampler =
+        series.map(|series| start_sampler(pid, (arm.period, arm.system_period), toggle, series));
     let schedule = match &sampler {
         Some(Ok(s)) => Some(SamplerSchedule {
             epoch_ns: s.epoch_ns(),
@@ -343,12 +344,13 @@ fn execute_with(
 
 fn start_sampler(
     pid: u32,
-    period: Duration,
+    (period, system_period): (Duration, Duration),
     toggle: Option<&BlockToggle>,
     mut series: CsvAppender,
 ) -> Result<ExternalSampler, sampler::SamplerError> {
     let pid = i32::try_from(pid).map_err(|_| sampler::SamplerError::ProcessGone { pid: -1 })?;
     let mut cfg = SamplerConfig::new(pid, period);
+    cfg.system_period = system_period;
     if let Some(t) = toggle {
         cfg.pause = Some(std::sync::Arc::clone(&t.pause));
         cfg.busy_per_tick = t.busy_per_tick;

@@ -383,6 +383,7 @@ mod tests {
             t_ns: 0,
             memory: sampler::TaskMemory::default(),
             system: None,
+            cpu: None,
         }
     }
 

@@ -338,12 +338,13 @@ struct CommonArgs {
     #[arg(long)]
     force: bool,
     /// Also write a JUnit XML report here: one test case per gate check
-    /// (NOT_EVALUATED as skipped), for CI test views.
+    /// (NOT_EVALUATED as skipped), each arm's QoI and cold/warm throughput as
+    /// suite properties, for CI test views.
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
     /// Also write the metrics here in Bencher Metric Format (JSON): per arm
-    /// the peak of each gated phase, latency p50/p95/max, soak slopes with
-    /// their interval, …
+    /// the peak of each gated phase, latency p50/p95/max, QoI, cold and warm
+    /// tokens/s and real-time factor, soak slopes with their interval, …
     #[arg(long, value_name = "FILE")]
     export_bmf: Option<PathBuf>,
     /// This host's name in fleet reports (`memqual merge`), recorded in

@@ -14,6 +14,7 @@ use reports::gate_spec::OverheadGate;
 use reports::overhead::{
     BlockPlan, OVERHEAD_DIR, OVERHEAD_FILE, OverheadRecord, RequestWindow, SWITCHES_FILE,
 };
+use reports::record::ArmStatus;
 use reports::record::files;
 use run_dir::{Rel, RunDir};
 use sampler::{Marker, Phase};
@@ -53,19 +54,20 @@ fn with_requests(arm: &Arm, n: u64) -> Arm {
 
 /// Each measured request's window from the block run's markers.
 fn windows(markers: &[Marker]) -> Vec<RequestWindow> {
-    let mut begin: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut begin: BTreeMap<u64, (u64, Option<sampler::MarkerCpu>)> = BTreeMap::new();
     let mut out = Vec::new();
     for m in markers {
         match (m.phase, m.request_id) {
             (Phase::RequestBegin, Some(id)) => {
-                begin.insert(id, m.t_ns);
+                begin.insert(id, (m.t_ns, m.cpu));
             }
             (Phase::RequestEnd, Some(id)) => {
-                if let Some(b) = begin.remove(&id) {
+                if let Some((b, cpu)) = begin.remove(&id) {
                     out.push(RequestWindow {
                         request_id: id,
                         begin_ns: b,
                         end_ns: m.t_ns,
+                        cpu: cpu.zip(m.cpu),
                     });
                 }
             }
@@ -75,10 +77,13 @@ fn windows(markers: &[Marker]) -> Vec<RequestWindow> {
     out
 }
 
-/// Run the block run into `arm_dir/overhead/` and write the summary. An
-/// interrupt stops the worker; the summary then says the run failed. With
-/// `progress` (the arm's place in the run), the block run's requests are
-/// shown as the arm's are: it takes as long as the arm itself, or longer.
+/// Run the block run into `arm_dir/overhead/` and write the summary. While
+/// the pooled interval straddles 1 + tolerance and `max_quads` allows, it
+/// runs another round of `quads` quads with a fresh worker, into
+/// `overhead/round-<n>/`. An interrupt stops the worker; the summary then
+/// says the run failed. With `progress` (the arm's place in the run), the
+/// block run's requests are shown as the arm's are: it takes as long as the
+/// arm itself, or longer.
 pub fn run_blocks(
     arm: &Arm,
     gate: &OverheadGate,
@@ -88,13 +93,62 @@ pub fn run_blocks(
     interrupted: &AtomicBool,
     progress: Option<(usize, usize)>,
 ) -> anyhow::Result<OverheadRecord> {
-    let plan = BlockPlan {
-        quads: gate.quads,
-        block_requests: gate.block_requests,
-        injected_busy_us: gate.inject_busy_us,
-    };
+    let budget = gate.max_quads.unwrap_or(gate.quads).max(gate.quads);
+    let limit = 1.0 + gate.tolerance;
+    let top = arm_dir.join(OVERHEAD_DIR);
+    let mut rounds: Vec<(String, OverheadRecord)> = Vec::new();
+    let mut used = 0u32;
+    loop {
+        let quads = gate.quads.min(budget - used);
+        let (dir, name) = match rounds.len() {
+            0 => (top.clone(), OVERHEAD_DIR.to_string()),
+            n => {
+                let name = format!("round-{}", n + 1);
+                (top.join(&name), format!("{OVERHEAD_DIR}/{name}"))
+            }
+        };
+        let plan = BlockPlan {
+            quads,
+            block_requests: gate.block_requests,
+            injected_busy_us: gate.inject_busy_us,
+        };
+        let record = run_round(arm, plan, exe, run, &dir, interrupted, progress)?;
+        used += quads;
+        let failed = record.status != ArmStatus::Completed;
+        rounds.push((name, record));
+        let pooled = OverheadRecord::pool(rounds.clone(), budget);
+        if failed
+            || pooled.decided(limit)
+            || used >= budget
+            || interrupted.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            run.write_json(&arm_dir.join(OVERHEAD_FILE), &pooled)?;
+            return Ok(pooled);
+        }
+        crate::console::note(format_args!(
+            "memqual: overhead gate of arm {}: {} quads straddle 1 + {} (interval {:.4}..{:.4}); another {} quads (budget {budget})",
+            arm.id,
+            pooled.quad_ratios.len(),
+            gate.tolerance,
+            pooled.ratio_lower.unwrap_or(f64::NAN),
+            pooled.ratio_upper.unwrap_or(f64::NAN),
+            gate.quads.min(budget - used),
+        ));
+    }
+}
+
+/// One round of the block run into `dir`: its worker, switches and summary.
+fn run_round(
+    arm: &Arm,
+    plan: BlockPlan,
+    exe: &Path,
+    run: &RunDir,
+    dir: &Rel,
+    interrupted: &AtomicBool,
+    progress: Option<(usize, usize)>,
+) -> anyhow::Result<OverheadRecord> {
     let blocked = with_requests(arm, plan.requests());
-    let dir = arm_dir.join(OVERHEAD_DIR);
+    let dir = dir.clone();
     run.create_dir(&dir)?;
     let toggle = BlockToggle::new(&plan);
     let watcher =
@@ -114,9 +168,16 @@ pub fn run_blocks(
     let results: Vec<RequestResult> = run
         .read_jsonl(&dir.join(files::RESULTS))
         .with_context(|| format!("cannot read the block run's results in {dir}"))?;
-    let record = OverheadRecord::summarise(plan, &outcome, &windows(&markers), &results, &switches);
-    run.write_json(&arm_dir.join(OVERHEAD_FILE), &record)?;
-    Ok(record)
+    let rows = reports::series::rows_at(run, &dir.join(files::SERIES))
+        .with_context(|| format!("cannot read the block run's series in {dir}"))?;
+    Ok(OverheadRecord::summarise(
+        plan,
+        &outcome,
+        &windows(&markers),
+        &results,
+        &switches,
+        &rows,
+    ))
 }
 
 #[cfg(test)]
@@ -186,7 +247,8 @@ mod tests {
             [RequestWindow {
                 request_id: 0,
                 begin_ns: 10,
-                end_ns: 20
+                end_ns: 20,
+                cpu: None,
             }]
         );
     }

@@ -290,6 +290,7 @@ mod tests {
                 ..TaskMemory::default()
             },
             system: None,
+            cpu: None,
         });
         assert_eq!(
             describe(&s, None, Duration::from_secs(3661)),

@@ -156,6 +156,10 @@ pub struct ArmSummary {
     pub median_tick_interval_ns: Option<f64>,
     /// 99th percentile of how late sampler ticks fired, in ns.
     pub p99_lateness_ns: Option<f64>,
+    /// 99.9th percentile of it, in ns.
+    pub p999_lateness_ns: Option<f64>,
+    /// The latest tick, in ns.
+    pub max_lateness_ns: Option<u64>,
     /// Sampler ticks skipped because the sampler fell a whole period behind.
     pub skipped_ticks: u64,
     /// Largest resident set size in bytes the series saw.
@@ -217,6 +221,8 @@ fn arm_summary(a: &ArmReceipt) -> ArmSummary {
         series_samples: a.series.samples,
         median_tick_interval_ns: a.series.median_interval_ns,
         p99_lateness_ns: a.series.p99_lateness_ns,
+        p999_lateness_ns: a.series.p999_lateness_ns,
+        max_lateness_ns: a.series.max_lateness_ns,
         skipped_ticks: a.series.skipped_ticks,
         max_sampled_resident_bytes: a.series.max_resident_bytes,
         max_sampled_footprint_bytes: a.series.max_footprint_bytes,

@@ -29,10 +29,13 @@ fn protocol(tmp: &Path, calibrate: &str) -> PathBuf {
 /// `[arm.calibrate]` table) and to `[soak]`. Admission admits any host:
 /// these tests judge growth, not how busy the test machine is.
 fn protocol_with(tmp: &Path, calibrate: &str, arm: &str, soak: &str) -> PathBuf {
+    // These soaks last seconds: the system files are read every tick, not
+    // once a second, so a system series has enough points to judge.
+    let system = "system_period_ms = 50\n";
     write_protocol(
         tmp,
         &format!(
-            "[sampling]\nperiod_ms = 50\n[[arm]]\nid = \"cal\"\n{arm}\n[arm.calibrate]\nwarmup = 0\nidle_ms = 0\n{calibrate}\n[soak]\nsnapshot_interval_s = 1\n{soak}\n{LENIENT_ADMISSION}"
+            "[sampling]\nperiod_ms = 50\n{system}[[arm]]\nid = \"cal\"\n{arm}\n[arm.calibrate]\nwarmup = 0\nidle_ms = 0\n{calibrate}\n[soak]\nsnapshot_interval_s = 1\n{soak}\n{LENIENT_ADMISSION}"
         ),
     )
 }

@@ -64,6 +64,7 @@ fn write_run(dir: &RunDir, ticks: u64) {
                     ..TaskMemory::default()
                 },
                 system: None,
+                cpu: None,
             };
             markers.append_json(&m).unwrap();
             results

@@ -13,6 +13,8 @@
 //! | `latency-p50-ns`, `latency-p95-ns`, `latency-max-ns` | ns | steady requests (whisper), every measured request (calibration) |
 //! | `cold-load-ns`, `first-request-ns` | ns | whisper arms |
 //! | `wer-<category>` | fraction | whisper arms with references |
+//! | `qoi` | fraction | arms with a control: the share of fixtures no worse than the control's |
+//! | `<cold\|warm>-tokens-per-s`, `…-real-time-factor`, `…-encode-p50-ns`, `…-first-token-p50-ns`, `…-fallbacks` | tokens/s, ratio, ns, count | whisper arms: the first measured request, and the warm ones after it (a figure the runtime does not expose is left out) |
 //! | `sampler-overhead-ratio` | ratio | sampled / unsampled latency, ABBA blocks (95 % interval) |
 //! | `soak-<series>-slope-bytes-per-request`, `…-per-hour` | bytes | Theil–Sen slope (its bootstrap interval) |
 //! | `soak-peak-footprint-bytes`, `soak-peak-resident-bytes`, `soak-p95-latency-ns` | | soaks |
@@ -138,6 +140,17 @@ fn arm_measures(a: &ArmReceipt, phases: &[Phase]) -> BTreeMap<String, Metric> {
             if let Some(w) = &s.quality.wer {
                 for c in &w.categories {
                     m.put(&format!("wer-{}", c.category), c.wer);
+                }
+            }
+            m.put("qoi", s.quality.qoi.as_ref().and_then(|q| q.qoi));
+            if let Some(t) = &s.throughput {
+                for (group, f) in [("cold", &t.cold), ("warm", &t.warm)] {
+                    let Some(f) = f else { continue };
+                    m.put(&format!("{group}-tokens-per-s"), f.tokens_per_s);
+                    m.put(&format!("{group}-real-time-factor"), f.real_time_factor);
+                    m.put(&format!("{group}-encode-p50-ns"), f.encode_p50_ns);
+                    m.put(&format!("{group}-first-token-p50-ns"), f.first_token_p50_ns);
+                    m.put(&format!("{group}-fallbacks"), f.fallbacks.map(|n| n as f64));
                 }
             }
         }

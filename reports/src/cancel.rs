@@ -107,6 +107,7 @@ mod tests {
                 ..TaskMemory::default()
             },
             system: None,
+            cpu: None,
         }
     }
 

@@ -29,6 +29,8 @@ pub enum GateSpec {
     /// An idle-residency policy lowers idle RAM against the control while
     /// stop-to-final latency stays under a ceiling.
     IdleResidency(IdleResidencyGate),
+    /// Decode tokens per second and real-time factor against absolute bounds.
+    Throughput(ThroughputGate),
 }
 
 /// Which memory value of a phase marker a memory gate reads.
@@ -113,14 +115,22 @@ pub struct LatencyGate {
 #[serde(deny_unknown_fields)]
 pub struct ParityGate {}
 
-/// Per category, WER ≤ the control's + `wer_delta`; in `exact_categories`
-/// every slice's normalised words equal the control's.
+/// Per category, WER ≤ the control's + `wer_delta`; QoI (the share of
+/// fixtures on which the arm's WER is no greater than the control's) ≥
+/// `min_qoi`; in `exact_categories` every slice's normalised words equal the
+/// control's. At least one of `wer_delta` and `min_qoi` is set.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QualityGate {
-    /// Absolute WER allowance, e.g. 0.01 for one point.
+    /// Absolute WER allowance per category, e.g. 0.01 for one point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = WER_DELTA.min, max = WER_DELTA.max))]
-    pub wer_delta: f64,
+    pub wer_delta: Option<f64>,
+    /// Lowest QoI over every fixture both arms scored, e.g. 0.95: at most
+    /// one fixture in twenty may come out worse than the control.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = MIN_QOI.min, max = MIN_QOI.max))]
+    pub min_qoi: Option<f64>,
     /// Categories whose every slice must have exactly the control's normalised words.
     #[serde(default)]
     pub exact_categories: Vec<String>,
@@ -176,6 +186,12 @@ pub struct OverheadGate {
     #[serde(default = "default_overhead_quads")]
     #[schemars(range(min = OVERHEAD_QUADS.min, max = OVERHEAD_QUADS.max))]
     pub quads: u32,
+    /// The budget: while the interval straddles 1 + `tolerance`, the block
+    /// run adds another `quads` quads (a fresh worker each round), until it
+    /// decides or this many quads have run. Default: `quads` (one round).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = OVERHEAD_MAX_QUADS.min, max = OVERHEAD_MAX_QUADS.max))]
+    pub max_quads: Option<u32>,
     /// Measured requests per block (default 1: consecutive requests' latencies
     /// drift together, so the finest pairing cancels the most host drift).
     #[serde(default = "default_block_requests")]
@@ -209,6 +225,7 @@ impl Default for OverheadGate {
         OverheadGate {
             tolerance: default_overhead_tolerance(),
             quads: default_overhead_quads(),
+            max_quads: None,
             block_requests: default_block_requests(),
             inject_busy_us: 0,
         }
@@ -236,6 +253,24 @@ pub struct IdleResidencyGate {
     /// Stop-to-final p95 ceiling in milliseconds.
     #[schemars(range(max = STOP_TO_FINAL_MS.max), extend("exclusiveMinimum" = STOP_TO_FINAL_MS.min))]
     pub stop_to_final_ceiling_ms: f64,
+}
+
+/// The arm's decode throughput (warm requests; the first request where it
+/// is the only one) within absolute bounds. At least one key is set. A
+/// tokens-per-second bound on an arm that decodes nothing (a calibration
+/// arm), or whose runtime does not expose decode time, cannot be judged and
+/// never passes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ThroughputGate {
+    /// Lowest decode tokens per second (tokens decoded / decode time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = TOKENS_PER_S.max), extend("exclusiveMinimum" = TOKENS_PER_S.min))]
+    pub min_tokens_per_s: Option<f64>,
+    /// Highest real-time factor (processing time / audio duration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = REAL_TIME_FACTOR.max), extend("exclusiveMinimum" = REAL_TIME_FACTOR.min))]
+    pub max_real_time_factor: Option<f64>,
 }
 
 /// What an arm is expected to do.
@@ -276,6 +311,7 @@ impl GateSpec {
             GateSpec::Overhead(_) => "overhead",
             GateSpec::Stability(_) => "stability",
             GateSpec::IdleResidency(_) => "idle_residency",
+            GateSpec::Throughput(_) => "throughput",
         }
     }
 
@@ -288,8 +324,14 @@ impl GateSpec {
             | GateSpec::Quality(_)
             | GateSpec::IdleResidency(_) => true,
             GateSpec::FailClosed(_) | GateSpec::Validity(_) | GateSpec::Overhead(_) => false,
-            GateSpec::Stability(_) => false,
+            GateSpec::Stability(_) | GateSpec::Throughput(_) => false,
         }
+    }
+
+    /// Whether the gate judges decoded speech, so an arm that decodes
+    /// nothing (a calibration arm) cannot carry it.
+    pub fn needs_decoding(&self) -> bool {
+        matches!(self, GateSpec::Throughput(_))
     }
 
     /// The overhead gate, if this is one (the harness runs its block run).
@@ -347,7 +389,18 @@ impl GateSpec {
             }
             GateSpec::Latency(l) => TOLERANCE.check("tolerance", l.tolerance).map(|_| ()),
             GateSpec::Quality(q) => {
-                WER_DELTA.check("wer_delta", q.wer_delta)?;
+                if q.wer_delta.is_none() && q.min_qoi.is_none() {
+                    return Err(FieldError::new(
+                        "",
+                        "a quality gate needs wer_delta, min_qoi or both",
+                    ));
+                }
+                if let Some(d) = q.wer_delta {
+                    WER_DELTA.check("wer_delta", d)?;
+                }
+                if let Some(m) = q.min_qoi {
+                    MIN_QOI.check("min_qoi", m)?;
+                }
                 if let Some(i) = q.exact_categories.iter().position(|c| c.trim().is_empty()) {
                     return Err(FieldError::new(
                         format!("exact_categories[{i}]"),
@@ -372,6 +425,15 @@ impl GateSpec {
             GateSpec::Overhead(o) => {
                 TOLERANCE.check("tolerance", o.tolerance)?;
                 OVERHEAD_QUADS.check("quads", u64::from(o.quads))?;
+                if let Some(max) = o.max_quads {
+                    OVERHEAD_MAX_QUADS.check("max_quads", u64::from(max))?;
+                    if max < o.quads {
+                        return Err(FieldError::new(
+                            "max_quads",
+                            format!("max_quads = {max} is below quads = {}", o.quads),
+                        ));
+                    }
+                }
                 BLOCK_REQUESTS.check("block_requests", u64::from(o.block_requests))?;
                 INJECTED_BUSY_US.check("inject_busy_us", o.inject_busy_us)?;
                 Ok(())
@@ -381,6 +443,21 @@ impl GateSpec {
             GateSpec::IdleResidency(g) => {
                 MIN_REDUCTION.check("min_reduction", g.min_reduction)?;
                 STOP_TO_FINAL_MS.check("stop_to_final_ceiling_ms", g.stop_to_final_ceiling_ms)?;
+                Ok(())
+            }
+            GateSpec::Throughput(t) => {
+                if t.min_tokens_per_s.is_none() && t.max_real_time_factor.is_none() {
+                    return Err(FieldError::new(
+                        "",
+                        "a throughput gate needs min_tokens_per_s, max_real_time_factor or both",
+                    ));
+                }
+                if let Some(v) = t.min_tokens_per_s {
+                    TOKENS_PER_S.check("min_tokens_per_s", v)?;
+                }
+                if let Some(v) = t.max_real_time_factor {
+                    REAL_TIME_FACTOR.check("max_real_time_factor", v)?;
+                }
                 Ok(())
             }
         }
@@ -397,6 +474,14 @@ pub const CEILING_MIB: FloatBound = FloatBound::above(0.0, 1_048_576.0, "MiB, at
 pub const TOLERANCE: FloatBound = FloatBound::closed(0.0, 100.0, "a fraction: 0.1 is 10 %");
 /// `wer_delta`: an absolute WER allowance.
 pub const WER_DELTA: FloatBound = FloatBound::closed(0.0, 1.0, "absolute WER, 0.01 is one point");
+/// `min_qoi`: a share of fixtures, 0 to 1.
+pub const MIN_QOI: FloatBound = FloatBound::closed(0.0, 1.0, "a share of fixtures: 0.95 is 95 %");
+/// `min_tokens_per_s`: positive, at most a million.
+pub const TOKENS_PER_S: FloatBound =
+    FloatBound::above(0.0, 1_000_000.0, "tokens per second, at most 1e6");
+/// `max_real_time_factor`: positive, at most 1000 (1000 × slower than real time).
+pub const REAL_TIME_FACTOR: FloatBound =
+    FloatBound::above(0.0, 1000.0, "processing time over audio time");
 /// `max_skipped_fraction`: a fraction of the ticks due.
 pub const SKIPPED_FRACTION: FloatBound =
     FloatBound::closed(0.0, 1.0, "a fraction of the ticks due");
@@ -406,6 +491,9 @@ pub const STOP_TO_FINAL_MS: FloatBound =
 /// `quads`: ABBA quads of blocks; fewer than 6 cannot give a 95 % interval.
 pub const OVERHEAD_QUADS: IntBound =
     IntBound::new(6, 100, "fewer than 6 quads cannot give a 95 % interval");
+/// `max_quads`: the budget of ABBA quads over every round.
+pub const OVERHEAD_MAX_QUADS: IntBound =
+    IntBound::new(6, 2_000, "quads over every round of the block run");
 /// `block_requests`: measured requests per block.
 pub const BLOCK_REQUESTS: IntBound = IntBound::new(1, 100, "measured requests per block");
 /// `inject_busy_us`: test-only CPU per sampled tick, below a 1 s period.

@@ -6,6 +6,9 @@
 //! NOT_EVALUATED is skipped. A gate without any check is one skipped case.
 //! Without gates, one case per arm: completed, or a failure with its reasons.
 //! Calibration checks and a soak's growth judgement get suites of their own.
+//! Each whisper arm's QoI and decode throughput (cold and warm) are
+//! properties: of the arm's suite, or `<arm>.<figure>` on the suite without
+//! gates; a figure the runtime does not expose reads `unavailable`.
 //! Every suite lists every case, also of arms the run verdict is not taken
 //! over (property `judged`); the exit code follows the run verdict.
 //!
@@ -93,6 +96,33 @@ fn gate_suite(protocol: &str, report: &GateReport, a: &ArmVerdict) -> TestSuite 
         }
     }
     suite
+}
+
+/// An arm's QoI and throughput figures as (name, value) pairs.
+fn figures(arm: &ArmReceipt) -> Vec<(String, String)> {
+    let Some(s) = &arm.speech else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if let Some(q) = &s.quality.qoi {
+        out.push((
+            "qoi".to_string(),
+            crate::quality::qoi_text::share_text(q.qoi, q.no_worse, q.fixtures),
+        ));
+        out.push((
+            "qoi.worse".to_string(),
+            crate::quality::qoi_text::worse_text(q),
+        ));
+    }
+    if let Some(t) = &s.throughput {
+        for row in crate::throughput::rows(t) {
+            let [group, rest @ ..] = row;
+            for (head, value) in crate::throughput::HEADS[1..].iter().zip(rest) {
+                out.push((format!("{group}.{head}"), value));
+            }
+        }
+    }
+    out
 }
 
 /// Without gates: did each arm complete?
@@ -197,8 +227,24 @@ pub fn report(
     let protocol = receipt.run.protocol_name.as_str();
     let mut suites = Vec::new();
     match &receipt.gates {
-        Some(g) => suites.extend(g.arms.iter().map(|a| gate_suite(protocol, g, a))),
-        None => suites.push(status_suite(protocol, &receipt.arms, &receipt.run.arms)),
+        Some(g) => suites.extend(g.arms.iter().map(|a| {
+            let mut suite = gate_suite(protocol, g, a);
+            if let Some(arm) = receipt.arms.iter().find(|r| r.id == a.arm) {
+                suite.add_properties(figures(arm).into_iter().map(|(k, v)| Property::new(k, v)));
+            }
+            suite
+        })),
+        None => {
+            let mut suite = status_suite(protocol, &receipt.arms, &receipt.run.arms);
+            for arm in &receipt.arms {
+                suite.add_properties(
+                    figures(arm)
+                        .into_iter()
+                        .map(|(k, v)| Property::new(format!("{}.{k}", arm.id), v)),
+                );
+            }
+            suites.push(suite);
+        }
     }
     if !calibration.is_empty() {
         suites.push(calibration_suite(protocol, calibration));

@@ -99,6 +99,7 @@ pub mod speech;
 pub mod stability;
 pub mod state_accounting;
 pub mod stats;
+pub mod throughput;
 pub mod verdict;
 
 pub use assemble::{assemble, assemble_with_series, reassess_integrity};
@@ -108,7 +109,7 @@ pub use receipt::Receipt;
 
 /// Version of the receipt format, `major.minor`: the major changes when a
 /// field changes meaning or disappears, the minor when fields are added.
-pub const RECEIPT_FORMAT_VERSION: &str = "4.2";
+pub const RECEIPT_FORMAT_VERSION: &str = "4.3";
 
 /// The JSON Schema of `receipt.json`, generated from the types (committed as
 /// `reports/receipt.schema.json`).

@@ -77,6 +77,66 @@ pub struct RequestWindow {
     pub begin_ns: u64,
     /// `request_end` time, ns.
     pub end_ns: u64,
+    /// The worker's CPU clocks at `request_begin` and at `request_end`
+    /// (`None` from a worker that does not report them).
+    pub cpu: Option<(sampler::MarkerCpu, sampler::MarkerCpu)>,
+}
+
+/// What sampling itself cost in CPU over the kept sampled (A) requests,
+/// each from its own thread's clock: the exact witness beside the latency
+/// interval. The latency ratio asks whether sampling slows the worker; this
+/// says how much CPU it took to find out.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SamplingCpu {
+    /// Kept sampled requests the sums cover.
+    pub requests: u64,
+    /// The external sampler thread's CPU within those requests' windows
+    /// (the series' `sampler_cpu_ns`, to within one tick at each end), ns.
+    pub sampler_ns: u64,
+    /// The worker's marker path (its markers' `cpu.marker_path_ns`) within
+    /// them, ns.
+    pub marker_path_ns: u64,
+    /// The worker's whole CPU (its markers' `cpu.process_ns`) within them, ns.
+    pub worker_ns: u64,
+    /// (sampler + marker path) / worker.
+    pub ratio: f64,
+}
+
+impl SamplingCpu {
+    /// The sums over `windows` against the sampler's `rows` (in time order);
+    /// `None` when a window lacks the worker's clocks, the series predates
+    /// `sampler_cpu_ns`, or the worker used no CPU.
+    pub fn over(windows: &[&RequestWindow], rows: &[sampler::SeriesRow]) -> Option<SamplingCpu> {
+        if rows.iter().all(|r| r.sampler_cpu_ns == 0) {
+            return None;
+        }
+        // The sampler thread's clock at time t: the first row at or after t
+        // recorded it before its own reads; after the last row, that row's
+        // reads are added.
+        let clock_at = |t: u64| {
+            let i = rows.partition_point(|r| r.t_ns < t);
+            match rows.get(i) {
+                Some(r) => r.sampler_cpu_ns,
+                None => rows
+                    .last()
+                    .map_or(0, |r| r.sampler_cpu_ns.saturating_add(r.cost_cpu_ns)),
+            }
+        };
+        let (mut sampler_ns, mut marker_path_ns, mut worker_ns) = (0u64, 0u64, 0u64);
+        for w in windows {
+            let (begin, end) = w.cpu?;
+            sampler_ns += clock_at(w.end_ns).saturating_sub(clock_at(w.begin_ns));
+            marker_path_ns += end.marker_path_ns.saturating_sub(begin.marker_path_ns);
+            worker_ns += end.process_ns.saturating_sub(begin.process_ns);
+        }
+        (worker_ns > 0).then(|| SamplingCpu {
+            requests: windows.len() as u64,
+            sampler_ns,
+            marker_path_ns,
+            worker_ns,
+            ratio: (sampler_ns + marker_path_ns) as f64 / worker_ns as f64,
+        })
+    }
 }
 
 /// How the block run was laid out.
@@ -129,6 +189,18 @@ pub struct OverheadRecord {
     pub confidence: f64,
     /// Why the ratio or its interval is missing; empty when both are there.
     pub problems: Vec<String>,
+    /// Sampling's own CPU over the kept sampled requests; `None` from a
+    /// worker or series without the CPU clocks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<SamplingCpu>,
+    /// Every round, when the block run took more than one to decide (the
+    /// first is `dir`); empty for a single round.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<OverheadRound>,
+    /// The quads the rounds could use (`max_quads`); `None` in records
+    /// written before rounds existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_quads: Option<u32>,
 }
 
 /// The arm's `overhead.json`, if the block run happened.
@@ -154,6 +226,7 @@ impl OverheadRecord {
         windows: &[RequestWindow],
         results: &[RequestResult],
         switches: &[Switch],
+        rows: &[sampler::SeriesRow],
     ) -> OverheadRecord {
         let mut problems = Vec::new();
         if outcome.status != ArmStatus::Completed {
@@ -173,6 +246,7 @@ impl OverheadRecord {
                 .map_or(0, |s| s.block)
         };
         let mut raw: Vec<(u64, String, f64)> = Vec::new();
+        let mut sampled_windows: Vec<&RequestWindow> = Vec::new();
         let mut dropped = 0u64;
         for (i, r) in results.iter().enumerate() {
             let Some(w) = window.get(&r.request_id) else {
@@ -187,6 +261,9 @@ impl OverheadRecord {
             }
             // A cancelled request's latency is its abort, not a decode.
             let Some(key) = fixture_key(r) else { continue };
+            if block_sampled(block) {
+                sampled_windows.push(w);
+            }
             raw.push((block, key, r.latency_ns as f64));
         }
         let mut by_fixture: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
@@ -209,30 +286,8 @@ impl OverheadRecord {
             .collect();
         let sampled = kept.iter().filter(|k| block_sampled(k.block)).count() as u64;
         let quad_ratios = quad_ratios(&kept);
-        let interval = signed_rank_interval(
-            &quad_ratios.iter().map(|r| r.ln()).collect::<Vec<_>>(),
-            CONFIDENCE,
-        );
-        let (mut ratio, mut lower, mut upper) = (None, None, None);
-        match interval {
-            Some(iv) => {
-                ratio = Some(iv.estimate.exp());
-                lower = iv.lower.map(f64::exp);
-                upper = iv.upper.map(f64::exp);
-                if iv.lower.is_none() {
-                    problems.push(format!(
-                        "{} complete ABBA quads are too few for a {:.0} % interval (at least 6 are needed)",
-                        quad_ratios.len(),
-                        CONFIDENCE * 100.0
-                    ));
-                }
-            }
-            None => problems.push(format!(
-                "no complete ABBA quad: {} requests kept of {} (a quad needs a kept request in its A and its B blocks)",
-                kept.len(),
-                results.len()
-            )),
-        }
+        let (ratio, lower, upper) =
+            interval_of(&quad_ratios, &mut problems, kept.len(), results.len());
         OverheadRecord {
             plan,
             dir: OVERHEAD_DIR.to_string(),
@@ -248,6 +303,160 @@ impl OverheadRecord {
             ratio_upper: upper,
             confidence: CONFIDENCE,
             problems,
+            cpu: SamplingCpu::over(&sampled_windows, rows),
+            rounds: Vec::new(),
+            budget_quads: None,
+        }
+    }
+
+    /// Whether the interval decides against `limit` (1 + tolerance): its
+    /// upper end within it, or its lower end above it.
+    pub fn decided(&self, limit: f64) -> bool {
+        self.problems.is_empty()
+            && (self.ratio_upper.is_some_and(|u| u <= limit)
+                || self.ratio_lower.is_some_and(|l| l > limit))
+    }
+
+    /// The rounds of one block run, each with its folder, pooled: their
+    /// quads (each normalised within its own round) give one interval, and
+    /// `budget_quads` says how many quads the rounds could have used.
+    pub fn pool(rounds: Vec<(String, OverheadRecord)>, budget_quads: u32) -> OverheadRecord {
+        let mut it = rounds.iter();
+        let Some((first_dir, first)) = it.next() else {
+            let mut problems = Vec::new();
+            let (ratio, ratio_lower, ratio_upper) = interval_of(&[], &mut problems, 0, 0);
+            return OverheadRecord {
+                plan: BlockPlan {
+                    quads: 0,
+                    block_requests: 1,
+                    injected_busy_us: 0,
+                },
+                dir: OVERHEAD_DIR.to_string(),
+                status: ArmStatus::Failed,
+                failure: vec!["no round of the block run ran".into()],
+                requests: 0,
+                sampled_requests: 0,
+                unsampled_requests: 0,
+                dropped_requests: 0,
+                quad_ratios: Vec::new(),
+                ratio,
+                ratio_lower,
+                ratio_upper,
+                confidence: CONFIDENCE,
+                problems,
+                cpu: None,
+                rounds: Vec::new(),
+                budget_quads: Some(budget_quads),
+            };
+        };
+        let mut pooled = first.clone();
+        pooled.dir = first_dir.clone();
+        for (_, r) in it {
+            pooled.plan.quads += r.plan.quads;
+            if pooled.status == ArmStatus::Completed {
+                pooled.status = r.status;
+            }
+            pooled.failure.extend(r.failure.iter().cloned());
+            pooled.requests += r.requests;
+            pooled.sampled_requests += r.sampled_requests;
+            pooled.unsampled_requests += r.unsampled_requests;
+            pooled.dropped_requests += r.dropped_requests;
+            pooled.quad_ratios.extend(r.quad_ratios.iter().copied());
+            pooled.cpu = match (pooled.cpu, r.cpu) {
+                (Some(a), Some(b)) => {
+                    let sum = |x: u64, y: u64| x.saturating_add(y);
+                    let (s, m, w) = (
+                        sum(a.sampler_ns, b.sampler_ns),
+                        sum(a.marker_path_ns, b.marker_path_ns),
+                        sum(a.worker_ns, b.worker_ns),
+                    );
+                    Some(SamplingCpu {
+                        requests: a.requests + b.requests,
+                        sampler_ns: s,
+                        marker_path_ns: m,
+                        worker_ns: w,
+                        ratio: (s + m) as f64 / w.max(1) as f64,
+                    })
+                }
+                _ => None,
+            };
+        }
+        let mut problems: Vec<String> = rounds
+            .iter()
+            .filter(|(_, r)| r.status != ArmStatus::Completed)
+            .map(|(dir, r)| format!("the block run failed in {dir}: {}", r.failure.join("; ")))
+            .collect();
+        let kept = (pooled.sampled_requests + pooled.unsampled_requests) as usize;
+        (pooled.ratio, pooled.ratio_lower, pooled.ratio_upper) = interval_of(
+            &pooled.quad_ratios,
+            &mut problems,
+            kept,
+            pooled.requests as usize,
+        );
+        pooled.problems = problems;
+        pooled.rounds = rounds
+            .iter()
+            .filter(|_| rounds.len() > 1)
+            .map(|(dir, r)| OverheadRound {
+                dir: dir.clone(),
+                quads: r.plan.quads,
+                status: r.status,
+                requests: r.requests,
+                complete_quads: r.quad_ratios.len() as u64,
+            })
+            .collect();
+        pooled.budget_quads = Some(budget_quads);
+        pooled
+    }
+}
+
+/// One round of a block run that took several.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct OverheadRound {
+    /// Its folder, relative to the arm's folder.
+    pub dir: String,
+    /// ABBA quads it asked for.
+    pub quads: u32,
+    /// How its worker ended.
+    pub status: ArmStatus,
+    /// Measured requests that ran.
+    pub requests: u64,
+    /// Complete quads it gave.
+    pub complete_quads: u64,
+}
+
+/// The Hodges-Lehmann ratio over `quad_ratios` and its interval, pushing to
+/// `problems` why either is missing (`kept` of `results` requests were kept).
+fn interval_of(
+    quad_ratios: &[f64],
+    problems: &mut Vec<String>,
+    kept: usize,
+    results: usize,
+) -> (Option<f64>, Option<f64>, Option<f64>) {
+    let interval = signed_rank_interval(
+        &quad_ratios.iter().map(|r| r.ln()).collect::<Vec<_>>(),
+        CONFIDENCE,
+    );
+    match interval {
+        Some(iv) => {
+            if iv.lower.is_none() {
+                problems.push(format!(
+                    "{} complete ABBA quads are too few for a {:.0} % interval (at least 6 are needed)",
+                    quad_ratios.len(),
+                    CONFIDENCE * 100.0
+                ));
+            }
+            (
+                Some(iv.estimate.exp()),
+                iv.lower.map(f64::exp),
+                iv.upper.map(f64::exp),
+            )
+        }
+        None => {
+            problems.push(format!(
+                "no complete ABBA quad: {kept} requests kept of {results} (a quad needs a kept request in its A and its B blocks)"
+            ));
+            (None, None, None)
         }
     }
 }
@@ -388,10 +597,20 @@ mod tests {
             let begin = id * 100_000_000;
             let block = id.saturating_sub(1) / per;
             let ms = if block_sampled(block) { a_ms(id) } else { b_ms };
+            // Each request takes 80 ms of the worker's CPU, 50 µs of it in
+            // its two markers.
+            let cpu = |ns: u64, path: u64| sampler::MarkerCpu {
+                process_ns: ns,
+                marker_path_ns: path,
+            };
             w.push(RequestWindow {
                 request_id: id,
                 begin_ns: begin,
                 end_ns: begin + 50_000_000,
+                cpu: Some((
+                    cpu(id * 80_000_000, id * 50_000),
+                    cpu((id + 1) * 80_000_000, (id + 1) * 50_000),
+                )),
             });
             r.push(result(id, ms));
             if id >= 1 && id % per == 0 && id + 1 < n {
@@ -429,7 +648,7 @@ mod tests {
     fn a_real_three_percent_cost_is_estimated_inside_a_tight_interval() {
         // A costs 3 % more, with a little per-request wobble.
         let (w, r, s) = block_run(8, 3, |id| 103.0 + (id % 3) as f64 * 0.1, 100.0, None);
-        let rec = OverheadRecord::summarise(PLAN, &outcome(), &w, &r, &s);
+        let rec = OverheadRecord::summarise(PLAN, &outcome(), &w, &r, &s, &[]);
         assert!(rec.problems.is_empty(), "{:?}", rec.problems);
         assert_eq!(rec.quad_ratios.len(), 8);
         assert_eq!((rec.requests, rec.dropped_requests), (97, 1));
@@ -444,15 +663,92 @@ mod tests {
     }
 
     #[test]
+    fn the_cpu_witness_sums_each_threads_clock_over_the_kept_sampled_requests() {
+        let (w, r, s) = block_run(8, 3, |_| 100.0, 100.0, None);
+        // A tick 1 ms after every 50 ms, its thread clock 150 µs further on
+        // each time: one tick falls in each 50 ms request.
+        let rows: Vec<sampler::SeriesRow> = (0..200u64)
+            .map(|k| sampler::SeriesRow {
+                tick: k,
+                t_ns: k * 50_000_000 + 1_000_000,
+                sampler_cpu_ns: k * 150_000,
+                cost_cpu_ns: 140_000,
+                ..Default::default()
+            })
+            .collect();
+        let rec = OverheadRecord::summarise(PLAN, &outcome(), &w, &r, &s, &rows);
+        let cpu = rec.cpu.expect("a witness");
+        // 48 kept sampled requests (the cold one is left out).
+        assert_eq!(cpu.requests, 48);
+        assert_eq!(cpu.sampler_ns, 48 * 150_000);
+        assert_eq!(cpu.marker_path_ns, 48 * 50_000);
+        assert_eq!(cpu.worker_ns, 48 * 80_000_000);
+        assert!((cpu.ratio - 200_000.0 / 80_000_000.0).abs() < 1e-12);
+        // A series from before the clock was recorded gives no witness.
+        let old: Vec<sampler::SeriesRow> = rows
+            .iter()
+            .map(|r| sampler::SeriesRow {
+                sampler_cpu_ns: 0,
+                ..r.clone()
+            })
+            .collect();
+        assert!(
+            OverheadRecord::summarise(PLAN, &outcome(), &w, &r, &s, &old)
+                .cpu
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn rounds_pool_their_quads_into_one_interval_that_decides() {
+        // A costs 1 %: four quads alone cannot give an interval, two rounds
+        // of four pool into eight that can, and decide against 1.02.
+        let plan = BlockPlan { quads: 4, ..PLAN };
+        let round = |shift: f64| {
+            let (w, r, s) = block_run(
+                4,
+                3,
+                |id| 101.0 + shift + (id % 3) as f64 * 0.1,
+                100.0,
+                None,
+            );
+            OverheadRecord::summarise(plan, &outcome(), &w, &r, &s, &[])
+        };
+        let first = round(0.0);
+        assert!(!first.decided(1.02), "{:?}", first.problems);
+        let pooled = OverheadRecord::pool(
+            vec![
+                ("overhead".into(), first.clone()),
+                ("overhead/round-2".into(), round(0.05)),
+            ],
+            12,
+        );
+        assert!(pooled.problems.is_empty(), "{:?}", pooled.problems);
+        assert_eq!(pooled.quad_ratios.len(), 8);
+        assert_eq!(pooled.plan.quads, 8);
+        assert_eq!(pooled.requests, 2 * first.requests);
+        assert_eq!(pooled.budget_quads, Some(12));
+        let dirs: Vec<&str> = pooled.rounds.iter().map(|r| r.dir.as_str()).collect();
+        assert_eq!(dirs, ["overhead", "overhead/round-2"]);
+        // Interval 1.0110..1.0115: within 1.02, above 1.005, straddling 1.0112.
+        assert!(pooled.decided(1.02) && pooled.decided(1.005) && !pooled.decided(1.0112));
+        assert!(pooled.ratio_lower.unwrap() > 1.005 && pooled.ratio_upper.unwrap() < 1.015);
+        // One round pooled alone is that round, with its budget.
+        let alone = OverheadRecord::pool(vec![("overhead".into(), first.clone())], 4);
+        assert!(alone.rounds.is_empty());
+        assert_eq!(alone.quad_ratios, first.quad_ratios);
+    }
+
+    #[test]
     fn a_request_the_sampler_was_switched_during_is_left_out() {
         let (w, r, s) = block_run(8, 3, |_| 100.0, 100.0, Some((5, 20)));
-        let rec = OverheadRecord::summarise(PLAN, &outcome(), &w, &r, &s);
+        let rec = OverheadRecord::summarise(PLAN, &outcome(), &w, &r, &s, &[]);
         // The cold request and the one the late switch fell into.
         assert_eq!(rec.dropped_requests, 2);
         assert_eq!(rec.ratio, Some(1.0));
         // A switch within the grace after a request began counts as before it.
         let (w, r, s) = block_run(8, 3, |_| 100.0, 100.0, Some((5, 1)));
-        let rec = OverheadRecord::summarise(PLAN, &outcome(), &w, &r, &s);
+        let rec = OverheadRecord::summarise(PLAN, &outcome(), &w, &r, &s, &[]);
         assert_eq!(rec.dropped_requests, 1);
         assert_eq!(rec.sampled_requests + rec.unsampled_requests, 96);
         // The grace is 1 % of a long request: 20 ms into a 5 s one.
@@ -463,7 +759,7 @@ mod tests {
     #[test]
     fn too_few_quads_give_a_ratio_without_an_interval_and_say_so() {
         let (w, r, s) = block_run(3, 2, |_| 101.0, 100.0, None);
-        let rec = OverheadRecord::summarise(PLAN, &outcome(), &w, &r, &s);
+        let rec = OverheadRecord::summarise(PLAN, &outcome(), &w, &r, &s, &[]);
         assert_eq!(rec.quad_ratios.len(), 3);
         assert!(rec.ratio.is_some() && rec.ratio_upper.is_none());
         assert!(
@@ -479,7 +775,7 @@ mod tests {
         o.status = ArmStatus::Failed;
         o.failure = vec!["worker exited with code 3".into()];
         let (w, r, _) = block_run(2, 2, |_| 100.0, 100.0, None);
-        let rec = OverheadRecord::summarise(PLAN, &o, &w, &r, &[]);
+        let rec = OverheadRecord::summarise(PLAN, &o, &w, &r, &[], &[]);
         assert_eq!(rec.ratio, None);
         assert_eq!(
             rec.problems[0],

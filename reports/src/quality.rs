@@ -49,6 +49,7 @@
 mod normalise;
 mod numbers;
 mod parity;
+mod qoi;
 mod silence;
 mod wer;
 
@@ -60,6 +61,11 @@ pub use normalise::{Normalisation, normalise};
 pub use parity::{
     DeterminismReport, Difference, OutputMismatch, ParityReport, determinism, differences, parity,
 };
+pub use qoi::{CategoryQoi, QoiError, QoiReport, WorseFixture, qoi};
+/// QoI as text, for the rendered outputs.
+pub mod qoi_text {
+    pub use super::qoi::{categories_text, markdown, share_text, worse_text};
+}
 pub use silence::{FalseAlarm, SilenceReport, silence_false_alarms};
 pub use wer::{CategoryWer, EditCounts, SliceWer, WerReport, wer_report, word_edits};
 

@@ -208,10 +208,19 @@ pub struct SeriesSummary {
     pub samples: u64,
     /// The sampler's period in ns (from `arm.json`); `None` when the sampler did not run or the arm has no `arm.json`.
     pub period_ns: Option<u64>,
+    /// How often it read the system files, in ns (from `arm.json`); `None`
+    /// in runs from before it existed, when every tick read them. The
+    /// process files are read every `period_ns`.
+    #[serde(default)]
+    pub system_period_ns: Option<u64>,
     /// Median time between consecutive rows, in ns; `None` with fewer than two rows.
     pub median_interval_ns: Option<f64>,
     /// 99th percentile of the rows' lateness (start minus due time), in ns.
     pub p99_lateness_ns: Option<f64>,
+    /// 99.9th percentile of the rows' lateness, in ns: one tick in a
+    /// thousand, about one a minute at 50 ms.
+    #[serde(default)]
+    pub p999_lateness_ns: Option<f64>,
     /// Largest lateness of any row, in ns.
     pub max_lateness_ns: Option<u64>,
     /// Ticks the sampler skipped because it fell a whole period behind, summed over rows.

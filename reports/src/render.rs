@@ -88,6 +88,18 @@ pub fn summary_markdown(r: &Receipt) -> String {
         .filter_map(|a| a.residency.as_ref().map(|s| (a.id.as_str(), s)))
         .collect();
     out.push_str(&crate::residency::markdown(&residencies));
+    let qois: Vec<(&str, &crate::quality::QoiReport)> = r
+        .arms
+        .iter()
+        .filter_map(|a| Some((a.id.as_str(), a.speech.as_ref()?.quality.qoi.as_ref()?)))
+        .collect();
+    out.push_str(&crate::quality::qoi_text::markdown(&qois));
+    let throughputs: Vec<(&str, &crate::throughput::Throughput)> = r
+        .arms
+        .iter()
+        .filter_map(|a| Some((a.id.as_str(), a.speech.as_ref()?.throughput.as_ref()?)))
+        .collect();
+    out.push_str(&crate::throughput::markdown(&throughputs));
     if let Some(g) = &r.gates {
         let _ = writeln!(out, "\n## Gates\n");
         let _ = writeln!(

@@ -14,7 +14,12 @@ use sampler::SeriesRow;
 
 /// Every row of an arm's `series.csv` (none when the file is absent).
 pub fn series_rows(run: &RunDir, arm: &str) -> Result<Vec<SeriesRow>, ReportError> {
-    let rel = run.arm(arm)?.join(files::SERIES);
+    rows_at(run, &run.arm(arm)?.join(files::SERIES))
+}
+
+/// Every row of the series file at `rel` (none when it is absent).
+pub fn rows_at(run: &RunDir, rel: &run_dir::Rel) -> Result<Vec<SeriesRow>, ReportError> {
+    let rel = rel.clone();
     let Some(mut reader) = run.csv_reader(&rel)? else {
         return Ok(Vec::new());
     };

@@ -302,6 +302,7 @@ mod tests {
             t_ns,
             memory: TaskMemory::default(),
             system: None,
+            cpu: None,
         }
     }
 

@@ -60,6 +60,11 @@ pub struct SpeechReceipt {
     pub latency: SpeechLatency,
     /// Every measured request's output, in request order.
     pub transcripts: Vec<TranscriptRow>,
+    /// Encode time, tokens per second, first-token time, real-time factor
+    /// and temperature fallbacks: the first request apart from the warm
+    /// ones. `None` without a transcription.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput: Option<crate::throughput::Throughput>,
     /// WER, determinism and silence false alarms against the references.
     pub quality: QualityReport,
     /// Inputs the worker converted to 16 kHz mono (a user's fixture set), with
@@ -90,6 +95,12 @@ pub struct QualityReport {
     pub determinism: Option<quality::DeterminismReport>,
     /// Words produced on slices without speech; `None` when it could not be computed.
     pub silence: Option<quality::SilenceReport>,
+    /// Quality of inference against the arm's control: the share of
+    /// fixtures on which this arm's WER is no greater than the control's.
+    /// `None` for an arm without a control, or when it could not be computed
+    /// (see `errors`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qoi: Option<quality::QoiReport>,
     /// Why a measure could not be computed (e.g. a result without a reference).
     pub errors: Vec<String>,
 }
@@ -114,7 +125,23 @@ impl QualityReport {
             wer,
             determinism,
             silence,
+            qoi: None,
             errors,
+        }
+    }
+
+    /// Add QoI against `control` (the control arm `control_id`'s quality);
+    /// where it cannot be computed, say why in `errors`.
+    pub fn add_qoi(&mut self, control_id: &str, control: &QualityReport) {
+        let (Some(arm), Some(ctl)) = (&self.wer, &control.wer) else {
+            self.errors.push(format!(
+                "QoI: the arm or its control `{control_id}` has no WER report"
+            ));
+            return;
+        };
+        match quality::qoi(control_id, arm, ctl) {
+            Ok(q) => self.qoi = Some(q),
+            Err(e) => self.errors.push(format!("QoI: {e}")),
         }
     }
 }
@@ -217,6 +244,7 @@ pub fn assemble(
     Some(SpeechReceipt {
         runtime,
         latency,
+        throughput: crate::throughput::Throughput::of(&done),
         transcripts,
         quality,
         converted_inputs,

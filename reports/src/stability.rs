@@ -364,6 +364,7 @@ mod tests {
                     ..TaskMemory::default()
                 },
                 system: None,
+                cpu: None,
             });
         }
         crate::testing::csv(&run, &arm.join(crate::record::files::SERIES), rows);
@@ -414,6 +415,7 @@ mod tests {
                     ..TaskMemory::default()
                 },
                 system: None,
+                cpu: None,
             })
             .collect();
         crate::testing::csv(&run, &arm.join(crate::record::files::SERIES), rows);
@@ -448,6 +450,7 @@ mod tests {
                     ..TaskMemory::default()
                 },
                 system: None,
+                cpu: None,
             });
         }
         crate::testing::csv(&run, &arm.join(crate::record::files::SERIES), rows);
@@ -480,6 +483,7 @@ mod tests {
                 ..TaskMemory::default()
             },
             system: None,
+            cpu: None,
         }
     }
 

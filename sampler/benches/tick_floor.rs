@@ -6,7 +6,9 @@
 //! floor and tick alternating in ABBA order so drift and ordering cancel; each
 //! measurement times the process part and then the system part in thread CPU
 //! time. Warm: the same, back to back without a gap. Prints the medians and
-//! tick / floor for the process part, the system part and the total.
+//! tick / floor for the process part, the system part and the total, and
+//! the average tick at the sampler's cadences (process files every 50 ms
+//! tick, system files every `DEFAULT_SYSTEM_PERIOD`).
 //!
 //! `cargo bench -p sampler --bench tick_floor -- [--pid PID] [--gap-ms 50] [--ticks 400] [--warm 2000]`
 //! (the target defaults to a child holding 200 MiB resident, like a loaded worker).
@@ -170,6 +172,16 @@ mod linux {
                 t[i] / f[i]
             );
         }
+        // The sampler reads the system files once per system period (1 s
+        // by default), so its average tick at 50 ms is the process part plus
+        // a twentieth of the system part; the floor is redefined the same way.
+        let per = (sampler::DEFAULT_SYSTEM_PERIOD.as_millis() / 50).max(1) as f64;
+        let (fa, ta) = (f[0] + f[1] / per, t[0] + t[1] / per);
+        println!(
+            "  {:<8} {fa:>9.1} {ta:>9.1} {:>11.3}   (average tick at 50 ms, system every {per} ticks)",
+            "cadence",
+            ta / fa
+        );
     }
 
     /// A child that holds 200 MiB resident until killed.

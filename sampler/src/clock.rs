@@ -23,6 +23,12 @@ pub fn thread_cpu_ns() -> u64 {
     read_ns(ClockId::CLOCK_THREAD_CPUTIME_ID)
 }
 
+/// CPU time consumed by every thread of the calling process, in nanoseconds
+/// (0 if unavailable).
+pub fn process_cpu_ns() -> u64 {
+    read_ns(ClockId::CLOCK_PROCESS_CPUTIME_ID)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -33,5 +39,17 @@ mod tests {
         let b = monotonic_ns();
         assert!(a > 0);
         assert!(b >= a);
+    }
+
+    #[test]
+    fn the_process_cpu_clock_counts_this_threads_spin() {
+        let (p0, t0) = (process_cpu_ns(), thread_cpu_ns());
+        let until = t0 + 20_000_000;
+        while thread_cpu_ns() < until {
+            std::hint::spin_loop();
+        }
+        // The process's clock includes this thread's 20 ms (other test
+        // threads only add to it).
+        assert!(process_cpu_ns() - p0 >= 20_000_000);
     }
 }

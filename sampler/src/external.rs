@@ -20,6 +20,12 @@ pub struct SamplerConfig {
     pub pid: i32,
     /// Time between tick deadlines (a zero period is treated as 1 ns).
     pub period: Duration,
+    /// Time between readings of the system files (meminfo, vmstat, PSI; on
+    /// macOS the host's counters): the first tick reads them, then the first
+    /// tick at least this long after the last reading; the ticks between
+    /// repeat that reading, stamped with its time (`sys_vm_sampled_ns`).
+    /// The process files are read every tick. At most `period` means every tick.
+    pub system_period: Duration,
     /// While this flag is set, ticks come due on schedule but read nothing and
     /// write no row (counted in `paused_ticks`): the overhead gate's unsampled
     /// blocks, inside one worker run. `None`: never paused.
@@ -33,18 +39,25 @@ pub struct SamplerConfig {
 }
 
 impl SamplerConfig {
-    /// Sample `pid` every `period`, never paused, no injected cost, device
+    /// Sample `pid` every `period` and the system every second (or every
+    /// tick, if that is longer), never paused, no injected cost, device
     /// memory wherever NVML finds a GPU.
     pub fn new(pid: i32, period: Duration) -> Self {
         SamplerConfig {
             pid,
             period,
+            system_period: period.max(DEFAULT_SYSTEM_PERIOD),
             pause: None,
             busy_per_tick: Duration::ZERO,
             device: DeviceSource::Auto,
         }
     }
 }
+
+/// How often the system files are read by default: the cadence of seed
+/// 000's `vm_stat 1` beside a 50-100 ms process sampler. System levels move
+/// slowly, and each marker reads `/proc/meminfo` itself at the phase.
+pub const DEFAULT_SYSTEM_PERIOD: Duration = Duration::from_secs(1);
 
 /// Spin on the CPU for `d` of this thread's CPU time (the injected cost).
 fn burn_cpu(d: Duration) {
@@ -63,6 +76,10 @@ pub struct SamplerStats {
     pub epoch_ns: u64,
     /// Tick period in ns actually used (the configured period, at least 1).
     pub period_ns: u64,
+    /// Time between readings of the system files, in ns (0 in records
+    /// written before it existed, when every tick read them).
+    #[serde(default)]
+    pub system_period_ns: u64,
     /// Rows taken, including those the sink refused.
     pub rows: u64,
     /// Ticks skipped because the sampler fell a whole period behind (the sum of every
@@ -86,6 +103,35 @@ pub struct SamplerStats {
     /// Ticks at which a device reading failed (the row's device cells are empty).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub device_errors: u64,
+    /// The sampler thread's nice value when it was raised above the
+    /// worker's (Linux, where the process may: `CAP_SYS_NICE` or root), so
+    /// that a tick coming due preempts the worker's threads instead of
+    /// waiting behind them; `None` where it runs at the default priority.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nice: Option<i32>,
+}
+
+/// The nice value the sampler thread asks for.
+#[cfg(target_os = "linux")]
+const SAMPLER_NICE: i32 = -10;
+
+/// Raise the calling thread's priority to [`SAMPLER_NICE`]; the value set,
+/// or `None` when the process may not.
+#[cfg(target_os = "linux")]
+fn raise_own_priority() -> Option<i32> {
+    // SAFETY: gettid takes no arguments; setpriority with PRIO_PROCESS and a
+    // thread id changes that thread alone (Linux threads are scheduled
+    // entities of their own) and only reads its arguments.
+    let rc = unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, SAMPLER_NICE)
+    };
+    (rc == 0).then_some(SAMPLER_NICE)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn raise_own_priority() -> Option<i32> {
+    None
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -118,6 +164,7 @@ impl ExternalSampler {
         let period_ns = u64::try_from(cfg.period.as_nanos())
             .unwrap_or(u64::MAX)
             .max(1);
+        let system_period_ns = u64::try_from(cfg.system_period.as_nanos()).unwrap_or(u64::MAX);
         let mut probe = ProcessProbe::new(cfg.pid)?;
         // NVML is opened before tick 0 so its start-up is no tick's cost.
         let device = DeviceProbe::open(&cfg.device);
@@ -134,12 +181,16 @@ impl ExternalSampler {
             .spawn(move || {
                 let mut system = SystemProbe::new();
                 let mut stats = SamplerStats {
+                    nice: raise_own_priority(),
                     epoch_ns,
                     period_ns,
+                    system_period_ns: system_period_ns.max(period_ns),
                     accelerator,
                     ..SamplerStats::default()
                 };
                 let mut tick: u64 = 0;
+                // The last system reading, repeated by the ticks until the next.
+                let mut system_row: Option<SeriesRow> = None;
                 loop {
                     // Saturating: a period near u64::MAX must not wrap into the past.
                     let mut deadline = epoch_ns.saturating_add(tick.saturating_mul(period_ns));
@@ -179,6 +230,7 @@ impl ExternalSampler {
                     let mut row = SeriesRow {
                         tick,
                         deadline_ns: deadline,
+                        sampler_cpu_ns: cpu_start,
                         t_ns,
                         lateness_ns: t_ns.saturating_sub(deadline),
                         skipped_before: behind,
@@ -188,9 +240,28 @@ impl ExternalSampler {
                         stats.process_errors += 1;
                         stats.note(e);
                     }
-                    if let Err(e) = system.sample(&mut row) {
-                        stats.system_errors += 1;
-                        stats.note(e);
+                    let due = system_row.as_ref().is_none_or(|last| {
+                        let read_at = last.sys_vm_sampled_ns.unwrap_or(0);
+                        // Half a period early counts as on time: ticks start
+                        // a little late, and must not push the reading a
+                        // whole tick further each second.
+                        t_ns.saturating_add(period_ns / 2)
+                            >= read_at.saturating_add(system_period_ns)
+                    });
+                    match &system_row {
+                        Some(last) if !due => row.copy_system_from(last),
+                        _ => {
+                            if let Err(e) = system.sample(&mut row) {
+                                stats.system_errors += 1;
+                                stats.note(e);
+                            }
+                            // macOS stamps a cached copy's own time; fresh
+                            // reads are stamped now.
+                            row.sys_vm_sampled_ns = row.sys_vm_sampled_ns.or(Some(t_ns));
+                            let mut kept = SeriesRow::default();
+                            kept.copy_system_from(&row);
+                            system_row = Some(kept);
+                        }
                     }
                     if let Some(device) = &device {
                         match device.sample(device_pid) {
@@ -272,6 +343,94 @@ impl Drop for ExternalSampler {
 mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
+
+    #[test]
+    fn the_sampler_thread_runs_above_the_workers_priority_where_it_may() {
+        let target = std::process::id() as i32;
+        let sampler = ExternalSampler::start(
+            SamplerConfig::new(target, Duration::from_millis(10)),
+            |_| Ok(()),
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        // The kernel's own view of the thread: field 19 of its stat is nice.
+        let name = format!("memqual-sampler-{target}");
+        let nice = std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|t| {
+                let dir = t.ok()?.path();
+                let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+                // comm is cut at 15 bytes.
+                name.starts_with(comm.trim()).then_some(())?;
+                let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
+                let after = &stat[stat.rfind(')')? + 2..];
+                after.split(' ').nth(16)?.parse::<i32>().ok()
+            })
+            .next()
+            .expect("the sampler thread");
+        let stats = sampler.stop();
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            assert_eq!((nice, stats.nice), (SAMPLER_NICE, Some(SAMPLER_NICE)));
+        } else {
+            assert_eq!(stats.nice.unwrap_or(0), nice);
+        }
+    }
+
+    #[test]
+    fn the_system_files_are_read_once_per_system_period_and_repeated_between() {
+        let rows = Arc::new(Mutex::new(Vec::new()));
+        let sink_rows = Arc::clone(&rows);
+        let sampler = ExternalSampler::start(
+            SamplerConfig {
+                device: DeviceSource::Library("/nonexistent/libnvidia-ml.so.1".into()),
+                system_period: Duration::from_millis(100),
+                ..SamplerConfig::new(std::process::id() as i32, Duration::from_millis(10))
+            },
+            move |r| {
+                sink_rows.lock().unwrap().push(r.clone());
+                Ok(())
+            },
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(450));
+        let stats = sampler.stop();
+        assert_eq!(stats.system_period_ns, 100_000_000);
+        let rows = rows.lock().unwrap();
+        let fresh: Vec<&SeriesRow> = rows
+            .iter()
+            .filter(|r| r.sys_vm_sampled_ns == Some(r.t_ns))
+            .collect();
+        // The first tick reads them; then one reading per 100 ms (a loaded
+        // host may delay ticks, never add readings).
+        assert!(fresh[0].tick == rows[0].tick, "{:?}", rows[0]);
+        assert!(
+            (2..=6).contains(&fresh.len()),
+            "{} readings in {} rows",
+            fresh.len(),
+            rows.len()
+        );
+        for w in fresh.windows(2) {
+            assert!(
+                w[1].t_ns - w[0].t_ns >= 95_000_000,
+                "{:?} then {:?}",
+                w[0].t_ns,
+                w[1].t_ns
+            );
+        }
+        // Every other row repeats the reading before it, stamped with its time.
+        let mut last = None;
+        for r in rows.iter() {
+            if r.sys_vm_sampled_ns == Some(r.t_ns) {
+                last = Some(r);
+            } else {
+                let l = last.expect("a reading before");
+                assert_eq!(r.sys_vm_sampled_ns, Some(l.t_ns));
+                assert_eq!(r.sys_available_bytes, l.sys_available_bytes);
+                assert!(r.resident_bytes.is_some(), "the process is read every tick");
+            }
+        }
+    }
 
     #[test]
     fn ticks_follow_deadlines_and_rows_reach_the_sink() {

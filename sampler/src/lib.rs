@@ -63,8 +63,8 @@ mod platform;
 
 pub use device::DeviceSource;
 pub use error::SamplerError;
-pub use external::{ExternalSampler, SamplerConfig, SamplerStats};
-pub use marker::{Marker, MarkerRecorder};
+pub use external::{DEFAULT_SYSTEM_PERIOD, ExternalSampler, SamplerConfig, SamplerStats};
+pub use marker::{Marker, MarkerCpu, MarkerRecorder};
 pub use memory::TaskMemory;
 pub use phase::{Phase, PhaseError, PhaseTracker};
 /// Read the calling process's memory ([`TaskMemory`]). Does not reset any peak.

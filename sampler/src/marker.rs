@@ -23,6 +23,22 @@ pub struct Marker {
     /// read failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system: Option<crate::SystemLevels>,
+    /// The worker's CPU clocks at `t_ns`; `None` from a worker that
+    /// predates them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<MarkerCpu>,
+}
+
+/// CPU time at a marker, cumulative since the process started: what the
+/// overhead gate sets the sampling's own CPU against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarkerCpu {
+    /// Every thread of the process (`CLOCK_PROCESS_CPUTIME_ID`), in ns.
+    pub process_ns: u64,
+    /// The marker path's own share of it: the thread CPU time spent inside
+    /// [`MarkerRecorder::mark`] (its snapshot, peak reset and level reads)
+    /// over every marker so far, this one's reads included.
+    pub marker_path_ns: u64,
 }
 
 /// Emits markers for the calling process: snapshot first, then reset the
@@ -32,6 +48,8 @@ pub struct Marker {
 pub struct MarkerRecorder {
     next_seq: u64,
     device: bool,
+    /// Thread CPU time spent inside `mark` so far.
+    path_cpu_ns: u64,
 }
 
 impl MarkerRecorder {
@@ -49,19 +67,26 @@ impl MarkerRecorder {
 
     /// Take a marker for `phase`.
     pub fn mark(&mut self, phase: Phase, request_id: Option<u64>) -> Result<Marker, SamplerError> {
+        let cpu_start = clock::thread_cpu_ns();
         let t_ns = clock::monotonic_ns();
         let mut snapshot = platform::snapshot_self()?;
         snapshot.peak_reset = platform::reset_peak_self();
         if self.device {
             snapshot.device_bytes = crate::device::own_device_bytes();
         }
+        let system = crate::system_levels::read_now();
+        self.path_cpu_ns += clock::thread_cpu_ns().saturating_sub(cpu_start);
         let marker = Marker {
             phase,
             seq: self.next_seq,
             request_id,
             t_ns,
             memory: snapshot,
-            system: crate::system_levels::read_now(),
+            system,
+            cpu: Some(MarkerCpu {
+                process_ns: clock::process_cpu_ns(),
+                marker_path_ns: self.path_cpu_ns,
+            }),
         };
         self.next_seq += 1;
         Ok(marker)
@@ -103,6 +128,12 @@ mod tests {
         assert!(third.memory.resident_peak_bytes.unwrap() < peak - (32 << 20));
         assert_eq!(third.seq, 2);
         assert!(third.t_ns >= second.t_ns);
+        // Touching 64 MiB took CPU between the first two markers; the marker
+        // path's own share only grows, and is part of the process's.
+        let (c1, c2, c3) = (first.cpu.unwrap(), second.cpu.unwrap(), third.cpu.unwrap());
+        assert!(c2.process_ns - c1.process_ns > c2.marker_path_ns - c1.marker_path_ns);
+        assert!(c1.marker_path_ns > 0 && c3.marker_path_ns > c2.marker_path_ns);
+        assert!(c3.marker_path_ns < c3.process_ns);
         let json = serde_json::to_string(&third).unwrap();
         let back: Marker = serde_json::from_str(&json).unwrap();
         assert_eq!(back, third);

@@ -25,6 +25,12 @@ pub struct SeriesRow {
     pub cost_ns: u64,
     /// CPU time the sampler thread spent taking this sample.
     pub cost_cpu_ns: u64,
+    /// The sampler thread's whole CPU time when this sample started, every
+    /// earlier tick's reads and row writes included: the difference between
+    /// two rows is what sampling cost over that span. 0 in series written
+    /// before it was recorded.
+    #[serde(default)]
+    pub sampler_cpu_ns: u64,
 
     // Target process.
     /// Resident bytes of the target: Linux `VmRSS`, macOS `ri_resident_size`.
@@ -124,11 +130,14 @@ pub struct SeriesRow {
     pub sys_psi_full_total_us: Option<u64>,
     /// macOS `kern.memorystatus_vm_pressure_level` (1 normal, 2 warn, 4 critical).
     pub sys_pressure_level: Option<i32>,
-    /// macOS: when the `host_statistics64` page counters of this row were
-    /// really sampled. Equal to `t_ns` when fresh; earlier when XNU served a
-    /// cached copy (it does for most reads within each second), so those
-    /// fields have about 1 s resolution, not the tick's. `None` where the
-    /// counters are always fresh (Linux).
+    /// When this row's system fields were really sampled. Equal to `t_ns`
+    /// when fresh; earlier when they repeat an older reading: the sampler
+    /// reads the system files once per system period (1 s by default; the
+    /// process files every tick), and on macOS XNU also serves most
+    /// `host_statistics64` reads within each second from a cache. Those
+    /// fields have the system period's resolution, not the tick's. `None` in
+    /// series written before the system period existed (Linux then read
+    /// them every tick).
     #[serde(default)]
     pub sys_vm_sampled_ns: Option<u64>,
 
@@ -146,6 +155,41 @@ pub struct SeriesRow {
     /// Device memory the driver attributes to every other process it lists.
     #[serde(default, skip_serializing_if = "DeviceCell::is_absent")]
     pub gpu_others_bytes: DeviceCell,
+}
+
+impl SeriesRow {
+    /// Copy every system field (`sys_*`, the sample time included) of
+    /// `from`: a tick between system readings repeats the last one.
+    pub fn copy_system_from(&mut self, from: &SeriesRow) {
+        self.sys_total_bytes = from.sys_total_bytes;
+        self.sys_available_bytes = from.sys_available_bytes;
+        self.sys_free_bytes = from.sys_free_bytes;
+        self.sys_cached_bytes = from.sys_cached_bytes;
+        self.sys_shmem_bytes = from.sys_shmem_bytes;
+        self.sys_wired_bytes = from.sys_wired_bytes;
+        self.sys_compressor_bytes = from.sys_compressor_bytes;
+        self.sys_compressor_stored_bytes = from.sys_compressor_stored_bytes;
+        self.sys_unevictable_bytes = from.sys_unevictable_bytes;
+        self.sys_mlocked_bytes = from.sys_mlocked_bytes;
+        self.sys_zswap_bytes = from.sys_zswap_bytes;
+        self.sys_zswapped_bytes = from.sys_zswapped_bytes;
+        self.sys_swap_total_bytes = from.sys_swap_total_bytes;
+        self.sys_swap_used_bytes = from.sys_swap_used_bytes;
+        self.sys_pgpgin = from.sys_pgpgin;
+        self.sys_pgpgout = from.sys_pgpgout;
+        self.sys_pswpin = from.sys_pswpin;
+        self.sys_pswpout = from.sys_pswpout;
+        self.sys_pageins = from.sys_pageins;
+        self.sys_pageouts = from.sys_pageouts;
+        self.sys_swapins = from.sys_swapins;
+        self.sys_swapouts = from.sys_swapouts;
+        self.sys_psi_some_avg10 = from.sys_psi_some_avg10;
+        self.sys_psi_some_total_us = from.sys_psi_some_total_us;
+        self.sys_psi_full_avg10 = from.sys_psi_full_avg10;
+        self.sys_psi_full_total_us = from.sys_psi_full_total_us;
+        self.sys_pressure_level = from.sys_pressure_level;
+        self.sys_vm_sampled_ns = from.sys_vm_sampled_ns;
+    }
 }
 
 /// One device-memory cell of a series row: no column at all (no device on
@@ -207,6 +251,35 @@ mod tests {
             w.serialize(r).unwrap();
         }
         String::from_utf8(w.into_inner().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_row_between_system_readings_repeats_every_system_field() {
+        // Every `sys_` column set to 7, whatever its type: a field added
+        // without being copied fails here.
+        let mut json = serde_json::to_value(SeriesRow::default()).unwrap();
+        let map = json.as_object_mut().unwrap();
+        let keys: Vec<String> = map
+            .keys()
+            .filter(|k| k.starts_with("sys_"))
+            .cloned()
+            .collect();
+        assert!(keys.len() >= 28, "{keys:?}");
+        for k in &keys {
+            map.insert(k.clone(), serde_json::json!(7));
+        }
+        let system: SeriesRow = serde_json::from_value(json).unwrap();
+        let mut row = SeriesRow {
+            tick: 3,
+            resident_bytes: Some(9),
+            ..SeriesRow::default()
+        };
+        row.copy_system_from(&system);
+        let got = serde_json::to_value(&row).unwrap();
+        for k in &keys {
+            assert_eq!(got[k.as_str()].as_f64(), Some(7.0), "{k} not copied");
+        }
+        assert_eq!((row.tick, row.resident_bytes), (3, Some(9)));
     }
 
     #[test]

@@ -68,16 +68,28 @@ pub struct Sampling {
     #[serde(default = "default_period_ms")]
     #[schemars(range(min = crate::limits::PERIOD_MS.min, max = crate::limits::PERIOD_MS.max))]
     pub period_ms: u64,
+    /// How often the system files (meminfo, vmstat, PSI; the host's
+    /// counters on macOS) are read, in milliseconds (default 1000, or
+    /// `period_ms` if longer); the ticks between repeat the last reading.
+    /// The worker's own files are read every tick.
+    #[serde(default = "default_system_period_ms")]
+    #[schemars(range(min = crate::limits::PERIOD_MS.min, max = crate::limits::PERIOD_MS.max))]
+    pub system_period_ms: u64,
 }
 
 fn default_period_ms() -> u64 {
     50
 }
 
+fn default_system_period_ms() -> u64 {
+    1000
+}
+
 impl Default for Sampling {
     fn default() -> Self {
         Sampling {
             period_ms: default_period_ms(),
+            system_period_ms: default_system_period_ms(),
         }
     }
 }
@@ -152,6 +164,8 @@ pub struct Arm {
     pub timeout: Duration,
     /// External sampler tick period.
     pub period: Duration,
+    /// How often the sampler reads the system files (at least `period`).
+    pub system_period: Duration,
     /// What the worker runs, sent to it as its arm spec.
     pub worker: WorkerSpec,
     /// Id of the arm this one is compared with (parity, gates); always another
@@ -318,6 +332,9 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
     PERIOD_MS
         .check("period_ms", raw.sampling.period_ms)
         .map_err(|e| in_table("sampling", e))?;
+    PERIOD_MS
+        .check("system_period_ms", raw.sampling.system_period_ms)
+        .map_err(|e| in_table("sampling", e))?;
     TIMEOUT_S
         .check("arm_timeout_s", raw.defaults.arm_timeout_s)
         .map_err(|e| in_table("defaults", e))?;
@@ -352,6 +369,9 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
         let sampling = decl.sampling.unwrap_or(raw.sampling);
         PERIOD_MS
             .check("sampling.period_ms", sampling.period_ms)
+            .map_err(|e| in_arm(&e.key, e.message))?;
+        PERIOD_MS
+            .check("sampling.system_period_ms", sampling.system_period_ms)
             .map_err(|e| in_arm(&e.key, e.message))?;
         let (worker, model) = match (decl.calibrate, decl.whisper) {
             (Some(cal), None) => {
@@ -420,11 +440,30 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
                 format!("arm `{id}`: {e}"),
             )
         })?;
+        // Fail closed before anything runs: a calibration worker decodes
+        // nothing, so a bound on decoding could never be judged.
+        if matches!(worker, WorkerSpec::Calibrate(_))
+            && let Some((g, gate)) = gates
+                .gates
+                .iter()
+                .enumerate()
+                .find(|(_, g)| g.needs_decoding())
+        {
+            return Err(at(
+                gate_spans[g].clone(),
+                format!(
+                    "arm `{id}`: gate `{}` (gate[{g}]) judges decoded speech, and a calibration \
+                     arm decodes nothing: move the gate to a whisper arm",
+                    gate.kind()
+                ),
+            ));
+        }
         arms.push(Arm {
             id,
             description: decl.description,
             timeout: Duration::from_secs(timeout_s),
             period: Duration::from_millis(sampling.period_ms),
+            system_period: Duration::from_millis(sampling.system_period_ms.max(sampling.period_ms)),
             worker,
             control: decl.control.map(|c| c.into_inner()),
             model,
@@ -771,10 +810,11 @@ kind = "parity"
         for (extra, expected) in [
             ("", OverheadGate::default()),
             (
-                "quads = 8\nblock_requests = 2\ntolerance = 0.05\ninject_busy_us = 4000",
+                "quads = 8\nmax_quads = 24\nblock_requests = 2\ntolerance = 0.05\ninject_busy_us = 4000",
                 OverheadGate {
                     tolerance: 0.05,
                     quads: 8,
+                    max_quads: Some(24),
                     block_requests: 2,
                     inject_busy_us: 4000,
                 },
@@ -1005,6 +1045,7 @@ kind = "parity"
     /// Every numeric key, in the table it belongs to (`{v}` is the value).
     const NUMERIC_KEYS: &[(&str, &str)] = &[
         ("[sampling]\nperiod_ms = {v}", ""),
+        ("[sampling]\nsystem_period_ms = {v}", ""),
         ("[defaults]\narm_timeout_s = {v}", ""),
         ("[snapshots]\nevery_ms = {v}", ""),
         ("[snapshots]\nevery_n_requests = {v}", ""),
@@ -1057,6 +1098,7 @@ kind = "parity"
     const ARM_KEYS: &[&str] = &[
         "timeout_s = {v}",
         "sampling = { period_ms = {v} }",
+        "sampling = { system_period_ms = {v} }",
         "[arm.whisper]\nthreads = {v}",
         "[arm.whisper]\naudio_ctx = {v}",
         "[arm.whisper]\nmax_tokens = {v}",
@@ -1071,6 +1113,9 @@ kind = "parity"
         "[[arm.gate]]\nkind = \"memory\"\nphase = \"state_ready\"\nceiling_mib = {v}",
         "[[arm.gate]]\nkind = \"latency\"\ntolerance = {v}",
         "[[arm.gate]]\nkind = \"quality\"\nwer_delta = {v}",
+        "[[arm.gate]]\nkind = \"quality\"\nmin_qoi = {v}",
+        "[[arm.gate]]\nkind = \"throughput\"\nmin_tokens_per_s = {v}",
+        "[[arm.gate]]\nkind = \"throughput\"\nmax_real_time_factor = {v}",
         "[[arm.gate]]\nkind = \"validity\"\nmax_skipped_fraction = {v}",
         "[[arm.gate]]\nkind = \"overhead\"\ntolerance = {v}",
         "[[arm.gate]]\nkind = \"overhead\"\nquads = {v}",

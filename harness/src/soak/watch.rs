@@ -208,6 +208,7 @@ mod tests {
                 ..TaskMemory::default()
             },
             system: None,
+            cpu: None,
         }
     }
 

@@ -34,6 +34,7 @@ mod long_form;
 mod module_graph;
 mod overhead;
 mod prerequisites;
+mod qoi_throughput;
 mod realtime_worker;
 mod snapshots;
 mod user_corpus;

@@ -107,6 +107,21 @@ fn the_block_run_switches_the_sampler_abba_between_requests_and_gives_an_interva
     assert!(lo <= ratio && ratio <= hi && lo > 0.0, "{lo} {ratio} {hi}");
     assert_eq!(record.plan.injected_busy_us, 2000);
 
+    // The CPU witness: every kept sampled request saw at least one tick,
+    // each of which burnt 2 ms of the sampler thread's CPU; the marker path
+    // ran twice per request inside the worker's own CPU.
+    let cpu = record.cpu.expect("the CPU witness");
+    assert_eq!(cpu.requests, record.sampled_requests);
+    assert!(cpu.sampler_ns >= 2_000_000 * cpu.requests, "{cpu:?}");
+    assert!(
+        cpu.marker_path_ns > 0 && cpu.marker_path_ns < cpu.worker_ns,
+        "{cpu:?}"
+    );
+    let expect = (cpu.sampler_ns + cpu.marker_path_ns) as f64 / cpu.worker_ns as f64;
+    assert!((cpu.ratio - expect).abs() < 1e-12);
+    // One round decided it (the budget defaults to `quads`).
+    assert!(record.rounds.is_empty() && record.budget_quads == Some(6));
+
     let receipt = receipt(&r.dir);
     assert_eq!(receipt.arms[0].overhead.as_ref(), Some(&record));
     let gates = receipt.gates.unwrap();

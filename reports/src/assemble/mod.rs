@@ -147,6 +147,7 @@ fn scan_series(
     summary.median_interval_ns = stats::median(&intervals_ns);
     summary.system_freshness = freshness.finish();
     summary.p99_lateness_ns = stats::percentile(&lateness, 99.0);
+    summary.p999_lateness_ns = stats::percentile(&lateness, 99.9);
     if summary.samples > 0 {
         summary.mean_cost_ns = Some(cost_sum / summary.samples as f64);
         summary.mean_cost_cpu_ns = Some(cpu_sum / summary.samples as f64);
@@ -285,6 +286,11 @@ pub fn assemble_arm(
         .as_ref()
         .and_then(|o| o.sampler.as_ref())
         .and_then(|s| s.accelerator.clone());
+    series.system_period_ns = outcome
+        .as_ref()
+        .and_then(|o| o.sampler.as_ref())
+        .map(|s| s.system_period_ns)
+        .filter(|ns| *ns > 0);
     let phases = phase_rows(&markers, &intervals, page_bytes);
     let runtime: Option<RuntimeReport> = run.read_json(&arm.join(files::RUNTIME))?;
     let fixtures = match spec.as_ref().map(|s| &s.worker) {
@@ -436,6 +442,7 @@ pub fn assemble_with_series(dir: &RunDir) -> Result<(Receipt, SeriesPoints), Rep
             control: outputs(control)?,
         };
         comparisons.push(speech::compare(a, c, &results));
+        let control_quality = c.speech.as_ref().map(|s| s.quality.clone());
         let saving = match (&a.state_accounting, &c.state_accounting) {
             (Some(arm), Some(ctl)) => Some(crate::state_accounting::saving(control, ctl, arm)),
             _ => None,
@@ -445,6 +452,11 @@ pub fn assemble_with_series(dir: &RunDir) -> Result<(Receipt, SeriesPoints), Rep
         {
             accounting.findings.extend(saving.findings());
             accounting.against_control = Some(saving);
+        }
+        if let (Some(arm), Some(ctl)) = (arms.iter_mut().find(|a| &a.id == id), control_quality)
+            && let Some(speech) = &mut arm.speech
+        {
+            speech.quality.add_qoi(control, &ctl);
         }
         let control_census = crate::census::assemble(dir, &dir.arm(control)?)?;
         if let (Some(arm), Some((_, raw))) = (arms.iter_mut().find(|a| &a.id == id), control_census)
@@ -490,6 +502,7 @@ mod tests {
                 ..TaskMemory::default()
             },
             system: None,
+            cpu: None,
         }
     }
 
@@ -682,6 +695,9 @@ mod tests {
         assert_eq!(s.skipped_ticks, 1);
         assert_eq!(s.median_interval_ns, Some(50.0));
         assert_eq!(s.max_lateness_ns, Some(6));
+        // Lateness 0, 2, 4, 6: the 99.9th percentile sits 0.997 of the way
+        // from 4 to 6.
+        assert!((s.p999_lateness_ns.unwrap() - 5.994).abs() < 1e-9);
         assert_eq!(s.max_resident_bytes, Some(90));
         assert_eq!(s.mean_cost_cpu_ns, Some(4.0));
         assert_eq!(s.period_ns, Some(50));

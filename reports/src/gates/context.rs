@@ -63,6 +63,18 @@ pub(super) fn at_most(mut c: Check, measured: f64, threshold: f64) -> Check {
     c
 }
 
+/// PASS when `measured ≥ threshold`.
+pub(super) fn at_least(mut c: Check, measured: f64, threshold: f64) -> Check {
+    c.measured = Some(measured);
+    c.threshold = Some(threshold);
+    c.outcome = if measured >= threshold {
+        Outcome::Pass
+    } else {
+        Outcome::Fail
+    };
+    c
+}
+
 pub(super) fn find_arm<'a>(receipt: &'a Receipt, id: &str) -> Option<Located<'a>> {
     receipt
         .arms

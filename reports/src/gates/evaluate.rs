@@ -121,5 +121,6 @@ fn gate_checks(ctx: &Context, spec: &GateSpec) -> Vec<Check> {
         GateSpec::Overhead(g) => g.checks(ctx),
         GateSpec::Stability(g) => g.checks(ctx),
         GateSpec::IdleResidency(g) => g.checks(ctx),
+        GateSpec::Throughput(g) => g.checks(ctx),
     }
 }

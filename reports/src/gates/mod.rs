@@ -28,12 +28,13 @@ mod overhead;
 mod parity;
 mod quality;
 mod stability;
+mod throughput;
 mod validity;
 
 pub use crate::gate_spec::StabilityGate;
 pub use crate::gate_spec::{
     ArmGates, Expect, FailClosedGate, GateSpec, IdleResidencyGate, LatencyGate, MemoryField,
-    MemoryGate, OverheadGate, ParityGate, QualityGate, ValidityGate,
+    MemoryGate, OverheadGate, ParityGate, QualityGate, ThroughputGate, ValidityGate,
 };
 pub use crate::verdict::{
     ArmVerdict, Check, Evidence, GateReport, GateResult, JudgedArms, Outcome,

@@ -45,10 +45,27 @@ fn overhead(ctx: &Context, g: &OverheadGate) -> Check {
         };
         return c;
     };
+    let rounds = match (record.rounds.len(), record.budget_quads) {
+        (n, Some(budget)) if n > 1 => format!(" in {n} rounds (budget {budget})"),
+        _ => String::new(),
+    };
+    let cpu = record.cpu.map_or(String::new(), |c| {
+        format!(
+            "; sampling's own CPU {:.3} % of the worker's (sampler {:.1} ms + marker path {:.1} ms over {:.1} s in {} sampled requests)",
+            c.ratio * 100.0,
+            c.sampler_ns as f64 / 1e6,
+            c.marker_path_ns as f64 / 1e6,
+            c.worker_ns as f64 / 1e9,
+            c.requests
+        )
+    });
     let interval = format!(
-        "ratio {ratio:.4}, {:.0} % interval {lower:.4}..{upper:.4} over {quads} ABBA quads",
+        "ratio {ratio:.4}, {:.0} % interval {lower:.4}..{upper:.4} over {quads} ABBA quads{rounds}",
         record.confidence * 100.0
     );
+    let spent = record
+        .budget_quads
+        .filter(|b| record.plan.quads >= *b && record.rounds.len() > 1);
     (c.outcome, c.note) = if !record.problems.is_empty() {
         (
             Outcome::NotEvaluated,
@@ -64,14 +81,24 @@ fn overhead(ctx: &Context, g: &OverheadGate) -> Check {
             Outcome::Fail,
             format!("{interval}; lower end above 1 + {}", g.tolerance),
         )
+    } else if let Some(budget) = spent {
+        (
+            Outcome::NotEvaluated,
+            format!(
+                "{interval}: still straddles 1 + {} with the budget of {budget} quads spent (width {:.4}); a larger max_quads or a quieter host narrows it",
+                g.tolerance,
+                upper - lower
+            ),
+        )
     } else {
         (
             Outcome::NotEvaluated,
             format!(
-                "{interval}: straddles 1 + {}, so the run cannot tell (more quads or a quieter host narrow it)",
+                "{interval}: straddles 1 + {}, so the run cannot tell (a max_quads budget adds rounds until it can; a quieter host narrows it)",
                 g.tolerance
             ),
         )
     };
+    c.note.push_str(&cpu);
     c
 }

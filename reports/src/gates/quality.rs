@@ -1,7 +1,8 @@
-//! `quality`: word error rate per category against the control.
+//! `quality`: word error rate per category against the control, and QoI
+//! (the share of fixtures no worse than the control's).
 
 use super::Check;
-use super::context::{Context, Located, at_most, check, not_evaluated};
+use super::context::{Context, Located, at_least, at_most, check, not_evaluated};
 use super::evaluate::Judge;
 use crate::gate_spec::QualityGate;
 
@@ -30,6 +31,13 @@ fn quality(ctx: &Context, g: &QualityGate) -> Vec<Check> {
         )];
     };
     let mut checks = Vec::new();
+    if let Some(min) = g.min_qoi {
+        checks.push(qoi(ctx, min));
+    }
+    let Some(wer_delta) = g.wer_delta else {
+        checks.extend(exact(ctx, control, g, &aw, &cw));
+        return checks;
+    };
     for (ci, cc) in cw.categories.iter().enumerate() {
         let Some(cval) = cc.wer else { continue }; // no reference words (silence)
         let name = format!("WER `{}`", cc.category);
@@ -63,11 +71,66 @@ fn quality(ctx: &Context, g: &QualityGate) -> Vec<Check> {
         ];
         // Edits are integers over the same words: compare with a hair of slack
         // for the float sum only.
-        let mut c = at_most(c, aval, cval + g.wer_delta + 1e-12);
-        c.threshold = Some(cval + g.wer_delta);
-        c.note = format!("control + {}", g.wer_delta);
+        let mut c = at_most(c, aval, cval + wer_delta + 1e-12);
+        c.threshold = Some(cval + wer_delta);
+        c.note = format!("control + {wer_delta}");
         checks.push(c);
     }
+    checks.extend(exact(ctx, control, g, &aw, &cw));
+    if checks.is_empty() {
+        checks.push(not_evaluated(
+            "WER per category",
+            "ratio",
+            "no category with reference words",
+        ));
+    }
+    checks
+}
+
+/// QoI over every fixture both arms scored, at least `min`.
+fn qoi(ctx: &Context, min: f64) -> Check {
+    let name = "QoI: share of fixtures no worse than the control";
+    let Some(q) = ctx
+        .arm
+        .arm
+        .speech
+        .as_ref()
+        .and_then(|s| s.quality.qoi.as_ref())
+    else {
+        return not_evaluated(
+            name,
+            "ratio",
+            "the arm has no QoI against its control (see its quality errors)",
+        );
+    };
+    let Some(value) = q.qoi else {
+        return not_evaluated(name, "ratio", "the arms scored no fixture in common");
+    };
+    let mut c = at_least(check(name, "ratio"), value, min);
+    c.evidence = vec![ctx.arm.at("/speech/quality/qoi/qoi")];
+    let worse: Vec<&str> = q.worse.iter().map(|w| w.fixture_id.as_str()).collect();
+    c.note = format!(
+        "{} of {} fixtures no worse; worse: {}",
+        q.no_worse,
+        q.fixtures,
+        if worse.is_empty() {
+            "none".to_string()
+        } else {
+            worse.join(", ")
+        }
+    );
+    c
+}
+
+/// The `exact_categories` checks: every slice's normalised words as the control's.
+fn exact(
+    ctx: &Context,
+    control: &Located,
+    g: &QualityGate,
+    aw: &crate::quality::WerReport,
+    cw: &crate::quality::WerReport,
+) -> Vec<Check> {
+    let mut checks = Vec::new();
     for category in &g.exact_categories {
         let name = format!("`{category}` words exactly as the control");
         let slices = |w: &crate::quality::WerReport| {
@@ -78,7 +141,7 @@ fn quality(ctx: &Context, g: &QualityGate) -> Vec<Check> {
                 .map(|(i, s)| (s.fixture_id.clone(), (i, s.hypothesis_normalised.clone())))
                 .collect::<std::collections::BTreeMap<_, _>>()
         };
-        let (a, c) = (slices(&aw), slices(&cw));
+        let (a, c) = (slices(aw), slices(cw));
         if c.is_empty() {
             checks.push(not_evaluated(
                 name,
@@ -101,13 +164,6 @@ fn quality(ctx: &Context, g: &QualityGate) -> Vec<Check> {
             format!("slices that differ or are missing: {differing:?}")
         };
         checks.push(chk);
-    }
-    if checks.is_empty() {
-        checks.push(not_evaluated(
-            "WER per category",
-            "ratio",
-            "no category with reference words",
-        ));
     }
     checks
 }

@@ -82,6 +82,7 @@ fn arm(id: &str, state_peak_mib: u64, steady: (f64, u64), outputs: &[Transcripti
                 stop_to_final: None,
             },
             transcripts: vec![],
+            throughput: None,
             quality: QualityReport::build(outputs, &references()),
             converted_inputs: vec![],
             cancellation: None,
@@ -408,7 +409,8 @@ fn quality_allows_a_wer_delta_but_named_categories_must_match() {
     }
     let g = |delta: f64| {
         gates(vec![GateSpec::Quality(QualityGate {
-            wer_delta: delta,
+            wer_delta: Some(delta),
+            min_qoi: None,
             exact_categories: vec!["names".into()],
         })])
     };
@@ -563,6 +565,9 @@ fn block_record(lower: f64, ratio: f64, upper: f64) -> OverheadRecord {
         ratio_upper: Some(upper),
         confidence: 0.95,
         problems: vec![],
+        cpu: None,
+        rounds: vec![],
+        budget_quads: None,
     }
 }
 
@@ -611,6 +616,44 @@ fn overhead_passes_on_the_upper_end_fails_on_the_lower_and_else_cannot_tell() {
     let (verdict, c) = overhead_check(Some(block_record(1.03, 1.04, 1.05)), 0.01);
     assert_eq!((verdict, c.outcome), (Outcome::Fail, Outcome::Fail));
     assert!(c.note.contains("lower end above 1 + 0.01"), "{}", c.note);
+
+    // Rounds that spent the budget still straddling: not evaluated, with the
+    // quads used and the width reached; the CPU witness beside it.
+    let mut spent = record.clone();
+    spent.plan.quads = 24;
+    spent.budget_quads = Some(24);
+    spent.rounds = (1..=3)
+        .map(|n| crate::overhead::OverheadRound {
+            dir: format!("overhead/round-{n}"),
+            quads: 8,
+            status: ArmStatus::Completed,
+            requests: 33,
+            complete_quads: 4,
+        })
+        .collect();
+    spent.cpu = Some(crate::overhead::SamplingCpu {
+        requests: 48,
+        sampler_ns: 7_200_000,
+        marker_path_ns: 2_400_000,
+        worker_ns: 3_840_000_000,
+        ratio: 0.0025,
+    });
+    let (verdict, c) = overhead_check(Some(spent), 0.005);
+    assert_eq!(verdict, Outcome::NotEvaluated);
+    assert!(
+        c.note
+            .contains("over 12 ABBA quads in 3 rounds (budget 24)")
+            && c.note.contains("budget of 24 quads spent (width 0.0060)"),
+        "{}",
+        c.note
+    );
+    assert!(
+        c.note.ends_with(
+            "sampling's own CPU 0.250 % of the worker's (sampler 7.2 ms + marker path 2.4 ms over 3.8 s in 48 sampled requests)"
+        ),
+        "{}",
+        c.note
+    );
 }
 
 #[test]
@@ -663,6 +706,7 @@ fn overhead_quads_are_at_least_six() {
         OverheadGate {
             tolerance: 0.02,
             quads: 48,
+            max_quads: None,
             block_requests: 1,
             inject_busy_us: 0,
         }
@@ -743,6 +787,15 @@ fn declarations_are_checked() {
         ..OverheadGate::default()
     });
     assert_eq!(quads.validate().unwrap_err().key, "quads");
+    // A budget below the first round, or beyond the bound, names its key.
+    for max in [7, 2_001] {
+        let budget = GateSpec::Overhead(OverheadGate {
+            quads: 8,
+            max_quads: Some(max),
+            ..OverheadGate::default()
+        });
+        assert_eq!(budget.validate().unwrap_err().key, "max_quads", "{max}");
+    }
     let tolerance = GateSpec::Latency(LatencyGate {
         tolerance: f64::NAN,
     });

@@ -661,6 +661,16 @@ fn overhead_table(arm: &ArmReceipt) -> Markup {
         @if o.plan.injected_busy_us > 0 {
             p.fail { (format!("Injected cost: the sampler burnt {} µs of CPU per sampled tick (a gate test, not a measurement).", o.plan.injected_busy_us)) }
         }
+        @if o.rounds.len() > 1 {
+            p { (format!("{} rounds, a fresh worker each, until the interval decided or the budget of {} quads ran out: ", o.rounds.len(), o.budget_quads.unwrap_or(o.plan.quads)))
+                (o.rounds.iter().map(|r| format!("{} ({} quads)", r.dir, r.complete_quads)).collect::<Vec<_>>().join(", ")) }
+        }
+        @if let Some(c) = &o.cpu {
+            p { (format!(
+                "Sampling's own CPU, from each thread's clock over the {} kept sampled requests: sampler thread {:.1} ms + marker path {:.1} ms against the worker's {:.2} s, {:.3} %.",
+                c.requests, c.sampler_ns as f64 / 1e6, c.marker_path_ns as f64 / 1e6, c.worker_ns as f64 / 1e9, c.ratio * 100.0
+            )) }
+        }
         p { "Quad ratios (A over B, latency normalised by fixture): " (ratios.join(", ")) }
         @if !o.problems.is_empty() {
             p.fail { "Problems: " (o.problems.join("; ")) }
@@ -807,6 +817,40 @@ fn wer_table(arm: &ArmReceipt) -> Markup {
     }
 }
 
+/// QoI against the control: overall, per category, and the fixtures that got worse.
+fn qoi_table(arm: &ArmReceipt) -> Markup {
+    use crate::quality::qoi_text::{categories_text, share_text, worse_text};
+    let Some(q) = arm.speech.as_ref().and_then(|s| s.quality.qoi.as_ref()) else {
+        return html! {};
+    };
+    html! {
+        table.qoi {
+            tr { th { "QoI against " code { (q.control) } } th { "per category" } th { "worse fixtures" } }
+            tr {
+                td { (share_text(q.qoi, q.no_worse, q.fixtures)) }
+                td { (categories_text(q)) }
+                td { (worse_text(q)) }
+            }
+        }
+    }
+}
+
+/// Decode throughput and fallbacks, the first request apart from the warm ones.
+fn throughput_table(arm: &ArmReceipt) -> Markup {
+    let Some(t) = arm.speech.as_ref().and_then(|s| s.throughput.as_ref()) else {
+        return html! {};
+    };
+    html! {
+        h3 { "Decode throughput and fallbacks" }
+        table.throughput {
+            tr { @for h in crate::throughput::HEADS { th { (h) } } }
+            @for row in crate::throughput::rows(t) {
+                tr { @for cell in &row { td { (cell) } } }
+            }
+        }
+    }
+}
+
 /// `path = value` rows of a JSON value (arrays over 16 items as a count).
 fn kv_rows(prefix: &str, v: &serde_json::Value) -> Markup {
     let mut rows = BTreeMap::new();
@@ -832,10 +876,12 @@ fn arm_details(r: &Receipt, arm: &ArmReceipt, data: &PageData) -> Markup {
             h3 { "Latency" }
             (latency_table(arm))
             @if let Some(l) = data.latencies_ns.get(&arm.id) { (latency_figure(arm, l)) }
+            (throughput_table(arm))
             (super::residency::section(arm))
             (overhead_table(arm))
             (transcript_diff(r, arm))
             (wer_table(arm))
+            (qoi_table(arm))
             @if let Some(rt) = arm.speech.as_ref().and_then(|s| s.runtime.as_ref()) {
                 @if let Ok(v) = serde_json::to_value(rt) {
                     details.runtime {

@@ -53,10 +53,10 @@ pub use runtime::{
 pub use spec::{ArmSpec, SamplerSchedule, WorkerSpec};
 pub use whisper::{
     BadHeader, BadReady, CancelSpec, CancelledRequest, Conversion, CoremlComputeUnits,
-    Ct2ComputeType, Ct2Options, Decoding, EXTERNAL_ENCODER_TIMEOUT_S, Encoder, EncoderFault,
-    EncoderPhase, ExternalEncoderInput, FaultSignal, FixtureInput, Initializer, LongFormInput,
-    ModelInput, ModelLayout, ModelSource, ProcessFault, ReplyFault, Runtime, SourceWheel,
-    StateBounds, StopReason, TranscriptionResult, WhisperSpec, is_sha256_hex,
+    Ct2ComputeType, Ct2Options, DecodeTimings, Decoding, EXTERNAL_ENCODER_TIMEOUT_S, Encoder,
+    EncoderFault, EncoderPhase, ExternalEncoderInput, FaultSignal, FixtureInput, Initializer,
+    LongFormInput, ModelInput, ModelLayout, ModelSource, ProcessFault, ReplyFault, Runtime,
+    SourceWheel, StateBounds, StopReason, TranscriptionResult, WhisperSpec, is_sha256_hex,
 };
 
 /// Version of the spec and message formats. Bump on any incompatible change.
@@ -67,6 +67,7 @@ pub use whisper::{
 /// 6: whisper specs may carry `request_mode`, `idle_policy` and `gaps_ms`;
 /// markers may be `release` and `reload`; results may carry `timing`.
 /// 6: a whisper spec's `cancel` and a fixture's `conversion`; the `cancelled` result body.
+/// 6: a transcription result's optional `decode` (timings and fallbacks).
 pub const CONTRACT_VERSION: u32 = 6;
 
 /// The file descriptor workers write their messages to.

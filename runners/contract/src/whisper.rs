@@ -970,6 +970,54 @@ pub struct TranscriptionResult {
     pub segments: u32,
     /// Audio length in milliseconds.
     pub audio_ms: u64,
+    /// Where the decode's time went, as far as the runtime lets the worker
+    /// see it; `None` from a worker that does not report it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode: Option<DecodeTimings>,
+}
+
+/// Where one request's time went inside the runtime, and its temperature
+/// fallbacks. A figure the runtime does not expose is `None` (and reported
+/// as unavailable), never 0.
+///
+/// whisper.cpp (1.8) keeps per-state timings and fallback counts
+/// (`t_encode_us`, `n_fail_p`, `n_fail_h`) but exposes them only for the
+/// context's built-in state (`whisper_get_timings`, `whisper_print_timings`);
+/// the `no_state` initializer decodes on a separate state. So the worker
+/// observes every request through `whisper_full`'s public callbacks, the
+/// same way under both initializers: `encoder_begin_callback` (before each
+/// 30 s window's encoder pass) and `logits_filter_callback` (once per
+/// decoder per sampled token, after the decoder pass that produced the
+/// logits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DecodeTimings {
+    /// The runtime's whole call (`whisper_full`), in ns.
+    pub full_ns: u64,
+    /// Encoder windows the runtime ran (one per 30 s of audio, more after
+    /// a window ends early).
+    pub windows: u32,
+    /// Summed over windows: from the window's encoder start to the logits
+    /// of its first sampled token, in ns. This is the encoder pass plus the
+    /// prompt's decoder pass (a few tokens): whisper.cpp calls back nowhere
+    /// between the two.
+    pub encode_ns: Option<u64>,
+    /// From the call to the logits of the first sampled token, in ns: log-mel,
+    /// the first encoder pass and the prompt.
+    pub first_token_ns: Option<u64>,
+    /// Tokens decoded: the logits computed for sampling, over every decoder
+    /// and every temperature pass. Greedy at temperature 0, one per output
+    /// token after the prompt, end-of-text included; with several decoders
+    /// (a temperature above 0 and `best_of` > 1) the first step's logits
+    /// serve them all and count once.
+    pub tokens_decoded: u64,
+    /// The call minus log-mel and `encode_ns`: the decoder passes after each
+    /// prompt, and sampling, in ns.
+    pub decode_ns: Option<u64>,
+    /// Temperature fallbacks: decoding passes beyond the first in each
+    /// window. whisper.cpp starts each pass with one sampled token on an empty
+    /// sequence, so passes are counted where that happens; this is the count
+    /// whisper.cpp keeps as `n_fail_p` (a pass whose best decoder failed).
+    pub fallbacks: Option<u32>,
 }
 
 impl TranscriptionResult {
@@ -1211,6 +1259,7 @@ mod tests {
             text_bytes_hex: Some("ff41".into()),
             segments: 1,
             audio_ms: 10,
+            decode: None,
         };
         assert_eq!(r.text_bytes(), vec![0xff, 0x41]);
     }

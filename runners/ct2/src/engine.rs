@@ -119,13 +119,22 @@ impl Engine {
     /// appended where the window ended on it (CTranslate2 drops the end
     /// token; a sequence shorter than the limit stopped on it), as
     /// whisper.cpp's token stream has it.
+    ///
+    /// Of the decode figures, CTranslate2's `generate` gives only the whole
+    /// call and the ids: it encodes and decodes inside one call, calls back
+    /// per token only in its streaming mode, and has no temperature
+    /// fallback; encode time, first-token time, decode time and fallbacks
+    /// are `None` (unavailable).
     pub fn transcribe(&self, audio: &[f32]) -> anyhow::Result<RawTranscript> {
+        let start_ns = sampler::clock::monotonic_ns();
         let (mut features, _) = log_mel_windows(audio, self.n_mels);
         let per_window = self.n_mels * WINDOW_FRAMES;
         let mut out = RawTranscript {
             segments: Vec::new(),
             text: Vec::new(),
+            decode: None,
         };
+        let mut tokens_decoded = 0u64;
         for window in features.chunks_mut(per_window) {
             let view = StorageView::new(&[1, self.n_mels, WINDOW_FRAMES], window, Device::CPU)?;
             let result =
@@ -136,6 +145,7 @@ impl Engine {
                 .next()
                 .and_then(|r| r.sequences_ids.into_iter().next())
                 .context("CTranslate2 returned no sequence")?;
+            tokens_decoded = tokens_decoded.saturating_add(ids.len() as u64);
             let mut segment = Vec::with_capacity(ids.len() + 1);
             for &id in &ids {
                 if let Some(bytes) = self.vocabulary.get(id).filter(|_| id < EOT) {
@@ -148,6 +158,15 @@ impl Engine {
             }
             out.segments.push(segment);
         }
+        out.decode = Some(worker_contract::DecodeTimings {
+            full_ns: sampler::clock::monotonic_ns().saturating_sub(start_ns),
+            windows: out.segments.len() as u32,
+            encode_ns: None,
+            first_token_ns: None,
+            tokens_decoded,
+            decode_ns: None,
+            fallbacks: None,
+        });
         Ok(out)
     }
 }

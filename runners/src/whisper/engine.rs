@@ -15,9 +15,9 @@
 use super::loader::FileLoader;
 use super::model::{NotTheCheckedBytes, VerifiedModel};
 use std::ffi::{CStr, CString, c_int, c_void};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use whisper_rs::whisper_rs_sys as sys;
-use worker_contract::{Decoding, Initializer};
+use worker_contract::{DecodeTimings, Decoding, Initializer};
 
 /// Settings for context creation and every `whisper_full` call.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -69,6 +69,9 @@ pub struct RawTranscript {
     /// Concatenated segment text as whisper.cpp returned it; raw bytes, since it
     /// need not be valid UTF-8.
     pub text: Vec<u8>,
+    /// Where the call's time went and its temperature fallbacks, as the
+    /// callbacks saw them; `None` from a runtime that does not observe it.
+    pub decode: Option<DecodeTimings>,
 }
 
 /// Why loading the model, creating a state or running a request failed.
@@ -304,14 +307,23 @@ impl Engine {
         }
         let n = c_int::try_from(samples.len()).map_err(|_| EngineError::TooLong(samples.len()))?;
         let mut params = self.full_params();
+        let probe = Probe::default();
+        // Observation only: neither callback changes what whisper.cpp decodes
+        // (the logits are read, never written; the encoder callback never
+        // asks to stop).
+        params.encoder_begin_callback = Some(encoder_began);
+        params.encoder_begin_callback_user_data = std::ptr::from_ref(&probe).cast_mut().cast();
+        params.logits_filter_callback = Some(logits_seen);
+        params.logits_filter_callback_user_data = std::ptr::from_ref(&probe).cast_mut().cast();
         if let Some(flag) = abort {
             params.abort_callback = Some(abort_requested);
             params.abort_callback_user_data = std::ptr::from_ref(flag).cast_mut().cast::<c_void>();
         }
+        let start_ns = sampler::clock::monotonic_ns();
         // SAFETY: ctx (and state, when used) are live; `samples` is valid for `n`
         // floats for the whole call; `params.language` points into `self.language`,
-        // and the abort callback's data into the caller's `AtomicBool`, both of
-        // which outlive the call.
+        // the abort callback's data into the caller's `AtomicBool` and the
+        // probe callbacks' into `probe`, all of which outlive the call.
         let code = unsafe {
             match self.working {
                 Some(state) => {
@@ -327,13 +339,17 @@ impl Engine {
             }
             return Err(EngineError::Full(code));
         }
-        Ok(self.read_result())
+        let end_ns = sampler::clock::monotonic_ns();
+        let mut out = self.read_result();
+        out.decode = Some(probe.timings(start_ns, end_ns));
+        Ok(out)
     }
 
     fn read_result(&self) -> RawTranscript {
         let mut out = RawTranscript {
             segments: Vec::new(),
             text: Vec::new(),
+            decode: None,
         };
         // SAFETY: for the whole block, ctx/state are live and hold the result of the
         // last `whisper_full`; indices stay within the counts whisper.cpp reports;
@@ -416,6 +432,109 @@ unsafe extern "C" fn abort_requested(data: *mut c_void) -> bool {
     // `AtomicBool` borrowed for the whole `whisper_full` call.
     let flag = unsafe { &*data.cast::<AtomicBool>() };
     flag.load(Ordering::SeqCst)
+}
+
+/// What `whisper_full`'s callbacks saw of one call, in monotonic ns (0 =
+/// not yet). Atomics: with several decoders whisper.cpp computes their
+/// logits on several threads at once.
+#[derive(Default)]
+struct Probe {
+    /// Encoder windows begun.
+    windows: AtomicU32,
+    /// The first window's encoder start (log-mel ends there).
+    first_encoder_ns: AtomicU64,
+    /// The current window's encoder start, taken by its first logits.
+    window_begin_ns: AtomicU64,
+    /// Encoder start to first logits, summed over windows.
+    encode_ns: AtomicU64,
+    /// The call's first logits.
+    first_logits_ns: AtomicU64,
+    /// Logits computed for sampling.
+    steps: AtomicU64,
+    /// Decoding passes: logits for an empty sequence start each one.
+    passes: AtomicU32,
+}
+
+impl Probe {
+    fn encoder_began(&self, now_ns: u64) {
+        self.windows.fetch_add(1, Ordering::Relaxed);
+        let _ =
+            self.first_encoder_ns
+                .compare_exchange(0, now_ns, Ordering::Relaxed, Ordering::Relaxed);
+        self.window_begin_ns.store(now_ns, Ordering::Relaxed);
+    }
+
+    fn logits(&self, now_ns: u64, n_tokens: c_int) {
+        let begin = self.window_begin_ns.swap(0, Ordering::Relaxed);
+        if begin != 0 {
+            self.encode_ns
+                .fetch_add(now_ns.saturating_sub(begin), Ordering::Relaxed);
+        }
+        let _ =
+            self.first_logits_ns
+                .compare_exchange(0, now_ns, Ordering::Relaxed, Ordering::Relaxed);
+        self.steps.fetch_add(1, Ordering::Relaxed);
+        if n_tokens == 0 {
+            self.passes.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The figures of a call that ran from `start_ns` to `end_ns`.
+    fn timings(&self, start_ns: u64, end_ns: u64) -> DecodeTimings {
+        let windows = self.windows.load(Ordering::Relaxed);
+        let first_encoder = self.first_encoder_ns.load(Ordering::Relaxed);
+        let first_logits = self.first_logits_ns.load(Ordering::Relaxed);
+        let passes = self.passes.load(Ordering::Relaxed);
+        let full_ns = end_ns.saturating_sub(start_ns);
+        // No window (audio under 100 ms) or no logits: nothing was encoded
+        // and decoded, so there is no split to report.
+        let ran = windows > 0 && first_encoder != 0 && first_logits != 0;
+        let encode_ns = ran.then(|| self.encode_ns.load(Ordering::Relaxed));
+        let mel_ns = first_encoder.saturating_sub(start_ns);
+        DecodeTimings {
+            full_ns,
+            windows,
+            encode_ns,
+            first_token_ns: ran.then(|| first_logits.saturating_sub(start_ns)),
+            tokens_decoded: self.steps.load(Ordering::Relaxed),
+            decode_ns: encode_ns.map(|e| full_ns.saturating_sub(mel_ns).saturating_sub(e)),
+            // Every window decodes at least once; fewer passes than windows
+            // means the count cannot be trusted.
+            fallbacks: (ran && passes >= windows).then(|| passes - windows),
+        }
+    }
+}
+
+/// whisper.cpp's `encoder_begin_callback`: `data` is the [`Probe`] of the
+/// running call. Always true: carry on.
+unsafe extern "C" fn encoder_began(
+    _ctx: *mut sys::whisper_context,
+    _state: *mut sys::whisper_state,
+    data: *mut c_void,
+) -> bool {
+    // SAFETY: whisper.cpp passes back the pointer `run_full` set, to a
+    // `Probe` borrowed for the whole `whisper_full` call; it is only read
+    // through atomics.
+    let probe = unsafe { &*data.cast::<Probe>() };
+    probe.encoder_began(sampler::clock::monotonic_ns());
+    true
+}
+
+/// whisper.cpp's `logits_filter_callback`, called once per decoder per
+/// sampled token with that decoder's sequence so far (`n_tokens`). The
+/// logits are left as they are.
+unsafe extern "C" fn logits_seen(
+    _ctx: *mut sys::whisper_context,
+    _state: *mut sys::whisper_state,
+    _tokens: *const sys::whisper_token_data,
+    n_tokens: c_int,
+    _logits: *mut f32,
+    data: *mut c_void,
+) {
+    // SAFETY: as in `encoder_began`: the call's `Probe`, shared through atomics
+    // by the threads whisper.cpp computes several decoders' logits on.
+    let probe = unsafe { &*data.cast::<Probe>() };
+    probe.logits(sampler::clock::monotonic_ns(), n_tokens);
 }
 
 /// whisper.cpp's version string.

@@ -67,6 +67,7 @@ pub fn result(
         text_bytes_hex,
         segments: raw.segments.len() as u32,
         audio_ms,
+        decode: raw.decode,
     }
 }
 
@@ -95,6 +96,7 @@ mod tests {
         let raw = RawTranscript {
             segments: vec![vec![10, 50256]],
             text: vec![b' ', 0xe2, 0x82],
+            decode: None,
         };
         let r = result(raw, "s1", 0, 1000, EN);
         assert!(r.eot);
@@ -104,6 +106,7 @@ mod tests {
             RawTranscript {
                 segments: vec![vec![10]],
                 text: b" Hi".to_vec(),
+                decode: None,
             },
             "s1",
             1,
