@@ -2,9 +2,11 @@
 //! streams everything it says into the arm's directory. It never prints.
 
 use crate::block_toggle::BlockToggle;
+use crate::probes::MarkerHook;
 use crate::probes::Probes;
 use crate::protocol::Arm;
 use crate::reader::{ChannelReader, Event, ReaderReport};
+use crate::watchdog::Watchdog;
 use command_fds::{CommandFdExt, FdMapping};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -15,6 +17,7 @@ use std::io::Write;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -35,6 +38,16 @@ pub enum ArmSetupError {
         /// The underlying OS error.
         #[source]
         source: std::io::Error,
+    },
+    /// The arm sets `memory_ceiling` but is run without the external
+    /// sampler, whose watchdog enforces it.
+    #[error(
+        "arm {arm}: memory_ceiling needs the external sampler's watchdog, and this run of the \
+         arm has no sampler; the worker was not started"
+    )]
+    CeilingUnwatched {
+        /// The arm id.
+        arm: String,
     },
 }
 
@@ -126,6 +139,12 @@ fn execute_with(
     observation: Observation,
     toggle: Option<&BlockToggle>,
 ) -> Result<ArmOutcome, ArmSetupError> {
+    // A ceiling nothing watches would be a promise nobody keeps.
+    if arm.memory_ceiling.is_some() && observation == Observation::MarkersOnly {
+        return Err(ArmSetupError::CeilingUnwatched {
+            arm: arm.id.clone(),
+        });
+    }
     let scratch = dir.join(files::SCRATCH);
     run.create_dir(&scratch)?;
     // The worker opens its scratch folder itself, from its own working directory.
@@ -175,6 +194,9 @@ fn execute_with(
         source,
     })?;
     let pid = child.id();
+    let watchdog = arm
+        .memory_ceiling
+        .map(|bytes| Arc::new(Watchdog::new(bytes, pid)));
     let mut failure: Vec<String> = Vec::new();
     let probes = if observation == Observation::Full {
         let (probes, errors) = Probes::start(arm, pid, run, dir);
@@ -186,8 +208,15 @@ fn execute_with(
 
     // Start the sampler before the worker has its spec: the worker is blocked
     // on stdin until then, so no phase can be missed.
-    let sampler =
-        series.map(|series| start_sampler(pid, (arm.period, arm.system_period), toggle, series));
+    let sampler = series.map(|series| {
+        start_sampler(
+            pid,
+            (arm.period, arm.system_period),
+            toggle,
+            watchdog.clone(),
+            series,
+        )
+    });
     let schedule = match &sampler {
         Some(Ok(s)) => Some(SamplerSchedule {
             epoch_ns: s.epoch_ns(),
@@ -195,6 +224,15 @@ fn execute_with(
         }),
         Some(Err(e)) => {
             failure.push(format!("external sampler could not start: {e}"));
+            if watchdog.is_some() {
+                // Unwatched, the ceiling would not hold: stop before the spec is sent.
+                failure.push(
+                    "memory ceiling not enforced without the external sampler; the worker's \
+                     process group was killed before it ran"
+                        .into(),
+                );
+                kill_group(pid);
+            }
             None
         }
         None => None,
@@ -229,9 +267,12 @@ fn execute_with(
         run,
         dir,
         tx.clone(),
-        toggle
-            .map(BlockToggle::hook)
-            .or_else(|| probes.as_ref().and_then(Probes::hook)),
+        watched(
+            watchdog.clone(),
+            toggle
+                .map(BlockToggle::hook)
+                .or_else(|| probes.as_ref().and_then(Probes::hook)),
+        ),
     );
     let waiter_tx = tx;
     std::thread::spawn(move || {
@@ -301,11 +342,22 @@ fn execute_with(
             None
         }
     };
+    let period_ns = sampler_record.as_ref().map_or(
+        u64::try_from(arm.period.as_nanos()).unwrap_or(u64::MAX),
+        |s| s.period_ns,
+    );
+    let memory_ceiling = watchdog.map(|w| w.record(period_ns));
+    let crossing = memory_ceiling
+        .as_ref()
+        .and_then(|r| Some((r.bytes, r.crossing.as_ref()?)));
+    if let Some((bytes, crossing)) = crossing {
+        failure.push(crate::watchdog::failure(bytes, crossing));
+    }
     judge(
         &mut failure,
         exit.as_ref(),
         &report,
-        timed_out || killed_for_violation || killed_for_interrupt,
+        timed_out || killed_for_violation || killed_for_interrupt || crossing.is_some(),
     );
     if let Err(e) = run.remove_tree(&scratch) {
         // Not the worker's failure; the leftovers stay in the run, sealed.
@@ -339,13 +391,30 @@ fn execute_with(
         started_ns,
         ended_ns,
         sampler: sampler_record,
+        memory_ceiling,
     })
+}
+
+/// The reader's marker hook with the watchdog in front of it: a marker's own
+/// peak reading is checked before anything else sees the marker.
+fn watched(watchdog: Option<Arc<Watchdog>>, hook: Option<MarkerHook>) -> Option<MarkerHook> {
+    let Some(watchdog) = watchdog else {
+        return hook;
+    };
+    let mut hook = hook;
+    Some(Box::new(move |m| {
+        watchdog.on_marker(m);
+        if let Some(h) = &mut hook {
+            h(m);
+        }
+    }))
 }
 
 fn start_sampler(
     pid: u32,
     (period, system_period): (Duration, Duration),
     toggle: Option<&BlockToggle>,
+    watchdog: Option<Arc<Watchdog>>,
     mut series: CsvAppender,
 ) -> Result<ExternalSampler, sampler::SamplerError> {
     let pid = i32::try_from(pid).map_err(|_| sampler::SamplerError::ProcessGone { pid: -1 })?;
@@ -357,6 +426,10 @@ fn start_sampler(
     }
     // One whole row per write: a killed harness loses at most the row in flight.
     ExternalSampler::start(cfg, move |row| {
+        // The watchdog first: a kill must not wait for the disk.
+        if let Some(w) = &watchdog {
+            w.on_row(row);
+        }
         series.append(row).map_err(std::io::Error::other)
     })
 }
@@ -403,5 +476,60 @@ fn judge(
     }
     if !report.bye && report.violations.is_empty() {
         failure.push("worker exited without `bye`".into());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{ParseContext, parse};
+    use crate::whisper_arm::{FixtureCatalog, ModelCatalog};
+
+    struct NoModels;
+    impl ModelCatalog for NoModels {
+        fn locate(&self, _: &str) -> Option<(PathBuf, String)> {
+            None
+        }
+        fn names(&self) -> Vec<String> {
+            Vec::new()
+        }
+    }
+
+    #[test]
+    fn a_ceiling_without_the_external_sampler_is_refused_before_the_worker_starts() {
+        let text = "schema_version = 1\nname = \"t\"\n[[arm]]\nid = \"a\"\n\
+                    memory_ceiling = \"64 MiB\"\n[arm.calibrate]\n";
+        let ctx = ParseContext {
+            overrides: Default::default(),
+            base_dir: PathBuf::from("."),
+            fixtures: &FixtureCatalog::default(),
+            models: &NoModels,
+            physical_memory: None,
+        };
+        let protocol = parse("p.toml", text, &ctx).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let run = RunDir::create(&tmp.path().join("run")).unwrap();
+        let dir = Rel::parse("a").unwrap();
+        run.create_dir(&dir).unwrap();
+        // A worker that does not exist: the refusal must come before any spawn.
+        let err = execute_observed(
+            &protocol.arms[0],
+            Path::new("/nonexistent/memqual-calibrate"),
+            &run,
+            &dir,
+            &AtomicBool::new(false),
+            Observation::MarkersOnly,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, ArmSetupError::CeilingUnwatched { .. }),
+            "{err}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "arm a: memory_ceiling needs the external sampler's watchdog, and this run of the \
+             arm has no sampler; the worker was not started"
+        );
+        assert!(!tmp.path().join("run/a").join(files::SCRATCH).exists());
     }
 }

@@ -87,6 +87,7 @@ fn arm() -> (ArmReceipt, Vec<Point>) {
         failure: vec![],
         exit: None,
         timed_out: false,
+        memory_ceiling: None,
         worker: None,
         spec: None,
         phases,

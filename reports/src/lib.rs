@@ -69,6 +69,7 @@ pub mod assemble;
 pub mod bmf;
 pub mod calibration;
 pub mod cancel;
+pub mod ceiling;
 pub mod census;
 pub mod compare;
 mod error;
@@ -109,7 +110,7 @@ pub use receipt::Receipt;
 
 /// Version of the receipt format, `major.minor`: the major changes when a
 /// field changes meaning or disappears, the minor when fields are added.
-pub const RECEIPT_FORMAT_VERSION: &str = "4.3";
+pub const RECEIPT_FORMAT_VERSION: &str = "4.4";
 
 /// The JSON Schema of `receipt.json`, generated from the types (committed as
 /// `reports/receipt.schema.json`).

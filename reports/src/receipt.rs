@@ -48,6 +48,11 @@ pub struct ArmReceipt {
     pub exit: Option<ExitInfo>,
     /// True when the harness killed the worker for running past its time limit.
     pub timed_out: bool,
+    /// The arm's device memory ceiling as enforced, with the crossing that
+    /// ended the worker (`null` when it stayed below); absent when the arm
+    /// sets no ceiling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_ceiling: Option<crate::ceiling::MemoryCeilingRecord>,
     /// The worker's `hello`, as sent.
     pub worker: Option<worker_contract::Hello>,
     /// The arm spec sent to the worker (typed in `worker-contract`).
@@ -158,6 +163,7 @@ impl ArmReceipt {
             failure: vec![],
             exit: None,
             timed_out: false,
+            memory_ceiling: None,
             worker: None,
             spec: None,
             phases,

@@ -127,4 +127,8 @@ pub struct ArmOutcome {
     pub ended_ns: u64,
     /// What the external sampler did during the arm; `None` when it did not run.
     pub sampler: Option<sampler::SamplerStats>,
+    /// The arm's `memory_ceiling` as enforced, and its crossing if any;
+    /// `None` when the arm sets no ceiling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_ceiling: Option<crate::ceiling::MemoryCeilingRecord>,
 }

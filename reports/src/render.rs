@@ -82,6 +82,11 @@ pub fn summary_markdown(r: &Receipt) -> String {
             a.requests
         );
     }
+    for a in &r.arms {
+        if let Some(c) = &a.memory_ceiling {
+            let _ = writeln!(out, "\n`{}`: {}.", a.id, crate::ceiling::line(c));
+        }
+    }
     let residencies: Vec<(&str, &crate::residency::ResidencyReceipt)> = r
         .arms
         .iter()

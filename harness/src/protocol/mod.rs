@@ -143,6 +143,19 @@ pub struct ArmDecl {
     /// `fail`: the arm must fail closed (needs a `fail_closed` gate).
     #[serde(default)]
     pub expect: Expect,
+    /// A device memory ceiling for the worker, as a number and a unit:
+    /// `"1.5 GiB"` (units B, KiB, MiB, GiB, TiB and decimal KB, MB, GB,
+    /// TB; at least 1 MiB and at most this host's physical memory). The
+    /// external sampler's watchdog kills the worker's process group at the
+    /// first tick, or the first phase marker, whose kernel peak (Linux
+    /// `VmHWM`, macOS the footprint peak) is above it, and the arm fails
+    /// naming the ceiling, the peak and the phase. An arm meant to be killed
+    /// declares `expect = "fail"` and a `fail_closed` gate.
+    #[schemars(
+        with = "Option<String>",
+        regex(pattern = r"^\s*[0-9]+(\.[0-9]{1,9})?\s*(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)\s*$")
+    )]
+    pub memory_ceiling: Option<toml::Spanned<String>>,
     /// Gates (`[[arm.gate]]`), judged conjunctively.
     #[serde(rename = "gate", default)]
     #[schemars(with = "Vec<GateSpec>")]
@@ -183,6 +196,9 @@ pub struct Arm {
     pub settle_ms: u64,
     /// A soaked arm's analysis settings, written as its `soak.json` before it runs.
     pub soak: Option<reports::stability::SoakSettings>,
+    /// The worker's memory ceiling in bytes (`memory_ceiling`), enforced by
+    /// the external sampler's watchdog; `None`: no ceiling.
+    pub memory_ceiling: Option<u64>,
 }
 
 /// A protocol that parsed and validated, with its source text kept verbatim.
@@ -458,6 +474,12 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
                 ),
             ));
         }
+        let memory_ceiling = decl
+            .memory_ceiling
+            .as_ref()
+            .map(|c| memory_ceiling(c.get_ref(), ctx.physical_memory))
+            .transpose()
+            .map_err(|message| in_arm("memory_ceiling", message))?;
         arms.push(Arm {
             id,
             description: decl.description,
@@ -472,6 +494,7 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
             gates,
             settle_ms: 0,
             soak: None,
+            memory_ceiling,
         });
         controls.push(control_span);
     }
@@ -502,6 +525,35 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
         soak: raw.soak,
         shard: None,
     })
+}
+
+/// The smallest ceiling accepted: no worker starts in less, so a lower one
+/// could only ever kill it.
+pub const MIN_MEMORY_CEILING: u64 = 1 << 20;
+
+/// `memory_ceiling` in bytes, or the message refusing it: not a size, zero,
+/// below [`MIN_MEMORY_CEILING`], or above `physical_memory` (where known).
+fn memory_ceiling(text: &str, physical_memory: Option<u64>) -> Result<u64, String> {
+    let said = |why: String| format!("memory_ceiling = {text:?} {why}");
+    let bytes = crate::byte_size::parse_bytes(text).map_err(|e| said(e.to_string()))?;
+    if bytes == 0 {
+        return Err(said(
+            "is zero: give the most memory the worker may hold, e.g. \"1.5 GiB\"".into(),
+        ));
+    }
+    if bytes < MIN_MEMORY_CEILING {
+        return Err(said(format!(
+            "({bytes} bytes) is below 1 MiB, the smallest ceiling: no worker starts in less"
+        )));
+    }
+    match physical_memory {
+        Some(ram) if bytes > ram => Err(said(format!(
+            "({bytes} bytes) is above this host's physical memory ({} MiB, MemTotal): it can \
+             never be crossed on this host; lower it or drop the key",
+            ram >> 20
+        ))),
+        _ => Ok(bytes),
+    }
 }
 
 /// `[params]` with the `--param` overrides, expanded. Messages name each
@@ -1023,6 +1075,75 @@ kind = "parity"
             })
             .collect();
         assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+    }
+
+    /// The calibration arm `a` with `memory_ceiling = <value>` on line 6.
+    fn ceiling(value: &str) -> String {
+        cal("", "plateau = { mib = 8 }").replace(
+            "id = \"a\"",
+            &format!("id = \"a\"\nmemory_ceiling = {value}"),
+        )
+    }
+
+    #[test]
+    fn a_memory_ceiling_loads_as_bytes() {
+        for (value, bytes) in [
+            ("\"1.5 GiB\"", Some(1_610_612_736)),
+            ("\"1 MiB\"", Some(1 << 20)),
+            ("\"8 GiB\"", Some(TEST_RAM)),
+            ("\"200MB\"", Some(200_000_000)),
+        ] {
+            let p = parse_t(&ceiling(value)).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(p.arms[0].memory_ceiling, bytes, "{value}");
+        }
+        assert_eq!(parse_t(GOOD).unwrap().arms[0].memory_ceiling, None);
+    }
+
+    #[test]
+    fn a_bad_memory_ceiling_is_refused_at_its_value_with_the_reason() {
+        let units = crate::byte_size::UNIT_LIST;
+        let cases = [
+            (
+                "\"-1 GiB\"",
+                "memory_ceiling = \"-1 GiB\" is negative: a size is a positive number and a unit, e.g. \"1.5 GiB\"".to_string(),
+            ),
+            (
+                "\"0 MiB\"",
+                "memory_ceiling = \"0 MiB\" is zero: give the most memory the worker may hold, e.g. \"1.5 GiB\"".to_string(),
+            ),
+            (
+                "\"1023 KiB\"",
+                "memory_ceiling = \"1023 KiB\" (1047552 bytes) is below 1 MiB, the smallest ceiling: no worker starts in less".to_string(),
+            ),
+            (
+                "\"12 parsecs\"",
+                format!("memory_ceiling = \"12 parsecs\" has an unknown unit `parsecs`: use one of {units} (spelled as written here)"),
+            ),
+            (
+                "\"lots\"",
+                format!("memory_ceiling = \"lots\" is not a size: write a number and a unit, e.g. \"1.5 GiB\" (units: {units})"),
+            ),
+            (
+                "\"1024\"",
+                format!("memory_ceiling = \"1024\" has no unit: write one of {units} after the number, e.g. \"1.5 GiB\""),
+            ),
+            (
+                "\"18446744073709551616 B\"",
+                "memory_ceiling = \"18446744073709551616 B\" is more bytes than 64 bits hold".to_string(),
+            ),
+            (
+                "\"9 GiB\"",
+                "memory_ceiling = \"9 GiB\" (9663676416 bytes) is above this host's physical memory (8192 MiB, MemTotal): it can never be crossed on this host; lower it or drop the key".to_string(),
+            ),
+        ];
+        for (value, reason) in cases {
+            let err = parse_t(&ceiling(value)).expect_err(value);
+            assert_eq!(err.to_string(), format!("p.toml:6:18: arm `a`: {reason}"));
+        }
+        // A number where a string belongs is refused by the TOML reader, located too.
+        let err = parse_t(&ceiling("1024")).unwrap_err();
+        assert_eq!(err.line, 6, "{err}");
+        assert!(err.message.contains("expected a string"), "{err}");
     }
 
     #[test]

@@ -31,6 +31,7 @@ mod ladder;
 mod ladder_chart;
 mod loaded_bytes;
 mod long_form;
+mod memory_ceiling;
 mod module_graph;
 mod overhead;
 mod prerequisites;

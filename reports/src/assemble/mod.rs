@@ -331,6 +331,7 @@ pub fn assemble_arm(
     let snapshots = crate::snapshots::assemble(run, arm, &markers, &results)?;
     let census = crate::census::assemble(run, arm)?.map(|(receipt, _)| receipt);
     let overhead = crate::overhead::assemble(run, arm)?;
+    let memory_ceiling = outcome.as_ref().and_then(|o| o.memory_ceiling.clone());
     let (status, failure, exit, timed_out, worker) = match outcome {
         Some(o) => (o.status, o.failure, o.exit, o.timed_out, o.hello),
         None => (
@@ -358,6 +359,7 @@ pub fn assemble_arm(
         failure,
         exit,
         timed_out,
+        memory_ceiling,
         worker,
         spec,
         requests: results.len() as u64,
@@ -638,6 +640,7 @@ mod tests {
                     period_ns: 50,
                     ..Default::default()
                 }),
+                memory_ceiling: None,
             };
             run.write_json(&arm.join(files::ARM), &outcome).unwrap();
         }

@@ -865,6 +865,7 @@ fn arm_details(r: &Receipt, arm: &ArmReceipt, data: &PageData) -> Markup {
         section.arm id={ "arm-" (arm.id) } {
             h2 { "Arm " code { (arm.id) } ": " (format!("{:?}", arm.status)) }
             @for f in &arm.failure { p.fail { (f) } }
+            @if let Some(c) = &arm.memory_ceiling { p.ceiling { (crate::ceiling::line(c)) } }
             @if let Some((t0, points)) = data.series.get(&arm.id) {
                 (svg(super::arm_chart::memory_chart(arm, points, *t0), "chart"))
             }
