@@ -75,8 +75,10 @@ mod peak {
              The worker's process group is killed at whichever comes first, within one sampler \
              period ({period_ms} ms) of the crossing, plus that tick's lateness. Not seen: pages \
              another worker thread touches in the microseconds between a marker's reading and \
-             its reset. Ticks paused by the overhead gate's block run read nothing; a crossing \
-             there is seen at the next marker."
+             its reset, and pages the kernel reclaims on its own between two readings (the mark \
+             is raised when the worker unmaps memory, not when reclaim takes it). Ticks paused \
+             by the overhead gate's block run read nothing; a crossing there is seen at the \
+             next marker."
         )
     }
 }
