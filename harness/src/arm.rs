@@ -483,17 +483,7 @@ fn judge(
 mod tests {
     use super::*;
     use crate::protocol::{ParseContext, parse};
-    use crate::whisper_arm::{FixtureCatalog, ModelCatalog};
-
-    struct NoModels;
-    impl ModelCatalog for NoModels {
-        fn locate(&self, _: &str) -> Option<(PathBuf, String)> {
-            None
-        }
-        fn names(&self) -> Vec<String> {
-            Vec::new()
-        }
-    }
+    use crate::whisper_arm::{FixtureCatalog, NoModels};
 
     #[test]
     fn a_ceiling_without_the_external_sampler_is_refused_before_the_worker_starts() {

@@ -295,17 +295,7 @@ fn write(dir: &RunDir, runs: &[RunDir], report: &mut fleet::FleetReport) -> anyh
 mod tests {
     use super::*;
     use crate::protocol::{ParseContext, parse};
-    use crate::whisper_arm::{FixtureCatalog, ModelCatalog};
-
-    struct NoModels;
-    impl ModelCatalog for NoModels {
-        fn locate(&self, _: &str) -> Option<(PathBuf, String)> {
-            None
-        }
-        fn names(&self) -> Vec<String> {
-            Vec::new()
-        }
-    }
+    use crate::whisper_arm::{FixtureCatalog, NoModels};
 
     /// Arms a ← b ← c (each the control of the next) and d.
     fn chain() -> LoadedProtocol {

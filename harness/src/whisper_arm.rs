@@ -363,6 +363,20 @@ pub trait ModelCatalog {
     }
 }
 
+/// A catalog that knows no named model (unit tests that load protocols).
+#[cfg(test)]
+pub(crate) struct NoModels;
+
+#[cfg(test)]
+impl ModelCatalog for NoModels {
+    fn locate(&self, _: &str) -> Option<(PathBuf, String)> {
+        None
+    }
+    fn names(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
 /// A model's origin for the receipt: what the protocol declared, else what
 /// the catalog knows of a named model, else why it is unknown.
 fn model_source(

@@ -609,15 +609,7 @@ pub fn load(path: &Path, ctx: &mut ParseContext) -> Result<LoadedProtocol, LoadE
 mod tests {
     use super::*;
 
-    struct NoModels;
-    impl ModelCatalog for NoModels {
-        fn locate(&self, _: &str) -> Option<(PathBuf, String)> {
-            None
-        }
-        fn names(&self) -> Vec<String> {
-            Vec::new()
-        }
-    }
+    use crate::whisper_arm::NoModels;
 
     /// The RAM the tests' protocols are checked against: 8 GiB.
     const TEST_RAM: u64 = 8 << 30;
