@@ -85,27 +85,30 @@ fn throughput(ctx: &Context, g: &ThroughputGate) -> Vec<Check> {
             configured(ctx)
         )
     };
+    // A judged bound: its receipt field as evidence, its note, and on a
+    // failure the likely cause.
+    let judged = |mut c: Check, field: &str, note: String| {
+        c.evidence = vec![ctx.arm.at(&format!("/speech/throughput/{group}/{field}"))];
+        c.note = note;
+        if c.outcome == Outcome::Fail {
+            c.note.push_str(&cause());
+        }
+        c
+    };
     let mut checks = Vec::new();
     if let Some(min) = g.min_tokens_per_s {
         let name = format!("{group} decode tokens per second");
         match f.tokens_per_s {
-            Some(v) => {
-                let mut c = at_least(check(name, "tokens/s"), v, min);
-                c.evidence = vec![
-                    ctx.arm
-                        .at(&format!("/speech/throughput/{group}/tokens_per_s")),
-                ];
-                c.note = format!(
+            Some(v) => checks.push(judged(
+                at_least(check(name, "tokens/s"), v, min),
+                "tokens_per_s",
+                format!(
                     "{} tokens in {:.1} ms of decoding over {} requests",
                     f.tokens_decoded.unwrap_or(0),
                     f.decode_ns.unwrap_or(0) as f64 / 1e6,
                     f.requests
-                );
-                if c.outcome == Outcome::Fail {
-                    c.note.push_str(&cause());
-                }
-                checks.push(c);
-            }
+                ),
+            )),
             // The runtime does not expose decode time: not judged, so the
             // arm cannot pass on it.
             None => checks.push(not_evaluated(
@@ -127,23 +130,16 @@ fn throughput(ctx: &Context, g: &ThroughputGate) -> Vec<Check> {
     if let Some(max) = g.max_real_time_factor {
         let name = format!("{group} real-time factor");
         match f.real_time_factor {
-            Some(v) => {
-                let mut c = at_most(check(name, "ratio"), v, max);
-                c.evidence = vec![
-                    ctx.arm
-                        .at(&format!("/speech/throughput/{group}/real_time_factor")),
-                ];
-                c.note = format!(
+            Some(v) => checks.push(judged(
+                at_most(check(name, "ratio"), v, max),
+                "real_time_factor",
+                format!(
                     "{:.1} ms of processing for {} ms of audio over {} requests",
                     f.processing_ns as f64 / 1e6,
                     f.audio_ms,
                     f.requests
-                );
-                if c.outcome == Outcome::Fail {
-                    c.note.push_str(&cause());
-                }
-                checks.push(c);
-            }
+                ),
+            )),
             None => checks.push(not_evaluated(
                 name,
                 "ratio",
