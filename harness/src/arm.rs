@@ -482,21 +482,12 @@ fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{ParseContext, parse};
-    use crate::whisper_arm::{FixtureCatalog, NoModels};
 
     #[test]
     fn a_ceiling_without_the_external_sampler_is_refused_before_the_worker_starts() {
         let text = "schema_version = 1\nname = \"t\"\n[[arm]]\nid = \"a\"\n\
                     memory_ceiling = \"64 MiB\"\n[arm.calibrate]\n";
-        let ctx = ParseContext {
-            overrides: Default::default(),
-            base_dir: PathBuf::from("."),
-            fixtures: &FixtureCatalog::default(),
-            models: &NoModels,
-            physical_memory: None,
-        };
-        let protocol = parse("p.toml", text, &ctx).unwrap();
+        let protocol = crate::protocol::parse_without_catalogs(text).unwrap();
         let tmp = tempfile::tempdir().unwrap();
         let run = RunDir::create(&tmp.path().join("run")).unwrap();
         let dir = Rel::parse("a").unwrap();

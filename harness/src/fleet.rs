@@ -294,8 +294,6 @@ fn write(dir: &RunDir, runs: &[RunDir], report: &mut fleet::FleetReport) -> anyh
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{ParseContext, parse};
-    use crate::whisper_arm::{FixtureCatalog, NoModels};
 
     /// Arms a ← b ← c (each the control of the next) and d.
     fn chain() -> LoadedProtocol {
@@ -312,14 +310,7 @@ mod tests {
             arm("c", Some("b")),
             arm("d", None)
         );
-        let ctx = ParseContext {
-            overrides: Default::default(),
-            base_dir: PathBuf::from("."),
-            fixtures: &FixtureCatalog::default(),
-            models: &NoModels,
-            physical_memory: None,
-        };
-        parse("p.toml", &text, &ctx).unwrap()
+        crate::protocol::parse_without_catalogs(&text).unwrap()
     }
 
     fn ids(p: &LoadedProtocol) -> Vec<&str> {

@@ -241,6 +241,20 @@ pub struct ParseContext<'a> {
     pub physical_memory: Option<u64>,
 }
 
+/// Parse `text` with no fixtures, no named models and the host's RAM
+/// unknown: the context unit tests outside this module need.
+#[cfg(test)]
+pub(crate) fn parse_without_catalogs(text: &str) -> Result<LoadedProtocol, ProtocolError> {
+    let ctx = ParseContext {
+        overrides: BTreeMap::new(),
+        base_dir: PathBuf::from("."),
+        fixtures: &FixtureCatalog::default(),
+        models: &crate::whisper_arm::NoModels,
+        physical_memory: None,
+    };
+    parse("p.toml", text, &ctx)
+}
+
 /// A protocol that cannot be run, located in its file.
 #[derive(Debug, thiserror::Error)]
 #[error("{file}:{line}:{col}: {message}")]
