@@ -424,14 +424,19 @@ fn start_sampler(
         cfg.pause = Some(std::sync::Arc::clone(&t.pause));
         cfg.busy_per_tick = t.busy_per_tick;
     }
-    // One whole row per write: a killed harness loses at most the row in flight.
-    ExternalSampler::start(cfg, move |row| {
-        // The watchdog first: a kill must not wait for the disk.
-        if let Some(w) = &watchdog {
-            w.on_row(row);
-        }
-        series.append(row).map_err(std::io::Error::other)
-    })
+    // The watchdog sees each row on the tick's thread: a kill must not wait
+    // for the disk. Rows are written by the sampler's writer thread, one
+    // whole row per write: a killed harness loses only rows still queued
+    // (none, unless the disk has fallen behind).
+    ExternalSampler::start_observed(
+        cfg,
+        move |row| {
+            if let Some(w) = &watchdog {
+                w.on_row(row);
+            }
+        },
+        move |row| series.append(row).map_err(std::io::Error::other),
+    )
 }
 
 /// Everything that makes an arm a failure besides timeouts and violations.

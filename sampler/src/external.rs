@@ -8,7 +8,7 @@
 use crate::device::{DeviceProbe, DeviceSource};
 use crate::{DeviceCell, ProcessProbe, SamplerError, SeriesRow, SystemProbe, clock};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -138,6 +138,69 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+/// Rows the queue to the row writer holds before a tick waits for it: 51 s
+/// of a 50 ms series (each row is about 1.6 KiB in the queue).
+pub const ROW_QUEUE: usize = 1024;
+
+/// The thread that hands rows to the sink, off the tick's path.
+struct RowWriter {
+    rows: mpsc::SyncSender<SeriesRow>,
+    /// The writer thread's CPU clock after its latest row.
+    cpu_ns: Arc<AtomicU64>,
+    handle: JoinHandle<Written>,
+}
+
+/// What the row writer saw: the rows the sink refused and the first reason.
+#[derive(Default)]
+struct Written {
+    errors: u64,
+    first_error: Option<String>,
+}
+
+impl RowWriter {
+    fn spawn<F>(pid: i32, mut sink: F) -> Result<RowWriter, SamplerError>
+    where
+        F: FnMut(&SeriesRow) -> std::io::Result<()> + Send + 'static,
+    {
+        let (rows, queue) = mpsc::sync_channel::<SeriesRow>(ROW_QUEUE);
+        let cpu_ns = Arc::new(AtomicU64::new(0));
+        let cpu = Arc::clone(&cpu_ns);
+        let handle = std::thread::Builder::new()
+            .name(format!("memqual-rows-{pid}"))
+            .spawn(move || {
+                let mut written = Written::default();
+                // Ends when the tick thread drops its sender, after the last row.
+                for row in queue {
+                    if let Err(e) = sink(&row) {
+                        written.errors += 1;
+                        written.first_error.get_or_insert_with(|| e.to_string());
+                    }
+                    cpu.store(clock::thread_cpu_ns(), Ordering::Relaxed);
+                }
+                written
+            })
+            .map_err(|e| SamplerError::Os {
+                call: "spawn the series row writer",
+                reason: e.to_string(),
+            })?;
+        Ok(RowWriter {
+            rows,
+            cpu_ns,
+            handle,
+        })
+    }
+
+    /// Wait until every queued row reached the sink. The tick thread holds
+    /// the only other sender, so it must have ended first.
+    fn finish(self) -> Written {
+        drop(self.rows);
+        self.handle.join().unwrap_or_else(|_| Written {
+            errors: 1,
+            first_error: Some("the row writer's thread panicked".into()),
+        })
+    }
+}
+
 impl SamplerStats {
     fn note(&mut self, e: impl std::fmt::Display) {
         if self.first_error.is_none() {
@@ -150,15 +213,40 @@ impl SamplerStats {
 pub struct ExternalSampler {
     stop_tx: Option<mpsc::Sender<()>>,
     handle: Option<JoinHandle<SamplerStats>>,
+    writer: Option<RowWriter>,
     epoch_ns: u64,
     period_ns: u64,
 }
 
 impl ExternalSampler {
-    /// Start sampling `cfg.pid` and the system; each row goes to `sink` as
-    /// soon as it is taken. The first tick is due immediately.
-    pub fn start<F>(cfg: SamplerConfig, mut sink: F) -> Result<Self, SamplerError>
+    /// Start sampling `cfg.pid` and the system; each row goes to `sink` on
+    /// the row writer's thread. The first tick is due immediately.
+    pub fn start<F>(cfg: SamplerConfig, sink: F) -> Result<Self, SamplerError>
     where
+        F: FnMut(&SeriesRow) -> std::io::Result<()> + Send + 'static,
+    {
+        Self::start_observed(cfg, |_| {}, sink)
+    }
+
+    /// [`start`](Self::start), and `on_tick` sees each row on the tick's own
+    /// thread as soon as it is taken, before the row is queued for `sink`:
+    /// for what must not wait for the disk (the memory-ceiling watchdog).
+    /// It delays the next tick by its own time, so it must be short.
+    ///
+    /// `sink` runs on a thread of its own because a write can block far
+    /// longer than a period (the filesystem's journal, writeback throttling):
+    /// on the tick's thread it made the next tick late, and a whole period
+    /// late is a skipped tick. The queue holds [`ROW_QUEUE`] rows; only a
+    /// disk that many periods behind makes the tick wait (counted as lateness
+    /// and skipped ticks, never a dropped row). The writer's CPU time is
+    /// added to every row's `sampler_cpu_ns`, so the witness stays whole.
+    pub fn start_observed<O, F>(
+        cfg: SamplerConfig,
+        mut on_tick: O,
+        sink: F,
+    ) -> Result<Self, SamplerError>
+    where
+        O: FnMut(&SeriesRow) + Send + 'static,
         F: FnMut(&SeriesRow) -> std::io::Result<()> + Send + 'static,
     {
         let period_ns = u64::try_from(cfg.period.as_nanos())
@@ -175,6 +263,8 @@ impl ExternalSampler {
         let device = device.ok();
         let device_pid = u32::try_from(cfg.pid).unwrap_or(0);
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        let writer = RowWriter::spawn(cfg.pid, sink)?;
+        let (rows_tx, writer_cpu_ns) = (writer.rows.clone(), Arc::clone(&writer.cpu_ns));
         let epoch_ns = clock::monotonic_ns();
         let handle = std::thread::Builder::new()
             .name(format!("memqual-sampler-{}", cfg.pid))
@@ -230,7 +320,8 @@ impl ExternalSampler {
                     let mut row = SeriesRow {
                         tick,
                         deadline_ns: deadline,
-                        sampler_cpu_ns: cpu_start,
+                        sampler_cpu_ns: cpu_start
+                            .saturating_add(writer_cpu_ns.load(Ordering::Relaxed)),
                         t_ns,
                         lateness_ns: t_ns.saturating_sub(deadline),
                         skipped_before: behind,
@@ -286,12 +377,15 @@ impl ExternalSampler {
                     }
                     row.cost_ns = clock::monotonic_ns().saturating_sub(t_ns);
                     row.cost_cpu_ns = clock::thread_cpu_ns().saturating_sub(cpu_start);
-                    if let Err(e) = sink(&row) {
-                        stats.sink_errors += 1;
-                        stats.note(format!("writing a series row: {e}"));
-                    }
+                    on_tick(&row);
                     stats.rows += 1;
                     tick += 1;
+                    // Blocks only when the writer is ROW_QUEUE rows behind;
+                    // fails only if the writer thread is gone (it panicked).
+                    if rows_tx.send(row).is_err() {
+                        stats.sink_errors += 1;
+                        stats.note("writing a series row: the row writer's thread ended");
+                    }
                 }
                 stats
             })
@@ -302,6 +396,7 @@ impl ExternalSampler {
         Ok(ExternalSampler {
             stop_tx: Some(stop_tx),
             handle: Some(handle),
+            writer: Some(writer),
             epoch_ns,
             period_ns,
         })
@@ -322,12 +417,23 @@ impl ExternalSampler {
         self.shutdown()
     }
 
+    /// Stops the ticks, then waits for the writer to drain the queue: every
+    /// row taken is in the sink (or counted as a sink error) on return.
     fn shutdown(&mut self) -> SamplerStats {
         drop(self.stop_tx.take());
-        self.handle
+        let mut stats = self
+            .handle
             .take()
             .and_then(|h| h.join().ok())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        if let Some(writer) = self.writer.take() {
+            let written = writer.finish();
+            stats.sink_errors += written.errors;
+            if let Some(e) = written.first_error {
+                stats.note(format!("writing a series row: {e}"));
+            }
+        }
+        stats
     }
 }
 
@@ -522,6 +628,69 @@ mod tests {
         for r in rows.lock().unwrap().iter() {
             assert!(r.cost_cpu_ns >= 3_000_000, "{}", r.cost_cpu_ns);
         }
+    }
+
+    #[test]
+    fn a_stalled_disk_delays_no_tick_and_loses_no_row() {
+        // The sink's first write hangs until released, as a write behind a
+        // journal commit can. Ticks must go on meanwhile (seen on the tick
+        // thread), and every row reaches the sink, in order, once it returns.
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let sink_rows = Arc::clone(&written);
+        let (seen_tx, seen_rx) = mpsc::channel::<u64>();
+        let sampler = ExternalSampler::start_observed(
+            SamplerConfig {
+                device: DeviceSource::Off,
+                ..SamplerConfig::new(std::process::id() as i32, Duration::from_millis(5))
+            },
+            move |r| {
+                let _ = seen_tx.send(r.tick);
+            },
+            move |r| {
+                if r.tick == 0 {
+                    let _ = release_rx.recv();
+                }
+                sink_rows.lock().unwrap().push(r.tick);
+                Ok(())
+            },
+        )
+        .unwrap();
+        // Five ticks taken while the first row's write is still stuck.
+        for _ in 0..5 {
+            seen_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        }
+        assert!(written.lock().unwrap().is_empty());
+        release_tx.send(()).unwrap();
+        let stats = sampler.stop();
+        let written = written.lock().unwrap();
+        assert!(stats.rows >= 5, "{stats:?}");
+        assert_eq!(written.len() as u64, stats.rows);
+        assert!(written.windows(2).all(|w| w[0] < w[1]), "{written:?}");
+        assert_eq!(stats.sink_errors, 0);
+    }
+
+    #[test]
+    fn the_row_writers_cpu_is_counted_as_the_samplers() {
+        let writer = RowWriter::spawn(0, |_| {
+            burn_cpu(Duration::from_millis(5));
+            Ok(())
+        })
+        .unwrap();
+        let cpu = Arc::clone(&writer.cpu_ns);
+        for tick in 0..3 {
+            writer
+                .rows
+                .send(SeriesRow {
+                    tick,
+                    ..SeriesRow::default()
+                })
+                .unwrap();
+        }
+        let written = writer.finish();
+        assert_eq!(written.errors, 0);
+        // The writer's own thread clock: three 5 ms burns at least.
+        assert!(cpu.load(Ordering::Relaxed) >= 15_000_000);
     }
 
     #[test]

@@ -25,10 +25,10 @@ pub struct SeriesRow {
     pub cost_ns: u64,
     /// CPU time the sampler thread spent taking this sample.
     pub cost_cpu_ns: u64,
-    /// The sampler thread's whole CPU time when this sample started, every
-    /// earlier tick's reads and row writes included: the difference between
-    /// two rows is what sampling cost over that span. 0 in series written
-    /// before it was recorded.
+    /// The sampler's whole CPU time when this sample started: its tick
+    /// thread's (every earlier tick's reads) plus its row writer's (the rows
+    /// written so far). The difference between two rows is what sampling
+    /// cost over that span. 0 in series written before it was recorded.
     #[serde(default)]
     pub sampler_cpu_ns: u64,
 
