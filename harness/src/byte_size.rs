@@ -37,6 +37,11 @@ pub enum SizeError {
     /// A unit that is not one of [`UNIT_LIST`].
     #[error("has an unknown unit `{0}`: use one of {UNIT_LIST} (spelled as written here)")]
     UnknownUnit(String),
+    /// More digits after the decimal point than [`MAX_FRACTION_DIGITS`].
+    #[error(
+        "has {0} digits after the decimal point; at most {MAX_FRACTION_DIGITS} are allowed (e.g. \"1.5 GiB\")"
+    )]
+    TooPrecise(usize),
     /// More bytes than 64 bits hold.
     #[error("is more bytes than 64 bits hold")]
     Overflow,
@@ -55,12 +60,11 @@ pub fn parse_bytes(text: &str) -> Result<u64, SizeError> {
         .unwrap_or(text.len());
     let (number, unit) = text.split_at(number_end);
     let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-    if whole.is_empty()
-        || fraction.contains('.')
-        || (number.contains('.') && fraction.is_empty())
-        || fraction.len() > MAX_FRACTION_DIGITS
-    {
+    if whole.is_empty() || fraction.contains('.') || (number.contains('.') && fraction.is_empty()) {
         return Err(SizeError::NotANumber);
+    }
+    if fraction.len() > MAX_FRACTION_DIGITS {
+        return Err(SizeError::TooPrecise(fraction.len()));
     }
     let unit = unit.trim_start();
     if unit.is_empty() {
@@ -121,7 +125,7 @@ mod tests {
             (".5 GiB", SizeError::NotANumber),
             ("1. GiB", SizeError::NotANumber),
             ("1.2.3 GiB", SizeError::NotANumber),
-            ("1.0000000001 GiB", SizeError::NotANumber),
+            ("1.0000000001 GiB", SizeError::TooPrecise(10)),
             ("+1 GiB", SizeError::NotANumber),
             ("1e9 B", SizeError::UnknownUnit("e9 B".into())),
             ("1024", SizeError::NoUnit),

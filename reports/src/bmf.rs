@@ -10,6 +10,7 @@
 //! |---|---|---|
 //! | `<phase>-peak-bytes` | bytes | the kernel peak (footprint where reported, else resident) at `state_ready` and at every phase a memory gate names |
 //! | `max-resident-bytes`, `max-footprint-bytes` | bytes | the external series' maxima |
+//! | `memory-ceiling-bytes`, `memory-ceiling-crossing-peak-bytes` | bytes | arms with a `memory_ceiling`: the limit, and the kernel peak that crossed it (only when one did) |
 //! | `latency-p50-ns`, `latency-p95-ns`, `latency-max-ns` | ns | steady requests (whisper), every measured request (calibration) |
 //! | `cold-load-ns`, `first-request-ns` | ns | whisper arms |
 //! | `wer-<category>` | fraction | whisper arms with references |
@@ -129,6 +130,13 @@ fn arm_measures(a: &ArmReceipt, phases: &[Phase]) -> BTreeMap<String, Metric> {
         "max-footprint-bytes",
         a.series.max_footprint_bytes.map(|v| v as f64),
     );
+    if let Some(c) = &a.memory_ceiling {
+        m.put("memory-ceiling-bytes", Some(c.bytes as f64));
+        m.put(
+            "memory-ceiling-crossing-peak-bytes",
+            c.crossing.as_ref().map(|x| x.peak_bytes as f64),
+        );
+    }
     match &a.speech {
         Some(s) => {
             let l = &s.latency;

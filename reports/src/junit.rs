@@ -98,12 +98,16 @@ fn gate_suite(protocol: &str, report: &GateReport, a: &ArmVerdict) -> TestSuite 
     suite
 }
 
-/// An arm's QoI and throughput figures as (name, value) pairs.
+/// An arm's memory ceiling, QoI and throughput figures as (name, value) pairs.
 fn figures(arm: &ArmReceipt) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = arm
+        .memory_ceiling
+        .iter()
+        .map(|c| ("memory_ceiling".to_string(), crate::ceiling::line(c)))
+        .collect();
     let Some(s) = &arm.speech else {
-        return Vec::new();
+        return out;
     };
-    let mut out = Vec::new();
     if let Some(q) = &s.quality.qoi {
         out.push((
             "qoi".to_string(),

@@ -81,6 +81,9 @@ reason = "memory ceiling"
 
 struct Run {
     dir: PathBuf,
+    /// The run's `--junit` and `--export-bmf` files.
+    junit: PathBuf,
+    bmf: PathBuf,
     code: Option<i32>,
     stderr: String,
     receipt: reports::Receipt,
@@ -90,9 +93,22 @@ struct Run {
 fn run() -> &'static Run {
     static RUN: OnceLock<Run> = OnceLock::new();
     RUN.get_or_init(|| {
-        let r = run_protocol_body("run", &format!("{PROTOCOL}{LENIENT_ADMISSION}"), &[]);
+        let ci = tempfile::tempdir().unwrap().keep();
+        let (junit, bmf) = (ci.join("junit.xml"), ci.join("bmf.json"));
+        let r = run_protocol_body(
+            "run",
+            &format!("{PROTOCOL}{LENIENT_ADMISSION}"),
+            &[
+                "--junit",
+                junit.to_str().unwrap(),
+                "--export-bmf",
+                bmf.to_str().unwrap(),
+            ],
+        );
         let dir = r.tmp.keep().join("run");
         Run {
+            junit,
+            bmf,
             receipt: receipt(&dir),
             code: r.out.status.code(),
             stderr: stderr(&r.out),
@@ -328,4 +344,36 @@ fn an_impossible_ceiling_is_refused_before_anything_runs() {
         assert_eq!(err.lines().next(), Some(expected.as_str()), "{err}");
         assert!(!r.dir.exists(), "nothing may run on a bad protocol");
     }
+}
+
+#[test]
+fn junit_and_bmf_carry_the_ceiling_and_its_crossing() {
+    let c = crossing("over");
+    let junit = std::fs::read_to_string(&run().junit).unwrap();
+    let line = format!(
+        "memory ceiling 32.0 MiB (watchdog on VmHWM every 50 ms): crossed at {:.1} MiB in phase `model_loaded`",
+        c.peak_bytes as f64 / 1048576.0
+    );
+    assert!(
+        junit.contains(&format!(r#"<property name="memory_ceiling" value="{line}"#)),
+        "{junit}"
+    );
+    let bmf: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&run().bmf).unwrap()).unwrap();
+    let over = &bmf["memqual/test/over"];
+    assert_eq!(over["memory-ceiling-bytes"]["value"], CEILING_32 as f64);
+    assert_eq!(
+        over["memory-ceiling-crossing-peak-bytes"]["value"],
+        c.peak_bytes as f64
+    );
+    // Not crossed: the limit, and no crossing figure.
+    let under = &bmf["memqual/test/under"];
+    assert_eq!(
+        under["memory-ceiling-bytes"]["value"],
+        (256u64 << 20) as f64
+    );
+    assert!(
+        under.get("memory-ceiling-crossing-peak-bytes").is_none(),
+        "{under}"
+    );
 }
