@@ -632,3 +632,25 @@ pub fn locked_package(lock: &str, package: &str) -> (String, String) {
     };
     (field("version"), field("checksum"))
 }
+
+#[test]
+fn a_gpu_arm_on_the_cpu_only_whisper_worker_is_not_runnable_and_never_runs_on_the_cpu() {
+    // whisper.cpp built without CUDA or Metal accepts `use_gpu` and runs on
+    // the CPU without a word; the worker must refuse the arm instead.
+    let body = "[[arm]]\nid = \"gpu\"\n[arm.whisper]\nmodel = \"tiny.en\"\nuse_gpu = true\n\
+                fixtures = [\"s1\"]\nwarmup = 0\nidle_s = 0.1\n";
+    let r = run_protocol_body("run", body, &[]);
+    assert_eq!(r.out.status.code(), Some(1), "{}", stderr(&r.out));
+    let receipt = receipt(&r.dir);
+    let a = arm(&receipt, "gpu");
+    assert_eq!(a.status, ArmStatus::NotRunnable, "{:?}", a.failure);
+    assert!(
+        a.failure.iter().any(|f| f.contains(
+            "use_gpu = true needs a memqual-whisper built with a GPU backend (backend:cuda or \
+             backend:metal); this build has none"
+        )),
+        "{:?}",
+        a.failure
+    );
+    assert!(a.phases.is_empty(), "a refused arm ran phases");
+}

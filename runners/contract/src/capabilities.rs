@@ -92,6 +92,9 @@ pub fn require_capabilities(
     )))
 }
 
+/// The capabilities that mean the build has a GPU backend `use_gpu` reaches.
+const GPU_BACKENDS: [&str; 2] = ["backend:cuda", "backend:metal"];
+
 /// Refuse an arm that `worker`, with capabilities `caps`, cannot run as
 /// declared: each refusal names what is missing.
 pub fn check_runnable_with(
@@ -103,6 +106,15 @@ pub fn check_runnable_with(
     if spec.encoder == Encoder::Coreml && !caps.contains(&"encoder:coreml") {
         return Err(NotRunnable(format!(
             "encoder = \"coreml\" needs a {worker} built with the `coreml` feature (macOS; it lacks encoder:coreml)"
+        )));
+    }
+    // whisper.cpp without a GPU backend takes `use_gpu` and runs on the CPU
+    // without a word: such an arm would measure the CPU under a GPU's name.
+    if spec.use_gpu && !caps.iter().any(|c| GPU_BACKENDS.contains(c)) {
+        return Err(NotRunnable(format!(
+            "use_gpu = true needs a {worker} built with a GPU backend (backend:cuda or \
+             backend:metal); this build has none, and whisper.cpp would run the arm on the CPU \
+             without saying so"
         )));
     }
     if spec.coreml_compute_units.is_some() && !caps.contains(&"coreml:compute_units") {
@@ -213,6 +225,30 @@ mod tests {
     }
 
     #[test]
+    fn a_gpu_arm_needs_a_gpu_backend_and_a_cpu_arm_runs_anywhere() {
+        let gpu = spec("native", &[], None);
+        assert!(gpu.use_gpu);
+        let cpu_only = capabilities_of(&[], &[]);
+        let err = check_runnable_with("memqual-whisper", &gpu, &cpu_only)
+            .unwrap_err()
+            .0;
+        assert!(
+            err.starts_with(
+                "use_gpu = true needs a memqual-whisper built with a GPU backend (backend:cuda or \
+                 backend:metal)"
+            ),
+            "{err}"
+        );
+        for backend in ["cuda", "metal"] {
+            let caps = capabilities_of(&[backend], &[]);
+            assert!(check_runnable_with("w", &gpu, &caps).is_ok(), "{backend}");
+        }
+        let mut cpu = gpu;
+        cpu.use_gpu = false;
+        assert!(check_runnable_with("w", &cpu, &cpu_only).is_ok());
+    }
+
+    #[test]
     fn external_encoder_only_loading_with_core_ml_needs_the_patched_core_ml_build() {
         let mac_patched = capabilities_of(&["metal", "coreml"], PATCH_CAPABILITIES_COREML);
         let mac_stock = capabilities_of(&["metal", "coreml"], &[]);
@@ -241,7 +277,9 @@ mod tests {
         );
         // A patched build without Core ML that claimed the loader still refuses
         // it for Core ML, naming the capability it lacks.
-        let cpu_loader = spec("coreml", &["loader:external_encoder_only"], None);
+        // (Its decoder on the CPU: the build has no GPU backend.)
+        let mut cpu_loader = spec("coreml", &["loader:external_encoder_only"], None);
+        cpu_loader.use_gpu = false;
         let caps = capabilities_of(&["coreml"], PATCH_CAPABILITIES);
         let err = check_runnable_with("w", &cpu_loader, &caps).unwrap_err().0;
         assert!(
