@@ -566,6 +566,14 @@ struct ParamsOnly {
     params: BTreeMap<String, String>,
 }
 
+/// The parameters `text` declares under `[params]` (none when it does not
+/// parse: loading it says why).
+pub fn declared_params(text: &str) -> std::collections::BTreeSet<String> {
+    toml::from_str::<ParamsOnly>(text)
+        .map(|p| p.params.into_keys().collect())
+        .unwrap_or_default()
+}
+
 /// The smallest ceiling accepted: no worker starts in less, so a lower one
 /// could only ever kill it.
 pub const MIN_MEMORY_CEILING: u64 = 1 << 20;
