@@ -4,8 +4,9 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 use ::harness::{
-    artifact, calibrate, compare, exit, fixtures, fleet, history, host, import, ladder_chart,
-    lifeline, limits, manual, note, out, protocol, review, session, soak, version,
+    artifact, bisect, calibrate, compare, exit, fixtures, fleet, history, host, import,
+    ladder_chart, lifeline, limits, manual, note, out, probe_verdict, protocol, review, session,
+    soak, version,
 };
 use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
@@ -29,7 +30,7 @@ enum Command {
     /// arms/<id>/{spec.json, markers.jsonl, series.csv, results.jsonl,
     /// worker.log, stdout.txt, stderr.txt, arm.json} as data arrives, and
     /// receipt.json at the end.
-    #[command(after_help = exit::HELP)]
+    #[command(after_help = format!("{} {}", exit::HELP, probe_verdict::HELP))]
     ///
     /// Without a protocol it runs the embedded quickstart (protocols/quickstart.toml):
     /// the real tiny.en model on CPU, one state against one extra state, with
@@ -47,6 +48,44 @@ enum Command {
         /// the shards' run directories.
         #[arg(long, value_name = "I/N", value_parser = fleet::parse_shard)]
         shard: Option<fleet::Shard>,
+        /// Exit as `git bisect run` expects: 0 PASS, 1 FAIL, 125 when the
+        /// run cannot tell (NOT_RUNNABLE, a refused host, an inconclusive
+        /// overhead or stability interval, a protocol or worker that cannot
+        /// run), 130 interrupted. See docs/bisect.md.
+        #[arg(long)]
+        bisect_exit: bool,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Find the first value of one protocol parameter whose verdict differs
+    /// from the first value's, in O(log n) runs.
+    ///
+    /// The protocol declares NAME under [params] and uses it: in model paths
+    /// (`${NAME}` inside a path) or as a whole value anywhere (`mib =
+    /// "${NAME}"` reads as the number 64 when NAME is 64). Every value is
+    /// loaded first; then the first value is run (the reference), the last
+    /// (to confirm the list flips at all), and each further probe halves
+    /// the values between the last that agrees with the first and the first
+    /// that differs, assuming the verdict flips once. A probe is judged
+    /// pass, fail or skip as `run --bisect-exit` judges it; a skip (an arm
+    /// NOT_RUNNABLE, a refused host, an inconclusive overhead or stability
+    /// interval) is never good or bad, and the untested value nearest the
+    /// middle is probed instead.
+    ///
+    /// Writes runs/<UTC time>-bisect-<protocol>-<NAME>/ (or --out): one run
+    /// directory per probe, probes/<position>-<NAME>-<value>/, and the
+    /// summary bisect.json and bisect.md (each probe's value, run directory,
+    /// verdict and judgement; the number skipped; the first differing value;
+    /// the gate checks that flipped with their figures on both sides),
+    /// printed as the table (or --json).
+    #[command(after_help = bisect::HELP)]
+    Bisect {
+        /// The protocol file (TOML) that declares the parameter.
+        protocol: PathBuf,
+        /// The parameter and its ordered values, comma-separated: at least
+        /// two, none empty, none twice (e.g. size=8,16,24,32).
+        #[arg(long = "param", value_name = "NAME=V1,V2,…", value_parser = parse_param)]
+        param: (String, String),
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -453,8 +492,20 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             protocol,
             params,
             shard,
+            bisect_exit,
             common,
-        } => session::run_command(protocol.as_deref(), &params, shard, &common.options()),
+        } => session::run_command(
+            protocol.as_deref(),
+            &params,
+            shard,
+            &common.options(),
+            bisect_exit,
+        ),
+        Command::Bisect {
+            protocol,
+            param,
+            common,
+        } => bisect::command(&protocol, &param, &common.options()),
         Command::Soak {
             protocol,
             requests,
@@ -492,7 +543,18 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
 fn main() -> ExitCode {
     // Before any thread exists (see lifeline.rs).
     lifeline::init();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // `git bisect run` reads 2 as "bad": a command line this memqual
+            // cannot read judges no commit, so under --bisect-exit it skips.
+            if e.use_stderr() && std::env::args_os().any(|a| a == "--bisect-exit") {
+                let _ = e.print();
+                return ExitCode::from(probe_verdict::SKIP);
+            }
+            e.exit()
+        }
+    };
     match main_inner(cli) {
         Ok(code) => ExitCode::from(code),
         Err(f) => {

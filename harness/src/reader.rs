@@ -10,6 +10,11 @@ use std::sync::mpsc::Sender;
 use std::thread::JoinHandle;
 use worker_contract::{CONTRACT_VERSION, WorkerMessage, decode_line};
 
+/// How an arm's failure begins when its worker speaks another contract
+/// version: a worker from another commit, which this memqual cannot judge
+/// (`run --bisect-exit` skips it).
+pub const CONTRACT_MISMATCH: &str = "worker speaks contract version";
+
 /// What the watcher hears while the worker runs.
 pub enum Event {
     /// The worker exited (or waiting for it failed).
@@ -127,7 +132,7 @@ impl State {
                     self.violation(
                         line_no,
                         format!(
-                            "worker speaks contract version {}, memqual speaks {CONTRACT_VERSION}",
+                            "{CONTRACT_MISMATCH} {}, memqual speaks {CONTRACT_VERSION}",
                             h.contract_version
                         ),
                     );

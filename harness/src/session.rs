@@ -184,13 +184,44 @@ pub fn run_passed(result: &run::RunResult) -> bool {
 }
 
 /// `memqual run`: the protocol (default: the embedded quickstart), or
-/// shard `shard` of it, then the summary and the CI files.
+/// shard `shard` of it, then the summary and the CI files. With
+/// `bisect_exit` the exit code is `git bisect run`'s
+/// ([`crate::probe_verdict`]): every failure to run becomes a skip (125),
+/// so a commit that cannot be measured is never called good or bad.
 pub fn run_command(
     path: Option<&Path>,
     params: &[(String, String)],
     shard: Option<fleet::Shard>,
     opts: &SessionOptions,
+    bisect_exit: bool,
 ) -> Result<u8, Failure> {
+    let ran = run_and_summarize(path, params, shard, opts);
+    if !bisect_exit {
+        return ran.map(|(code, _)| code);
+    }
+    match ran {
+        Ok((code, _)) if code == exit::INTERRUPTED => Ok(code),
+        Ok((_, judged)) => {
+            if let crate::probe_verdict::Judged::Skip(why) = &judged {
+                note!("memqual: --bisect-exit: this run cannot tell ({why}): exit 125, skip");
+            }
+            Ok(judged.exit_code())
+        }
+        Err(f) if f.code == exit::INTERRUPTED => Err(f),
+        Err(f) => {
+            note!("memqual: error: {:#}", f.error);
+            note!("memqual: --bisect-exit: nothing could be judged: exit 125, skip");
+            Ok(crate::probe_verdict::SKIP)
+        }
+    }
+}
+
+fn run_and_summarize(
+    path: Option<&Path>,
+    params: &[(String, String)],
+    shard: Option<fleet::Shard>,
+    opts: &SessionOptions,
+) -> Result<(u8, crate::probe_verdict::Judged), Failure> {
     let mut loaded = load_protocol(
         path,
         ("<embedded protocols/quickstart.toml>", QUICKSTART),
@@ -210,5 +241,7 @@ pub fn run_command(
     }
     ci_formats::emit(&opts.ci, &result.receipt, &[], &[])?;
     ci_formats::step_summary_of(&result.run);
-    Ok(run_exit(&result, run_passed(&result)))
+    let passed = run_passed(&result);
+    let judged = crate::probe_verdict::judge(&result.receipt, passed);
+    Ok((run_exit(&result, passed), judged))
 }

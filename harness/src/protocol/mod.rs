@@ -1,6 +1,7 @@
 //! Protocol files: TOML, strict (unknown keys are errors), validated before
 //! any worker starts. Errors name `file:line:col` and the key.
 
+mod placeholders;
 mod soak;
 
 pub use soak::SoakDecl;
@@ -41,7 +42,10 @@ pub struct Protocol {
     /// Defaults every arm inherits.
     #[serde(default)]
     pub defaults: Defaults,
-    /// Named strings that `${name}` in model paths refers to; `--param name=value` overrides.
+    /// Named strings that `${name}` in model paths refers to, and that a
+    /// value written as exactly `"${name}"` anywhere outside `[params]`
+    /// stands for (a number or boolean when the string reads as one);
+    /// `--param name=value` overrides.
     #[serde(default)]
     pub params: BTreeMap<String, String>,
     /// Quiet-host admission thresholds and window.
@@ -325,12 +329,32 @@ fn join(prefix: &str, key: &str) -> String {
 /// Every number is range-checked here, and every error is located at the
 /// key it is about (or at the nearest enclosing table written in the file).
 pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtocol, ProtocolError> {
-    let raw: Protocol = toml::from_str(text)
+    // Parameters first: whole-value placeholders need them before the
+    // typed parse can read the values they stand for.
+    let declared: ParamsOnly = toml::from_str(text)
         .map_err(|e| error_at(file, text, e.span(), e.message().trim().to_string()))?;
-    let spans = Spans::parse(text);
-    let at = |span: Range<usize>, message: String| error_at(file, text, Some(span), message);
+    let params = resolve_params(file, text, &declared.params, ctx, &Spans::parse(text))?;
+    let rewritten = placeholders::rewrite(text, &params).map_err(|u| {
+        let name = u.name;
+        error_at(
+            file,
+            text,
+            Some(u.span),
+            format!(
+                "`${{{name}}}` names a parameter that is not set: declare it under [params] or pass --param {name}=…"
+            ),
+        )
+    })?;
+    // Errors are located in the text as written, not as rewritten.
+    let located = |span: Option<Range<usize>>, message: String| {
+        error_at(file, text, span.map(|s| rewritten.original(s)), message)
+    };
+    let raw: Protocol = toml::from_str(&rewritten.text)
+        .map_err(|e| located(e.span(), e.message().trim().to_string()))?;
+    let spans = Spans::parse(&rewritten.text);
+    let at = |span: Range<usize>, message: String| located(Some(span), message);
     // An error about the key at `path` (dotted, from the document root).
-    let at_key = |path: &str, message: String| error_at(file, text, spans.value(path), message);
+    let at_key = |path: &str, message: String| located(spans.value(path), message);
     // A checked table's error, its key relative to `table`.
     let in_table = |table: &str, e: FieldError| {
         let e = e.under(table);
@@ -352,12 +376,7 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
         ));
     }
     if raw.arms.is_empty() {
-        return Err(error_at(
-            file,
-            text,
-            None,
-            "the protocol declares no [[arm]]".into(),
-        ));
+        return Err(located(None, "the protocol declares no [[arm]]".into()));
     }
     PERIOD_MS
         .check("period_ms", raw.sampling.period_ms)
@@ -374,7 +393,6 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
     raw.admission
         .validate()
         .map_err(|e| in_table("admission", e))?;
-    let params = resolve_params(file, text, &raw.params, ctx, &spans)?;
     let mut seen = std::collections::HashSet::new();
     let mut arms = Vec::with_capacity(raw.arms.len());
     let mut controls = Vec::with_capacity(raw.arms.len());
@@ -539,6 +557,21 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
         soak: raw.soak,
         shard: None,
     })
+}
+
+/// The `[params]` table alone, read before the rest of the protocol.
+#[derive(Deserialize)]
+struct ParamsOnly {
+    #[serde(default)]
+    params: BTreeMap<String, String>,
+}
+
+/// The parameters `text` declares under `[params]` (none when it does not
+/// parse: loading it says why).
+pub fn declared_params(text: &str) -> std::collections::BTreeSet<String> {
+    toml::from_str::<ParamsOnly>(text)
+        .map(|p| p.params.into_keys().collect())
+        .unwrap_or_default()
 }
 
 /// The smallest ceiling accepted: no worker starts in less, so a lower one
@@ -1166,6 +1199,72 @@ kind = "parity"
         assert_eq!(
             err.to_string(),
             "p.toml:4:1: params refer to each other in a cycle: `a` (p.toml:4:1) → `b` (--param b) → `a`"
+        );
+    }
+
+    #[test]
+    fn a_whole_value_placeholder_is_the_parameter_typed() {
+        let text = "schema_version = 1\nname = \"t\"\n[params]\nsize = \"24\"\nlimit = \"40.5\"\n\
+            [[arm]]\nid = \"a\"\nmemory_ceiling = \"${ceiling}\"\n[arm.calibrate]\nplateau = { mib = \"${size}\" }\n\
+            [[arm.gate]]\nkind = \"memory\"\nphase = \"state_ready\"\nceiling_mib = \"${limit}\"\n";
+        let fixtures = FixtureCatalog::default();
+        let ctx = |overrides: &[(&str, &str)]| ParseContext {
+            overrides: overrides
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            base_dir: PathBuf::from("."),
+            fixtures: &fixtures,
+            models: &NoModels,
+            physical_memory: Some(TEST_RAM),
+        };
+        let loaded = parse(
+            "p.toml",
+            text,
+            &ctx(&[("ceiling", "300 MiB"), ("size", "48")]),
+        )
+        .unwrap();
+        let arm = &loaded.arms[0];
+        let WorkerSpec::Calibrate(cal) = &arm.worker else {
+            panic!("a calibration arm")
+        };
+        assert_eq!(cal.plateau.as_ref().map(|p| p.mib), Some(48));
+        assert_eq!(arm.memory_ceiling, Some(300 << 20));
+        let GateSpec::Memory(gate) = &arm.gates.gates[0] else {
+            panic!("a memory gate")
+        };
+        assert_eq!(gate.ceiling_mib, Some(40.5));
+        // The text is kept as written, the values as resolved.
+        assert_eq!(loaded.text, text);
+        assert_eq!(loaded.params["size"], "48");
+
+        // A value the key refuses is refused at the placeholder as written,
+        // with the message the literal value gets.
+        let err = parse(
+            "p.toml",
+            text,
+            &ctx(&[("ceiling", "300 MiB"), ("size", "big")]),
+        )
+        .unwrap_err();
+        assert_eq!((err.line, err.col), (10, 19), "{err}");
+        assert!(err.message.contains("expected u64"), "{err}");
+        let err = parse(
+            "p.toml",
+            text,
+            &ctx(&[("ceiling", "300 MiB"), ("size", "2097152")]),
+        )
+        .unwrap_err();
+        assert_eq!((err.line, err.col), (10, 19), "{err}");
+        assert!(
+            err.message
+                .contains("plateau.mib = 2097152 is out of range"),
+            "{err}"
+        );
+        // Unset: named, with how to set it.
+        let err = parse("p.toml", text, &ctx(&[])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "p.toml:8:18: `${ceiling}` names a parameter that is not set: declare it under [params] or pass --param ceiling=…"
         );
     }
 

@@ -89,6 +89,18 @@ pub mod fleet {
     pub const RUNS: &str = "runs";
 }
 
+/// A bisect directory (`memqual bisect … --out DIR`): one run directory per
+/// probe and the summary. Like a fleet directory it is claimed as a run
+/// directory (an empty `arms/`) but is not one.
+pub mod bisect {
+    /// The bisect summary (JSON).
+    pub const SUMMARY: &str = "bisect.json";
+    /// The bisect summary as a Markdown table.
+    pub const MARKDOWN: &str = "bisect.md";
+    /// `probes/<position>-<param>-<value>/`: each probe's run directory.
+    pub const PROBES: &str = "probes";
+}
+
 /// Files `memqual report` rebuilds; everything else in a run directory is raw.
 pub const DERIVED: &[&str] = &[
     RECEIPT,
