@@ -72,6 +72,7 @@ pub mod cancel;
 pub mod ceiling;
 pub mod census;
 pub mod compare;
+pub mod covariates;
 mod error;
 pub mod fleet;
 pub mod fleet_html;

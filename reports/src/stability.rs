@@ -131,6 +131,10 @@ pub struct Stability {
     /// [`Stability::worker`]; `None` for a request soak.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lifecycle: Option<LifecycleFloors>,
+    /// The host's thermal and power state over the soak, and whether it
+    /// changed (a confound of the verdict); `None` without series rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub covariates: Option<crate::covariates::SoakCovariates>,
     /// `request_end` markers seen.
     pub requests: u64,
     /// The worst of the worker's judged series: `worker_series` and
@@ -233,6 +237,11 @@ pub fn markdown(with: &[(&str, &Stability)]) -> String {
         );
     }
     for (id, s) in with {
+        if let Some(c) = &s.covariates {
+            let _ = writeln!(out, "\n`{id}`: {}.", c.line());
+        }
+    }
+    for (id, s) in with {
         let Some(l) = &s.lifecycle else { continue };
         let _ = writeln!(
             out,
@@ -323,6 +332,7 @@ fn system_points(
     run: &RunDir,
     series: &Rel,
     ends: &[(u64, u64)],
+    covariates: &mut crate::covariates::Accumulator,
 ) -> Result<Vec<Vec<Point>>, ReportError> {
     let picks: Vec<Pick> = SYSTEM
         .iter()
@@ -357,6 +367,7 @@ fn system_points(
             line: i as u64 + 2,
             reason: e.to_string(),
         })?;
+        covariates.row(&row);
         match &last {
             // Request ends before this row take the previous row's values.
             Some(prev) => emit(prev, Some(row.t_ns), &mut next),
@@ -520,7 +531,14 @@ pub fn analyse_arm(
         .iter()
         .map(|m| (m.request_id.unwrap_or(m.seq), m.t_ns))
         .collect();
-    let mut sys = system_points(run, &arm.join(crate::record::files::SERIES), &index)?;
+    let mut covariates = crate::covariates::Accumulator::default();
+    let mut sys = system_points(
+        run,
+        &arm.join(crate::record::files::SERIES),
+        &index,
+        &mut covariates,
+    )?;
+    let covariates = covariates.finish();
     let system_settings = GrowthSettings {
         linear_slope_bytes_per_request: settings.system_slope_bytes_per_request,
         ..settings.growth.clone()
@@ -564,6 +582,7 @@ pub fn analyse_arm(
             SoakMode::Requests
         },
         lifecycle,
+        covariates: (covariates.readings > 0).then_some(covariates),
         requests: ends.len() as u64,
         worker,
         worker_series,
@@ -602,7 +621,9 @@ mod tests {
         crate::testing::csv(&run, &path, [row(100, 1), row(200, 2), row(300, 3)]);
         // Ends at 50 (before any row: none), 100 (exactly row 1), 250, 299, 900.
         let ends = [(0, 50), (1, 100), (2, 250), (3, 299), (4, 900)];
-        let p = system_points(&run, &path, &ends).unwrap();
+        let mut cov = crate::covariates::Accumulator::default();
+        let p = system_points(&run, &path, &ends, &mut cov).unwrap();
+        assert_eq!(cov.finish().readings, 3, "each row is a fresh reading here");
         let shmem: Vec<(u64, f64)> = p[3].iter().map(|p| (p.request, p.bytes)).collect();
         assert_eq!(shmem, vec![(1, 1.0), (2, 2.0), (3, 2.0), (4, 3.0)]);
         assert!(p[0].is_empty(), "no wired on Linux rows");

@@ -326,6 +326,9 @@ pub fn human(result: &SoakResult) -> String {
             g.reason
         ));
     }
+    if let Some(c) = &s.covariates {
+        out.push_str(&format!("  {}\n", c.line()));
+    }
     if !s.system_growth_while_worker_flat.is_empty() {
         out.push_str(&format!(
             "  SYSTEM MEMORY GROWS WHILE THE WORKER IS FLAT: {}\n",

@@ -135,6 +135,11 @@ fn a_block_kept_at_every_teardown_is_linear_growth_at_its_size_per_cycle() {
     );
     let html = std::fs::read_to_string(run.dir.join("report.html")).unwrap();
     assert!(html.contains("Floor after each cycle's teardown (12 cycles)"));
+    // The covariates were read with the system files and said beside the verdict.
+    let c = run.stability.covariates.as_ref().expect("covariates");
+    assert!(c.readings > 0);
+    assert!(summary.contains(&c.line()), "{summary}");
+    assert!(html.contains(&c.line().replace('\'', "&#39;")) || html.contains(&c.line()));
 }
 
 #[test]

@@ -850,6 +850,7 @@ fn soaked(worker: impl Fn(u64) -> f64, shmem: impl Fn(u64) -> f64) -> crate::sta
         settings,
         mode: crate::stability::SoakMode::Requests,
         lifecycle: None,
+        covariates: None,
         requests: 300,
         worker: worker_class,
         worker_series: vec![w],

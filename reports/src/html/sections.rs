@@ -727,6 +727,9 @@ fn soak_section(s: &Stability, history: Option<&SoakHistory>) -> Markup {
     html! {
         h3 { "Soak" }
         p { "mode " code { (s.mode.name()) } " · " (s.requests) " requests · worker " (s.worker.name()) " · " (verdict) }
+        @if let Some(c) = &s.covariates {
+            @if c.confounds.is_empty() { p { (c.line()) } } @else { p.fail { (c.line()) } }
+        }
         @if let Some(l) = &s.lifecycle {
             (lifecycle_floors(l))
         }
@@ -910,6 +913,13 @@ fn arm_details(r: &Receipt, arm: &ArmReceipt, data: &PageData) -> Markup {
             @if let Some(c) = &arm.memory_ceiling { p.ceiling { (crate::ceiling::line(c)) } }
             @if let Some((t0, points)) = data.series.get(&arm.id) {
                 (svg(super::arm_chart::memory_chart(arm, points, *t0), "chart"))
+                @if let Some(c) = arm.stability.as_ref().and_then(|s| s.covariates.as_ref()) {
+                    @match super::arm_chart::covariate_row(arm, c, points, *t0) {
+                        Ok(Some(row)) => div.chart.covariate { (PreEscaped(row)) },
+                        Ok(None) => p.covariate { "Covariate row: nothing readable on this host (" (c.unreadable.join(", ")) ")." },
+                        Err(e) => p { "covariate row not drawn: " (e) },
+                    }
+                }
             }
             @if let Some(s) = &arm.stability {
                 (soak_section(s, data.history.as_ref().filter(|h| h.arm == arm.id)))
