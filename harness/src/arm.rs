@@ -244,6 +244,7 @@ fn execute_with(
         scratch_dir: scratch_path,
         sampler: schedule,
         settle_ms: arm.settle_ms,
+        lifecycle: arm.lifecycle,
         worker: arm.worker.clone(),
     };
     match serde_json::to_vec_pretty(&spec) {

@@ -287,6 +287,10 @@ enum Command {
     /// inconclusive — for the worker and for system memory, and append the
     /// result to the soak history.
     ///
+    /// A lifecycle soak (`[soak] mode = "lifecycle"`, or `--cycles N`) runs N
+    /// cycles in one worker — context load, state, `cycle_requests` requests,
+    /// state and context freed — and judges the floor after each teardown.
+    ///
     /// The receipt's `stability` section holds the analysis; Ctrl-C stops the
     /// worker and still writes the analysis of the requests collected.
     #[command(after_help = exit::HELP)]
@@ -299,6 +303,10 @@ enum Command {
         /// Run for this long (e.g. 8h, 90m, 45s; 1s to 168h); whisper arms only.
         #[arg(long, value_parser = soak::parse_duration)]
         duration: Option<std::time::Duration>,
+        /// A lifecycle soak of this many load → requests → teardown cycles
+        /// (1 to 1000000), overriding `[soak] mode` and `cycles`.
+        #[arg(long, conflicts_with_all = ["requests", "duration"], value_parser = limits::int_flag(protocol::CYCLES))]
+        cycles: Option<u64>,
         /// The arm to soak, overriding `[soak] arm` (default: the first arm).
         #[arg(long)]
         arm: Option<String>,
@@ -510,6 +518,7 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             protocol,
             requests,
             duration,
+            cycles,
             arm,
             history,
             no_history,
@@ -524,6 +533,7 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             let request = soak::nightly::SoakRequest {
                 protocol,
                 length,
+                cycles,
                 arm,
                 history: (!no_history).then(|| history.unwrap_or_else(history::default_path)),
                 params,

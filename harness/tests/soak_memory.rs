@@ -78,6 +78,7 @@ fn write_run(dir: &RunDir, ticks: u64) {
         growth: reports::growth::GrowthSettings::default(),
         system_slope_bytes_per_request: 16_384.0,
         settle_ms: 0,
+        lifecycle: None,
     };
     dir.write_json(&arm.join(reports::stability::SOAK_FILE), &settings)
         .unwrap();

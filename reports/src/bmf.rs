@@ -194,6 +194,13 @@ fn arm_measures(a: &ArmReceipt, phases: &[Phase]) -> BTreeMap<String, Metric> {
                 g.bytes_per_hour.as_ref(),
             );
         }
+        for g in s.lifecycle.iter().flat_map(|l| &l.floor_series) {
+            // One point per cycle: the slope is bytes per cycle.
+            m.slope(
+                &format!("soak-{}-slope-bytes-per-cycle", g.series),
+                g.bytes_per_request.as_ref(),
+            );
+        }
         m.put(
             "soak-peak-footprint-bytes",
             s.peak_footprint_bytes.map(|v| v as f64),

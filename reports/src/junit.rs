@@ -198,8 +198,7 @@ fn soak_suite(protocol: &str, arm: &ArmReceipt, regressions: &[String]) -> Optio
     };
     suite.add_test_case(case("stability".into(), &name, verdict));
     for g in s
-        .worker_series
-        .iter()
+        .judged_worker_series()
         .chain(&s.settled_series)
         .chain(&s.system_series)
     {

@@ -72,6 +72,7 @@ pub mod cancel;
 pub mod ceiling;
 pub mod census;
 pub mod compare;
+pub mod covariates;
 mod error;
 pub mod fleet;
 pub mod fleet_html;
@@ -110,7 +111,7 @@ pub use receipt::Receipt;
 
 /// Version of the receipt format, `major.minor`: the major changes when a
 /// field changes meaning or disappears, the minor when fields are added.
-pub const RECEIPT_FORMAT_VERSION: &str = "4.4";
+pub const RECEIPT_FORMAT_VERSION: &str = "4.5";
 
 /// The JSON Schema of `receipt.json`, generated from the types (committed as
 /// `reports/receipt.schema.json`).

@@ -105,6 +105,12 @@ pub fn summary_markdown(r: &Receipt) -> String {
         .filter_map(|a| Some((a.id.as_str(), a.speech.as_ref()?.throughput.as_ref()?)))
         .collect();
     out.push_str(&crate::throughput::markdown(&throughputs));
+    let soaks: Vec<(&str, &crate::stability::Stability)> = r
+        .arms
+        .iter()
+        .filter_map(|a| Some((a.id.as_str(), a.stability.as_ref()?)))
+        .collect();
+    out.push_str(&crate::stability::markdown(&soaks));
     if let Some(g) = &r.gates {
         let _ = writeln!(out, "\n## Gates\n");
         let _ = writeln!(

@@ -10,6 +10,14 @@
 //! worker's `settled` snapshots (`settled.jsonl`) make two more worker
 //! series, judged like the others. A `stability` gate reads
 //! [`Stability::stable`].
+//!
+//! A lifecycle soak ([`SoakMode::Lifecycle`]) frees and loads the context
+//! again every cycle inside one worker; its `release` markers, taken after
+//! the free, are the post-teardown floors ([`LifecycleFloors`]). Those
+//! floors, one point per cycle, are what decides the worker's verdict: the
+//! `request_end` series are shown but not judged, because each cycle's
+//! fresh context lands its buffers differently and that placement is not
+//! growth.
 
 use crate::growth::{self, Classification, GrowthSettings, Point, SeriesGrowth};
 use crate::{ReportError, stats};
@@ -31,16 +39,107 @@ pub struct SoakSettings {
     /// The settle period after each `request_end` (0: none).
     #[serde(default)]
     pub settle_ms: u64,
+    /// A lifecycle soak's cycles and floor threshold; `None` for a request soak.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<LifecycleSettings>,
 }
 
+/// How a soak exercises the worker (the protocol's `[soak] mode`).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum SoakMode {
+    /// One load, many requests; growth judged at each `request_end`.
+    #[default]
+    Requests,
+    /// Load → state → K requests → state and context freed, `cycles` times
+    /// in one worker; growth judged on the floor after each teardown.
+    Lifecycle,
+}
+
+impl SoakMode {
+    /// The name a protocol and the receipt use (`requests`, `lifecycle`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SoakMode::Requests => "requests",
+            SoakMode::Lifecycle => "lifecycle",
+        }
+    }
+}
+
+/// A lifecycle soak's plan and threshold.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LifecycleSettings {
+    /// Cycles planned (`[soak] cycles`).
+    pub cycles: u64,
+    /// Measured requests per cycle (`[soak] cycle_requests`, else the arm's own cycle).
+    pub requests_per_cycle: u64,
+    /// Cycles at the start whose floors are not judged.
+    pub warmup_cycles: u64,
+    /// A floor slope whose whole interval exceeds this (bytes per cycle) is growth.
+    pub slope_bytes_per_cycle: f64,
+}
+
+/// The floor after one cycle's teardown: the worker's own snapshot in its
+/// `release` marker, taken once the states and context were freed (and, in
+/// the whisper worker, free heap handed back).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CycleFloor {
+    /// The cycle, from 0.
+    pub cycle: u64,
+    /// The last measured request of the cycle; `None` when no request ended before it.
+    pub last_request: Option<u64>,
+    /// Monotonic ns of the `release` marker.
+    pub t_ns: u64,
+    /// Resident bytes after the teardown.
+    pub resident_bytes: u64,
+    /// Footprint bytes after the teardown; `None` where the platform has no footprint.
+    pub footprint_bytes: Option<u64>,
+}
+
+/// A lifecycle soak's floors and their judgement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LifecycleFloors {
+    /// Cycles planned.
+    pub cycles_planned: u64,
+    /// Cycles that reached their teardown (`release` markers seen).
+    pub cycles_completed: u64,
+    /// Measured requests per cycle.
+    pub requests_per_cycle: u64,
+    /// Cycles not judged at the start.
+    pub warmup_cycles: u64,
+    /// The threshold, bytes per cycle.
+    pub slope_bytes_per_cycle: f64,
+    /// Every cycle's floor, in order.
+    pub floors: Vec<CycleFloor>,
+    /// `floor_footprint` (where the platform has it) and `floor_resident`,
+    /// one point per cycle: their x axis is the cycle, so the figures named
+    /// `*_per_request` (slope, tail slope, interval) are bytes per cycle and
+    /// `steps_at_request` holds cycles.
+    pub floor_series: Vec<SeriesGrowth>,
+}
 /// The soak verdict of one arm.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Stability {
     /// The thresholds the soak was judged with (the protocol's `[soak]` table).
     pub settings: SoakSettings,
+    /// `requests` or `lifecycle`.
+    #[serde(default)]
+    pub mode: SoakMode,
+    /// A lifecycle soak's post-teardown floors, which decide
+    /// [`Stability::worker`]; `None` for a request soak.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<LifecycleFloors>,
+    /// The host's thermal and power state over the soak, and whether it
+    /// changed (a confound of the verdict); `None` without series rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub covariates: Option<crate::covariates::SoakCovariates>,
     /// `request_end` markers seen.
     pub requests: u64,
-    /// The worst of the worker's series.
+    /// The worst of the worker's judged series: `worker_series` and
+    /// `settled_series`, or in a lifecycle soak the floor series and
+    /// `settled_series`.
     pub worker: Classification,
     /// `worker_footprint` (where the platform has it) and `worker_resident`.
     pub worker_series: Vec<SeriesGrowth>,
@@ -79,6 +178,118 @@ pub struct Stability {
     /// `Some(true)`: bounded worker and no system growth; `Some(false)`:
     /// growth found; `None`: inconclusive, which is never a pass.
     pub stable: Option<bool>,
+}
+
+impl Stability {
+    /// The worker's own series that decide its verdict beside the settled
+    /// ones: the lifecycle floors in a lifecycle soak, else the
+    /// `request_end` series.
+    pub fn judged_worker_series(&self) -> std::slice::Iter<'_, SeriesGrowth> {
+        match &self.lifecycle {
+            Some(l) => l.floor_series.iter(),
+            None => self.worker_series.iter(),
+        }
+    }
+}
+
+/// The verdict in words: stable, not stable, or inconclusive.
+pub fn verdict_text(stable: Option<bool>) -> &'static str {
+    match stable {
+        Some(true) => "stable",
+        Some(false) => "NOT stable",
+        None => "inconclusive (not a pass)",
+    }
+}
+
+/// `MiB` with one decimal, for floors.
+fn mib1(bytes: u64) -> String {
+    format!("{:.1}", bytes as f64 / 1_048_576.0)
+}
+
+/// `summary.md`'s soak section: per soaked arm its mode, length, verdict,
+/// judged series and, for a lifecycle soak, every cycle's floor.
+pub fn markdown(with: &[(&str, &Stability)]) -> String {
+    use std::fmt::Write;
+    if with.is_empty() {
+        return String::new();
+    }
+    let mut out = String::new();
+    let _ = writeln!(out, "\n## Soak\n");
+    let _ = writeln!(
+        out,
+        "| arm | mode | requests | cycles | worker | verdict |\n|---|---|---|---|---|---|"
+    );
+    for (id, s) in with {
+        let cycles = match &s.lifecycle {
+            Some(l) => format!(
+                "{} of {} ({} requests each)",
+                l.cycles_completed, l.cycles_planned, l.requests_per_cycle
+            ),
+            None => "–".into(),
+        };
+        let _ = writeln!(
+            out,
+            "| {id} | {} | {} | {cycles} | {} | {} |",
+            s.mode.name(),
+            s.requests,
+            s.worker.name(),
+            verdict_text(s.stable)
+        );
+    }
+    for (id, s) in with {
+        if let Some(c) = &s.covariates {
+            let _ = writeln!(out, "\n`{id}`: {}.", c.line());
+        }
+    }
+    for (id, s) in with {
+        let Some(l) = &s.lifecycle else { continue };
+        let _ = writeln!(
+            out,
+            "\n`{id}`: floor after each teardown, judged per cycle (first {} cycles not judged; threshold {:.1} KiB/cycle):\n",
+            l.warmup_cycles,
+            l.slope_bytes_per_cycle / 1024.0
+        );
+        let _ = writeln!(
+            out,
+            "| series | classification | slope KiB/cycle [interval] | reason |\n|---|---|---|---|"
+        );
+        for g in &l.floor_series {
+            let slope = g.bytes_per_request.map_or("–".into(), |b| {
+                format!(
+                    "{:.1} [{:.1}, {:.1}]",
+                    b.estimate / 1024.0,
+                    b.low / 1024.0,
+                    b.high / 1024.0
+                )
+            });
+            let _ = writeln!(
+                out,
+                "| {} | {} | {slope} | {} |",
+                g.series,
+                g.classification.name(),
+                g.reason.replace('|', "/")
+            );
+        }
+        let resident: Vec<String> = l.floors.iter().map(|f| mib1(f.resident_bytes)).collect();
+        let _ = writeln!(
+            out,
+            "\nResident MiB per cycle, cycle 0 first: {}.",
+            resident.join(", ")
+        );
+        let footprint: Vec<String> = l
+            .floors
+            .iter()
+            .filter_map(|f| f.footprint_bytes.map(mib1))
+            .collect();
+        if !footprint.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nFootprint MiB per cycle, cycle 0 first: {}.",
+                footprint.join(", ")
+            );
+        }
+    }
+    out
 }
 
 /// The soak verdict from the worker's worst classification and the judged
@@ -121,6 +332,7 @@ fn system_points(
     run: &RunDir,
     series: &Rel,
     ends: &[(u64, u64)],
+    covariates: &mut crate::covariates::Accumulator,
 ) -> Result<Vec<Vec<Point>>, ReportError> {
     let picks: Vec<Pick> = SYSTEM
         .iter()
@@ -155,6 +367,7 @@ fn system_points(
             line: i as u64 + 2,
             reason: e.to_string(),
         })?;
+        covariates.row(&row);
         match &last {
             // Request ends before this row take the previous row's values.
             Some(prev) => emit(prev, Some(row.t_ns), &mut next),
@@ -222,6 +435,68 @@ pub fn settled_growth(settled: &[Settled], settings: &GrowthSettings) -> Vec<Ser
     own_series("settled", &snapshots, settings)
 }
 
+/// The floor after every cycle's teardown (each `release` marker), judged
+/// per cycle with the lifecycle threshold and the soak's other settings.
+pub fn lifecycle_floors(
+    markers: &[Marker],
+    l: &LifecycleSettings,
+    growth: &GrowthSettings,
+) -> LifecycleFloors {
+    let mut last_request = None;
+    let mut floors = Vec::new();
+    for m in markers {
+        match m.phase {
+            Phase::RequestEnd => last_request = m.request_id,
+            Phase::Release => floors.push(CycleFloor {
+                cycle: floors.len() as u64,
+                last_request,
+                t_ns: m.t_ns,
+                resident_bytes: m.memory.resident_bytes,
+                footprint_bytes: m.memory.footprint_bytes,
+            }),
+            _ => {}
+        }
+    }
+    // One point per cycle: each is its own bin, and the warm-up counts cycles.
+    let per_cycle = GrowthSettings {
+        warmup_requests: l.warmup_cycles,
+        cycle_requests: 1,
+        linear_slope_bytes_per_request: l.slope_bytes_per_cycle,
+        ..growth.clone()
+    };
+    let snapshots: Vec<(u64, u64, TaskMemory)> = floors
+        .iter()
+        .map(|f| {
+            let memory = TaskMemory {
+                resident_bytes: f.resident_bytes,
+                footprint_bytes: f.footprint_bytes,
+                ..TaskMemory::default()
+            };
+            (f.cycle, f.t_ns, memory)
+        })
+        .collect();
+    let refs: Vec<(u64, u64, &TaskMemory)> =
+        snapshots.iter().map(|(c, t, m)| (*c, *t, m)).collect();
+    let mut floor_series = own_series("floor", &refs, &per_cycle);
+    // The analysis words its reasons per request; these points are cycles.
+    for g in &mut floor_series {
+        g.reason = g
+            .reason
+            .replace("B/request", "B/cycle")
+            .replace("-request warm-up", "-cycle warm-up")
+            .replace("(cycles of 1 requests)", "(one point per cycle)");
+    }
+    LifecycleFloors {
+        cycles_planned: l.cycles,
+        cycles_completed: floors.len() as u64,
+        requests_per_cycle: l.requests_per_cycle,
+        warmup_cycles: l.warmup_cycles,
+        slope_bytes_per_cycle: l.slope_bytes_per_cycle,
+        floor_series,
+        floors,
+    }
+}
+
 /// Judge the arm in `arm_dir` with `settings`, from `markers.jsonl`,
 /// `series.csv` and `results.jsonl`.
 pub fn analyse_arm(
@@ -242,18 +517,28 @@ pub fn analyse_arm(
     let worker_series = own_series("worker", &snapshots, &settings.growth);
     let settled = run.read_jsonl::<Settled>(&arm.join(crate::record::files::SETTLED))?;
     let settled_series = settled_growth(&settled, &settings.growth);
-    let worker = growth::worst(
-        &worker_series
-            .iter()
-            .chain(&settled_series)
-            .collect::<Vec<_>>(),
-    );
+    let lifecycle = settings
+        .lifecycle
+        .as_ref()
+        .map(|l| lifecycle_floors(markers, l, &settings.growth));
+    let judged_own = match &lifecycle {
+        Some(l) => &l.floor_series,
+        None => &worker_series,
+    };
+    let worker = growth::worst(&judged_own.iter().chain(&settled_series).collect::<Vec<_>>());
 
     let index: Vec<(u64, u64)> = ends
         .iter()
         .map(|m| (m.request_id.unwrap_or(m.seq), m.t_ns))
         .collect();
-    let mut sys = system_points(run, &arm.join(crate::record::files::SERIES), &index)?;
+    let mut covariates = crate::covariates::Accumulator::default();
+    let mut sys = system_points(
+        run,
+        &arm.join(crate::record::files::SERIES),
+        &index,
+        &mut covariates,
+    )?;
+    let covariates = covariates.finish();
     let system_settings = GrowthSettings {
         linear_slope_bytes_per_request: settings.system_slope_bytes_per_request,
         ..settings.growth.clone()
@@ -291,6 +576,13 @@ pub fn analyse_arm(
     let latencies: Vec<f64> = results.iter().map(|r| r.latency_ns as f64).collect();
     Ok(Stability {
         settings: settings.clone(),
+        mode: if lifecycle.is_some() {
+            SoakMode::Lifecycle
+        } else {
+            SoakMode::Requests
+        },
+        lifecycle,
+        covariates: (covariates.readings > 0).then_some(covariates),
         requests: ends.len() as u64,
         worker,
         worker_series,
@@ -329,7 +621,9 @@ mod tests {
         crate::testing::csv(&run, &path, [row(100, 1), row(200, 2), row(300, 3)]);
         // Ends at 50 (before any row: none), 100 (exactly row 1), 250, 299, 900.
         let ends = [(0, 50), (1, 100), (2, 250), (3, 299), (4, 900)];
-        let p = system_points(&run, &path, &ends).unwrap();
+        let mut cov = crate::covariates::Accumulator::default();
+        let p = system_points(&run, &path, &ends, &mut cov).unwrap();
+        assert_eq!(cov.finish().readings, 3, "each row is a fresh reading here");
         let shmem: Vec<(u64, f64)> = p[3].iter().map(|p| (p.request, p.bytes)).collect();
         assert_eq!(shmem, vec![(1, 1.0), (2, 2.0), (3, 2.0), (4, 3.0)]);
         assert!(p[0].is_empty(), "no wired on Linux rows");
@@ -372,6 +666,7 @@ mod tests {
             growth: GrowthSettings::default(),
             system_slope_bytes_per_request: 16_384.0,
             settle_ms: 0,
+            lifecycle: None,
         };
         let s = analyse_arm(&run, &arm, &markers, &[], &settings).unwrap();
         assert_eq!(s.worker, Classification::Plateau);
@@ -423,6 +718,7 @@ mod tests {
             growth: GrowthSettings::default(),
             system_slope_bytes_per_request: 16_384.0,
             settle_ms: 0,
+            lifecycle: None,
         };
         let s = analyse_arm(&run, &arm, &markers, &[], &settings).unwrap();
         assert!(s.device_series.is_empty());
@@ -458,6 +754,7 @@ mod tests {
             growth: GrowthSettings::default(),
             system_slope_bytes_per_request: 16_384.0,
             settle_ms: 0,
+            lifecycle: None,
         };
         let s = analyse_arm(&run, &arm, &markers, &[], &settings).unwrap();
         assert_eq!(s.requests, 300);
@@ -512,6 +809,7 @@ mod tests {
             growth: GrowthSettings::default(),
             system_slope_bytes_per_request: 16_384.0,
             settle_ms: 500,
+            lifecycle: None,
         }
     }
 
@@ -574,5 +872,94 @@ mod tests {
         let err = analyse_arm(&run, &arm, &[end(0, 1)], &[], &settings()).unwrap_err();
         let text = err.to_string();
         assert!(text.contains("settled.jsonl:2:"), "{text}");
+    }
+
+    /// Markers of a lifecycle soak of `cycles` one-request cycles: each
+    /// `request_end` at `loaded(c)` resident, each `release` at `floor(c)`.
+    fn lifecycle_markers(
+        cycles: u64,
+        loaded: impl Fn(u64) -> u64,
+        floor: impl Fn(u64) -> u64,
+    ) -> Vec<Marker> {
+        let mut out = Vec::new();
+        for c in 0..cycles {
+            out.push(end(c, loaded(c)));
+            let mut release = end(c, floor(c));
+            release.phase = Phase::Release;
+            release.request_id = None;
+            release.t_ns += 500_000_000;
+            out.push(release);
+        }
+        out
+    }
+
+    fn lifecycle_settings(cycles: u64) -> SoakSettings {
+        SoakSettings {
+            lifecycle: Some(LifecycleSettings {
+                cycles,
+                requests_per_cycle: 1,
+                warmup_cycles: 2,
+                slope_bytes_per_cycle: 65_536.0,
+            }),
+            ..settings()
+        }
+    }
+
+    #[test]
+    fn a_lifecycle_soak_judges_the_floor_after_each_teardown_per_cycle() {
+        // 3 MiB kept at every teardown under a loaded level that jumps about
+        // by 8 MiB (a fresh context lands elsewhere each cycle).
+        let markers = lifecycle_markers(
+            30,
+            |c| (200 << 20) + (c % 3) * (8 << 20),
+            |c| (40 << 20) + c * (3 << 20),
+        );
+        let (_tmp, run, arm) = with_settled(&[]);
+        let s = analyse_arm(&run, &arm, &markers, &[], &lifecycle_settings(30)).unwrap();
+        assert_eq!(s.mode, SoakMode::Lifecycle);
+        let l = s.lifecycle.as_ref().unwrap();
+        assert_eq!((l.cycles_planned, l.cycles_completed), (30, 30));
+        assert_eq!(l.floors[4].resident_bytes, (40 << 20) + 4 * (3 << 20));
+        assert_eq!(l.floors[4].last_request, Some(4));
+        let g = &l.floor_series[0];
+        assert_eq!(g.series, "floor_resident");
+        assert_eq!(g.analysed_points, 28, "two warm-up cycles dropped");
+        assert_eq!(
+            g.classification,
+            Classification::LinearGrowth,
+            "{}",
+            g.reason
+        );
+        assert!(
+            g.reason.contains("B/cycle") && !g.reason.contains("request"),
+            "{}",
+            g.reason
+        );
+        assert_eq!(g.bytes_per_request.unwrap().estimate, (3u64 << 20) as f64);
+        assert_eq!(s.worker, Classification::LinearGrowth);
+        assert_eq!(s.stable, Some(false));
+    }
+
+    #[test]
+    fn a_lifecycle_floor_that_returns_each_cycle_is_a_plateau() {
+        let markers = lifecycle_markers(
+            30,
+            |c| (200 << 20) + (c % 3) * (8 << 20),
+            |c| (40 << 20) + (c % 2) * 4096,
+        );
+        let (_tmp, run, arm) = with_settled(&[]);
+        let s = analyse_arm(&run, &arm, &markers, &[], &lifecycle_settings(30)).unwrap();
+        let l = s.lifecycle.as_ref().unwrap();
+        assert_eq!(l.floor_series[0].classification, Classification::Plateau);
+        assert_eq!(s.worker, Classification::Plateau);
+        assert_eq!(s.stable, Some(true));
+        // A soak cut short is judged on the cycles it finished.
+        let s = analyse_arm(&run, &arm, &markers[..20], &[], &lifecycle_settings(30)).unwrap();
+        let l = s.lifecycle.unwrap();
+        assert_eq!((l.cycles_planned, l.cycles_completed), (30, 10));
+        assert_eq!(
+            l.floor_series[0].classification,
+            Classification::Inconclusive
+        );
     }
 }

@@ -1,4 +1,9 @@
 //! The calibration worker: the real worker's phases around known allocations.
+//!
+//! Under a lifecycle (the spec's `lifecycle`) the `plateau` plays the
+//! context: freed after every cycle (a `release` marker) and written again
+//! in the next request (a `reload` marker); `teardown_leak` keeps a known
+//! block at each of those teardowns.
 
 use crate::calibrate_gpu::{DeviceBlock, Gpu};
 use crate::session::WorkerSession;
@@ -20,10 +25,11 @@ use worker_contract::{
 pub const WORKER_NAME: &str = "memqual-calibrate";
 /// Calibration patterns and controls this worker implements, sent in `hello`;
 /// an arm's `requires` must be a subset of them.
-pub const CAPABILITIES: [&str; 15] = [
+pub const CAPABILITIES: [&str; 16] = [
     "plateau",
     "locked",
     "leak",
+    "teardown_leak",
     "growth_until_request",
     "steps",
     "shm_file",
@@ -327,13 +333,16 @@ fn after_ms(t_ns: u64, ms: u64) -> u64 {
 }
 
 fn leak_bytes_per_request(spec: &CalibrationSpec) -> u64 {
+    spec.leak.map_or(0, |l| whole_pages(l.mib_per_request))
+}
+
+/// `mib` rounded up to whole pages, in bytes.
+fn whole_pages(mib: f64) -> u64 {
     let page = sampler::page_size_bytes();
-    spec.leak.map_or(0, |l| {
-        // Validated finite and at most 1 TiB, so the cast is exact enough and
-        // the rounding cannot overflow.
-        let bytes = (l.mib_per_request * MIB as f64).ceil() as u64;
-        bytes.div_ceil(page).saturating_mul(page)
-    })
+    // Validated finite and at most 1 TiB, so the cast is exact enough and
+    // the rounding cannot overflow.
+    let bytes = (mib * MIB as f64).ceil() as u64;
+    bytes.div_ceil(page).saturating_mul(page)
 }
 
 /// Everything the arm holds between `model_loaded` and teardown.
@@ -401,6 +410,18 @@ pub fn run(
                 .context("shm_file.kib_per_request does not fit in 64 bits of bytes")
         })
         .transpose()?;
+    if let Some(l) = spec.lifecycle {
+        l.validate()
+            .map_err(|e| anyhow::anyhow!("invalid lifecycle: {e}"))?;
+    }
+    let teardown_leak = match (cal.teardown_leak, spec.lifecycle) {
+        (Some(l), Some(_)) => whole_pages(l.mib_per_cycle),
+        (Some(_), None) => bail!(
+            "teardown_leak keeps memory at each lifecycle teardown, but the arm has no \
+             lifecycle (memqual soak with [soak] mode = \"lifecycle\")"
+        ),
+        (None, _) => 0,
+    };
     if cal.spike.is_some_and(|s| s.between_ticks) && spec.sampler.is_none() {
         bail!("spike.between_ticks needs the external sampler's schedule, but the arm has none");
     }
@@ -475,9 +496,16 @@ pub fn run(
         .unwrap_or_default();
     let busy = (cal.busy_threads > 0).then(|| BusyThreads::start(cal.busy_threads));
     let mut spike_attempts = SpikeAttempts::default();
+    let mut released = false;
     for request_id in 0..cal.requests {
         session.mark(Phase::RequestBegin, Some(request_id))?;
         let started = clock::monotonic_ns();
+        if released {
+            // The next cycle's "context load".
+            held.plateau = plateau.map(TouchedBlock::new).transpose()?;
+            session.mark(Phase::Reload, None)?;
+            released = false;
+        }
         let leaking = cal
             .growth_until_request
             .is_none_or(|stop| request_id < stop);
@@ -536,6 +564,15 @@ pub fn run(
             timing: None,
         })?;
         session.settle(request_id, spec.settle_ms)?;
+        if spec.lifecycle.is_some_and(|l| l.ends_cycle(request_id)) {
+            // Teardown: the "context" goes; the teardown leak stays, touched.
+            held.plateau = None;
+            if teardown_leak > 0 {
+                held.leaked.push(TouchedBlock::new(teardown_leak)?);
+            }
+            session.mark(Phase::Release, None)?;
+            released = true;
+        }
     }
     drop(busy);
 

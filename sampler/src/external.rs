@@ -270,6 +270,7 @@ impl ExternalSampler {
             .name(format!("memqual-sampler-{}", cfg.pid))
             .spawn(move || {
                 let mut system = SystemProbe::new();
+                let mut covariates = crate::covariates::CovariateProbe::new();
                 let mut stats = SamplerStats {
                     nice: raise_own_priority(),
                     epoch_ns,
@@ -346,6 +347,8 @@ impl ExternalSampler {
                                 stats.system_errors += 1;
                                 stats.note(e);
                             }
+                            // Unreadable covariates stay empty; never an error.
+                            covariates.sample(&mut row);
                             // macOS stamps a cached copy's own time; fresh
                             // reads are stamped now.
                             row.sys_vm_sampled_ns = row.sys_vm_sampled_ns.or(Some(t_ns));

@@ -28,6 +28,8 @@
 /// Parsers for captured tool output (vmmap, vm_stat, /proc, cgroup files, …) and the `.mlmodelc` tree digest.
 pub mod captures;
 pub mod clock;
+/// The soak's covariates (thermal state, CPU frequency, power source) read with the system files.
+pub mod covariates;
 /// Pure macOS decoding and field rules, built everywhere so they are tested on Linux.
 pub mod darwin;
 /// Apple's headers' facts and the build-time check of the Rust side against them.

@@ -141,6 +141,33 @@ pub struct SeriesRow {
     #[serde(default)]
     pub sys_vm_sampled_ns: Option<u64>,
 
+    // Covariates (`covariates`): the host's thermal and power state, read
+    // with the system fields and repeated between readings like them.
+    /// Linux: the hottest `/sys/class/thermal` zone, millidegrees Celsius;
+    /// `None` where no zone is readable (many VMs) and on macOS.
+    #[serde(default)]
+    pub cov_thermal_max_millicelsius: Option<i64>,
+    /// Linux: that zone's `type` (e.g. `x86_pkg_temp`).
+    #[serde(default)]
+    pub cov_thermal_zone: Option<String>,
+    /// Linux: the lowest `scaling_cur_freq` of any CPU, kHz; `None` without cpufreq.
+    #[serde(default)]
+    pub cov_cpu_freq_min_khz: Option<u64>,
+    /// Linux: the highest `scaling_cur_freq` of any CPU, kHz.
+    #[serde(default)]
+    pub cov_cpu_freq_max_khz: Option<u64>,
+    /// macOS: the thermal pressure level (notify(3)
+    /// `com.apple.system.thermalpressurelevel`: 0 nominal … 4 sleeping).
+    #[serde(default)]
+    pub cov_thermal_pressure: Option<u64>,
+    /// macOS: the power source `pmset -g batt` names (`AC Power`, `Battery Power`, `UPS Power`).
+    #[serde(default)]
+    pub cov_power_source: Option<String>,
+    /// macOS: low-power mode of the source in use (`pmset -g custom`);
+    /// `None` where the Mac has no such setting.
+    #[serde(default)]
+    pub cov_low_power_mode: Option<bool>,
+
     // Accelerator (NVIDIA, through NVML): columns only where a device was
     // found when the sampler started, so a host without one writes none.
     /// Device memory the driver attributes to the target process, summed over devices.
@@ -189,6 +216,13 @@ impl SeriesRow {
         self.sys_psi_full_total_us = from.sys_psi_full_total_us;
         self.sys_pressure_level = from.sys_pressure_level;
         self.sys_vm_sampled_ns = from.sys_vm_sampled_ns;
+        self.cov_thermal_max_millicelsius = from.cov_thermal_max_millicelsius;
+        self.cov_thermal_zone.clone_from(&from.cov_thermal_zone);
+        self.cov_cpu_freq_min_khz = from.cov_cpu_freq_min_khz;
+        self.cov_cpu_freq_max_khz = from.cov_cpu_freq_max_khz;
+        self.cov_thermal_pressure = from.cov_thermal_pressure;
+        self.cov_power_source.clone_from(&from.cov_power_source);
+        self.cov_low_power_mode = from.cov_low_power_mode;
     }
 }
 

@@ -4,7 +4,7 @@
 mod placeholders;
 mod soak;
 
-pub use soak::SoakDecl;
+pub use soak::{CYCLES, SoakDecl};
 
 use crate::census::CensusPlan;
 use crate::limits::{PERIOD_MS, TIMEOUT_S};
@@ -200,6 +200,8 @@ pub struct Arm {
     pub settle_ms: u64,
     /// A soaked arm's analysis settings, written as its `soak.json` before it runs.
     pub soak: Option<reports::stability::SoakSettings>,
+    /// A lifecycle soak's cycle, sent to the worker in its spec (soak only).
+    pub lifecycle: Option<worker_contract::Lifecycle>,
     /// The worker's memory ceiling in bytes (`memory_ceiling`), enforced by
     /// the external sampler's watchdog; `None`: no ceiling.
     pub memory_ceiling: Option<u64>,
@@ -526,6 +528,7 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
             gates,
             settle_ms: 0,
             soak: None,
+            lifecycle: None,
             memory_ceiling,
         });
         controls.push(control_span);
@@ -1298,6 +1301,13 @@ kind = "parity"
         ("[soak]\nregression_window = {v}", ""),
         ("[soak]\nregression_slope_kib_per_request = {v}", ""),
         ("[soak]\nregression_peak_pct = {v}", ""),
+        ("[soak]\nmode = \"lifecycle\"\ncycles = {v}", ""),
+        (
+            "[soak]\nmode = \"lifecycle\"\ncycles = 5\nwarmup_cycles = {v}",
+            "",
+        ),
+        ("[soak]\nmax_slope_kib_per_cycle = {v}", ""),
+        ("", "teardown_leak = { mib_per_cycle = {v} }"),
         ("", "requests = {v}"),
         ("", "warmup = {v}"),
         ("", "request_ms = {v}"),

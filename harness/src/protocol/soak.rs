@@ -3,7 +3,7 @@
 //! command reads it, the loader validates it).
 
 use reports::growth::GrowthSettings;
-use reports::stability::SoakSettings;
+use reports::stability::{LifecycleSettings, SoakMode, SoakSettings};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use worker_contract::FieldError;
@@ -15,6 +15,21 @@ use worker_contract::bounds::{FloatBound, IntBound};
 pub struct SoakDecl {
     /// The arm to soak (default: the first arm).
     pub arm: Option<String>,
+    /// `requests` (the default): one load, many requests, growth judged at
+    /// each `request_end`. `lifecycle`: `cycles` times inside one worker,
+    /// context load → state → `cycle_requests` requests → state and context
+    /// freed, growth judged on the floor after each teardown.
+    pub mode: SoakMode,
+    /// Lifecycle cycles (required with `mode = "lifecycle"`, refused without it).
+    #[schemars(range(min = CYCLES.min, max = CYCLES.max))]
+    pub cycles: Option<u64>,
+    /// Lifecycle: cycles at the start whose floors are not judged (the first
+    /// loads fill process-wide caches once).
+    #[schemars(range(min = WARMUP_CYCLES.min, max = WARMUP_CYCLES.max))]
+    pub warmup_cycles: u64,
+    /// Lifecycle: growth threshold of the post-teardown floor, KiB per cycle.
+    #[schemars(range(max = SLOPE_KIB.max), extend("exclusiveMinimum" = SLOPE_KIB.min))]
+    pub max_slope_kib_per_cycle: f64,
     /// Requests not judged at the start.
     #[schemars(range(min = SOAK_REQUEST_COUNT.min, max = SOAK_REQUEST_COUNT.max))]
     pub warmup_requests: u64,
@@ -71,6 +86,10 @@ impl Default for SoakDecl {
         let g = GrowthSettings::default();
         SoakDecl {
             arm: None,
+            mode: SoakMode::Requests,
+            cycles: None,
+            warmup_cycles: 2,
+            max_slope_kib_per_cycle: 64.0,
             warmup_requests: g.warmup_requests,
             cycle_requests: None,
             min_points: g.min_points,
@@ -93,6 +112,10 @@ impl Default for SoakDecl {
 
 /// Slope thresholds in KiB per request: positive, at most 1 TiB per request.
 const SLOPE_KIB: FloatBound = FloatBound::above(0.0, 1_073_741_824.0, "KiB per request");
+/// `cycles`: at least one; a million loads is weeks of work for any model.
+pub const CYCLES: IntBound = IntBound::new(1, 1_000_000, "load → requests → teardown cycles");
+/// `warmup_cycles`: below `cycles` too (checked apart).
+const WARMUP_CYCLES: IntBound = IntBound::new(0, 1_000_000, "cycles");
 /// Requests counted by the soak analysis.
 const SOAK_REQUEST_COUNT: IntBound = IntBound::new(0, 10_000_000, "at most 10 million");
 /// `cycle_requests`.
@@ -145,7 +168,60 @@ impl SoakDecl {
             self.regression_slope_kib_per_request,
         )?;
         PEAK_PCT.check("regression_peak_pct", self.regression_peak_pct)?;
+        WARMUP_CYCLES.check("warmup_cycles", self.warmup_cycles)?;
+        SLOPE_KIB.check("max_slope_kib_per_cycle", self.max_slope_kib_per_cycle)?;
+        match (self.mode, self.cycles) {
+            (SoakMode::Lifecycle, None) => {
+                return Err(FieldError::new(
+                    "cycles",
+                    "cycles is missing: mode = \"lifecycle\" needs it (how many load → \
+                     requests → teardown cycles to run, at least 1)",
+                ));
+            }
+            (SoakMode::Lifecycle, Some(n)) => {
+                CYCLES.check("cycles", n)?;
+                if self.warmup_cycles >= n {
+                    return Err(FieldError::new(
+                        "warmup_cycles",
+                        format!(
+                            "warmup_cycles = {} leaves none of the {n} cycles to judge",
+                            self.warmup_cycles
+                        ),
+                    ));
+                }
+                let per_cycle = self.cycle_requests.unwrap_or(1);
+                if n.checked_mul(per_cycle)
+                    .is_none_or(|total| total > SOAK_REQUEST_COUNT.max)
+                {
+                    return Err(FieldError::new(
+                        "cycles",
+                        format!(
+                            "cycles = {n} × cycle_requests = {per_cycle} is more than {} requests",
+                            SOAK_REQUEST_COUNT.max
+                        ),
+                    ));
+                }
+            }
+            (SoakMode::Requests, Some(_)) => {
+                return Err(FieldError::new(
+                    "cycles",
+                    "cycles needs mode = \"lifecycle\"",
+                ));
+            }
+            (SoakMode::Requests, None) => {}
+        }
         Ok(())
+    }
+
+    /// Measured requests a lifecycle soak runs when a cycle is `cycle`
+    /// requests long (`cycle_requests` when set); `None` for a request soak.
+    pub fn lifecycle_requests(&self, cycle: u64) -> Option<u64> {
+        match (self.mode, self.cycles) {
+            (SoakMode::Lifecycle, Some(n)) => {
+                Some(n.saturating_mul(self.cycle_requests.unwrap_or(cycle).max(1)))
+            }
+            _ => None,
+        }
     }
 
     /// The analysis settings for an arm whose natural cycle is `cycle`.
@@ -165,6 +241,74 @@ impl SoakDecl {
             },
             system_slope_bytes_per_request: self.system_max_slope_kib_per_request * 1024.0,
             settle_ms: self.settle_ms,
+            lifecycle: match (self.mode, self.cycles) {
+                (SoakMode::Lifecycle, Some(cycles)) => Some(LifecycleSettings {
+                    cycles,
+                    requests_per_cycle: self.cycle_requests.unwrap_or(cycle).max(1),
+                    warmup_cycles: self.warmup_cycles,
+                    slope_bytes_per_cycle: self.max_slope_kib_per_cycle * 1024.0,
+                }),
+                _ => None,
+            },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lifecycle_soak_needs_at_least_one_cycle_and_names_the_key() {
+        let lifecycle = |cycles| SoakDecl {
+            mode: SoakMode::Lifecycle,
+            cycles,
+            ..SoakDecl::default()
+        };
+        let zero = lifecycle(Some(0)).validate().unwrap_err();
+        assert_eq!(zero.key, "cycles");
+        assert!(
+            zero.message
+                .starts_with("cycles = 0 is out of range: allowed 1..="),
+            "{zero}"
+        );
+        assert_eq!(lifecycle(None).validate().unwrap_err().key, "cycles");
+        let requests = SoakDecl {
+            cycles: Some(5),
+            ..SoakDecl::default()
+        };
+        assert_eq!(
+            requests.validate().unwrap_err().message,
+            "cycles needs mode = \"lifecycle\""
+        );
+        let all_warmup = SoakDecl {
+            warmup_cycles: 3,
+            ..lifecycle(Some(3))
+        };
+        assert_eq!(all_warmup.validate().unwrap_err().key, "warmup_cycles");
+        let too_many = SoakDecl {
+            cycle_requests: Some(10_000_000),
+            warmup_cycles: 0,
+            ..lifecycle(Some(2))
+        };
+        assert_eq!(too_many.validate().unwrap_err().key, "cycles");
+
+        let ok = SoakDecl {
+            cycle_requests: Some(4),
+            max_slope_kib_per_cycle: 8.0,
+            ..lifecycle(Some(50))
+        };
+        assert_eq!(ok.validate(), Ok(()));
+        assert_eq!(ok.lifecycle_requests(9), Some(200));
+        let l = ok.settings(9).lifecycle.unwrap();
+        assert_eq!(
+            (l.cycles, l.requests_per_cycle, l.warmup_cycles),
+            (50, 4, 2)
+        );
+        assert_eq!(l.slope_bytes_per_cycle, 8192.0);
+        // Without cycle_requests a cycle is the arm's own (its fixtures).
+        let natural = lifecycle(Some(50));
+        assert_eq!(natural.lifecycle_requests(3), Some(150));
+        assert_eq!(SoakDecl::default().lifecycle_requests(3), None);
     }
 }

@@ -15,6 +15,7 @@ use crate::progress::mib;
 use crate::protocol::{LoadedProtocol, SoakDecl};
 use crate::run::{self, RunResult};
 use anyhow::{Context, bail};
+use reports::stability::SoakMode;
 use run_dir::{Rel, RunDir};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -99,6 +100,40 @@ pub fn prepare(
     let mut arm = loaded.arms.swap_remove(index);
     arm.control = None;
     arm.settle_ms = decl.settle_ms;
+    // A lifecycle soak's length is its cycles × the requests in each.
+    let natural = match &arm.worker {
+        WorkerSpec::Calibrate(_) => 1,
+        WorkerSpec::Whisper(w) => w.fixtures.len().max(1) as u64,
+    };
+    let length = match (decl.lifecycle_requests(natural), length) {
+        (None, length) => length,
+        (Some(total), Length::AsDeclared) => Length::Requests(total),
+        (Some(_), _) => bail!(
+            "a lifecycle soak runs [soak] cycles: use --cycles instead of --requests or --duration"
+        ),
+    };
+    if decl.mode == SoakMode::Lifecycle {
+        if let WorkerSpec::Whisper(w) = &arm.worker {
+            if w.runtime == worker_contract::Runtime::Ctranslate2 {
+                bail!(
+                    "arm {}: a lifecycle soak needs a whisper.cpp worker; memqual-ct2 does not \
+                     free and load its model between requests",
+                    arm.id
+                );
+            }
+            if !w.idle_policy.is_resident() {
+                bail!(
+                    "arm {}: a lifecycle soak frees and loads the context itself; remove \
+                     idle_policy = \"{}\" from [arm.whisper]",
+                    arm.id,
+                    w.idle_policy.name()
+                );
+            }
+        }
+        arm.lifecycle = Some(worker_contract::Lifecycle {
+            requests_per_cycle: decl.cycle_requests.unwrap_or(natural).max(1),
+        });
+    }
     let cycle = match &mut arm.worker {
         WorkerSpec::Calibrate(cal) => {
             match length {
@@ -110,6 +145,13 @@ pub fn prepare(
             }
             cal.validate()
                 .map_err(|e| anyhow::anyhow!("arm {}: calibrate.{e}", arm.id))?;
+            if cal.teardown_leak.is_some() && arm.lifecycle.is_none() {
+                bail!(
+                    "arm {}: calibrate.teardown_leak keeps memory at each lifecycle teardown; \
+                     it needs [soak] mode = \"lifecycle\" (or --cycles)",
+                    arm.id
+                );
+            }
             if let Some(ram) = physical_memory {
                 cal.check_fits(ram)
                     .map_err(|e| anyhow::anyhow!("arm {}: {e}", arm.id))?;
@@ -138,6 +180,7 @@ pub fn prepare(
             per_cycle
         }
     };
+    let cycle = arm.lifecycle.map_or(cycle, |l| l.requests_per_cycle);
     loaded.arms = vec![arm];
     Ok(cycle)
 }
@@ -225,6 +268,28 @@ pub fn human(result: &SoakResult) -> String {
         out.push_str("no stability analysis (the arm directory is missing)\n");
         return out;
     };
+    if let Some(l) = &s.lifecycle {
+        out.push_str(&format!(
+            "lifecycle: {} of {} cycles of {} requests, judged on the floor after each teardown\n",
+            l.cycles_completed, l.cycles_planned, l.requests_per_cycle
+        ));
+        for g in &l.floor_series {
+            let slope = g.bytes_per_request.map_or("–".into(), |b| {
+                format!(
+                    "{:.1} KiB/cycle [{:.1}, {:.1}]",
+                    b.estimate / 1024.0,
+                    b.low / 1024.0,
+                    b.high / 1024.0
+                )
+            });
+            out.push_str(&format!(
+                "  {:<18} {:<13} {slope} · {}\n",
+                g.series,
+                g.classification.name(),
+                g.reason
+            ));
+        }
+    }
     out.push_str(&format!(
         "{} requests · worker {} · stable {}\n",
         s.requests,
@@ -260,6 +325,9 @@ pub fn human(result: &SoakResult) -> String {
             g.classification.name(),
             g.reason
         ));
+    }
+    if let Some(c) = &s.covariates {
+        out.push_str(&format!("  {}\n", c.line()));
     }
     if !s.system_growth_while_worker_flat.is_empty() {
         out.push_str(&format!(

@@ -16,6 +16,8 @@ pub struct SoakRequest {
     pub protocol: PathBuf,
     /// How long to soak: as declared, `--requests N` or `--duration D`.
     pub length: Length,
+    /// `--cycles N`: a lifecycle soak of N cycles, overriding `[soak] mode` and `cycles`.
+    pub cycles: Option<u64>,
     /// Overrides `[soak] arm`.
     pub arm: Option<String>,
     /// The history to compare with and append to (`None`: `--no-history`).
@@ -33,6 +35,12 @@ pub fn command(req: &SoakRequest, opts: &SessionOptions) -> Result<u8, Failure> 
     if req.arm.is_some() {
         decl.arm = req.arm.clone();
     }
+    if let Some(n) = req.cycles {
+        decl.mode = reports::stability::SoakMode::Lifecycle;
+        decl.cycles = Some(n);
+        decl.validate()
+            .map_err(|e| usage(anyhow::anyhow!("--cycles {n}: soak.{e}")))?;
+    }
     let cycle = prepare(
         &mut loaded,
         &decl,
@@ -47,7 +55,7 @@ pub fn command(req: &SoakRequest, opts: &SessionOptions) -> Result<u8, Failure> 
     }
     let total = match req.length {
         Length::Requests(n) => Some(n),
-        _ => None,
+        _ => decl.lifecycle_requests(cycle),
     };
     let (executables, dir) = session::prepare_run(&loaded, opts)?;
     let mut result = run_soak(

@@ -232,6 +232,14 @@ fn soak_lengths_out_of_range_are_refused_by_the_flag() {
             "1..=10000000",
         );
     }
+    for cycles in ["0", "1000001", "18446744073709551616"] {
+        let flag = format!("--cycles={cycles}");
+        flag_refused(
+            &["soak", p, &flag, "--out", &out, "--no-history"],
+            "--cycles",
+            "allowed 1..=1000000",
+        );
+    }
     assert!(!tmp.path().join("run").exists());
 }
 
@@ -289,4 +297,24 @@ fn real_time_keys_are_bounded_and_located() {
             )
         );
     }
+}
+
+#[test]
+fn a_lifecycle_soak_of_zero_cycles_is_refused_at_load_naming_the_key() {
+    let arm = "\n[[arm]]\nid = \"a\"\n[arm.calibrate]\nplateau = { mib = 8 }\n";
+    let (r, err) = refused(&format!("{arm}[soak]\nmode = \"lifecycle\"\ncycles = 0\n"));
+    assert_eq!(
+        first_line(&err),
+        format!(
+            "memqual: error: {}:10:10: soak.cycles = 0 is out of range: allowed 1..=1000000 \
+             (load → requests → teardown cycles)",
+            r.protocol.display()
+        )
+    );
+    // Without cycles, the key is named all the same.
+    let (_, err) = refused(&format!("{arm}[soak]\nmode = \"lifecycle\"\n"));
+    assert!(
+        first_line(&err).contains("soak.cycles is missing: mode = \"lifecycle\" needs it"),
+        "{err}"
+    );
 }

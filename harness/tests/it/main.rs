@@ -30,6 +30,7 @@ mod import;
 mod integrity;
 mod ladder;
 mod ladder_chart;
+mod lifecycle;
 mod loaded_bytes;
 mod long_form;
 mod memory_ceiling;

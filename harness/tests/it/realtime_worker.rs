@@ -48,6 +48,7 @@ fn load_on_speech_releases_between_requests_and_reloads_inside_them() {
         scratch_dir: std::env::temp_dir(),
         sampler: None,
         settle_ms: 0,
+        lifecycle: None,
         worker: WorkerSpec::Whisper(Box::new(whisper)),
     })
     .unwrap();

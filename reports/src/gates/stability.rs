@@ -32,6 +32,18 @@ fn series_check(
     s: &crate::growth::SeriesGrowth,
     threshold: f64,
 ) -> Check {
+    series_check_per(ctx, pointer, s, threshold, "request")
+}
+
+/// [`series_check`] for a series whose x axis counts `unit`s (requests,
+/// or a lifecycle soak's cycles).
+fn series_check_per(
+    ctx: &Context,
+    pointer: &str,
+    s: &crate::growth::SeriesGrowth,
+    threshold: f64,
+    unit: &str,
+) -> Check {
     use crate::growth::Classification;
     let mut c = check(format!("{} growth", s.series), "bytes");
     c.threshold = Some(threshold);
@@ -43,9 +55,9 @@ fn series_check(
         Classification::Inconclusive => Outcome::NotEvaluated,
     };
     c.note = format!(
-        "{} ({}; threshold in bytes per request): {}",
+        "{} ({}; threshold in bytes per {unit}): {}",
         s.classification.name(),
-        slope_text(s),
+        slope_text(s).replace("KiB/request", &format!("KiB/{unit}")),
         s.reason
     );
     c
@@ -73,7 +85,20 @@ fn stability(ctx: &Context) -> Vec<Check> {
             })
             .collect()
     };
-    let mut checks = worker_checks("worker_series", &s.worker_series);
+    // A lifecycle soak judges the worker on its post-teardown floors, per
+    // cycle; its request_end series are shown, not judged.
+    let mut checks = match &s.lifecycle {
+        Some(l) => l
+            .floor_series
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                let p = format!("/stability/lifecycle/floor_series/{i}");
+                series_check_per(ctx, &p, g, l.slope_bytes_per_cycle, "cycle")
+            })
+            .collect(),
+        None => worker_checks("worker_series", &s.worker_series),
+    };
     checks.extend(worker_checks("settled_series", &s.settled_series));
     checks.extend(s.system_series.iter().enumerate().map(|(i, g)| {
         let p = format!("/stability/system_series/{i}");
@@ -118,8 +143,7 @@ fn stability(ctx: &Context) -> Vec<Check> {
             c.outcome = Outcome::Fail;
             c.measured = Some(0.0);
             let growing: Vec<String> = s
-                .worker_series
-                .iter()
+                .judged_worker_series()
                 .chain(&s.settled_series)
                 .chain(&s.system_series)
                 .chain(&s.device_series)

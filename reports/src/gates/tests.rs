@@ -826,6 +826,7 @@ fn soaked(worker: impl Fn(u64) -> f64, shmem: impl Fn(u64) -> f64) -> crate::sta
         growth: GrowthSettings::default(),
         system_slope_bytes_per_request: 16_384.0,
         settle_ms: 0,
+        lifecycle: None,
     };
     let points = |f: &dyn Fn(u64) -> f64| -> Vec<Point> {
         (0..300)
@@ -847,6 +848,9 @@ fn soaked(worker: impl Fn(u64) -> f64, shmem: impl Fn(u64) -> f64) -> crate::sta
     let stable = crate::stability::verdict(worker_class, std::slice::from_ref(&s));
     crate::stability::Stability {
         settings,
+        mode: crate::stability::SoakMode::Requests,
+        lifecycle: None,
+        covariates: None,
         requests: 300,
         worker: worker_class,
         worker_series: vec![w],

@@ -9,6 +9,8 @@ use sampler::Phase;
 /// Chart width in pixels; also the number of envelope buckets.
 const WIDTH: u32 = 960;
 const HEIGHT: u32 = 320;
+/// Height of the covariate row under the memory chart.
+const COVARIATE_HEIGHT: u32 = 120;
 const MIB: f64 = 1048576.0;
 
 /// One external sample: seconds since the arm's first row, resident and
@@ -61,6 +63,112 @@ pub fn envelope(points: &[(f64, f64)], buckets: usize) -> Vec<(f64, f64)> {
     out
 }
 
+/// The time axis of an arm's charts (seconds from the first series row):
+/// every series point and every marker, so the memory chart and the
+/// covariate row under it share it.
+fn x_range(arm: &ArmReceipt, series: &[Point], t0_ns: u64) -> (f64, f64) {
+    let markers = arm
+        .phases
+        .iter()
+        .map(|p| (p.t_ns as f64 - t0_ns as f64) / 1e9);
+    let points = series
+        .iter()
+        .filter(|p| p.resident_mib.is_some() || p.footprint_mib.is_some())
+        .map(|p| p.t_s);
+    let (mut x0, mut x1) = (0f64, 1e-3f64);
+    for x in points.chain(markers) {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+    }
+    (x0, x1)
+}
+
+/// One covariate's value in a reading, for the chart.
+type Reading = fn(&crate::covariates::CovariateSample) -> Option<f64>;
+
+/// The soak's covariate as a row under the memory chart, on its time axis:
+/// the hottest thermal zone (°C) where readable, else the thermal pressure
+/// level, else the highest CPU frequency (MHz); readings on battery are
+/// marked in red. `Ok(None)` when no covariate was readable.
+pub fn covariate_row(
+    arm: &ArmReceipt,
+    covariates: &crate::covariates::SoakCovariates,
+    series: &[Point],
+    t0_ns: u64,
+) -> Result<Option<String>, String> {
+    let t = |ns: u64| (ns as f64 - t0_ns as f64) / 1e9;
+    let samples = &covariates.samples;
+    let pick: [(&str, Reading); 3] = [
+        ("hottest zone °C", |c| c.thermal_celsius),
+        ("thermal pressure", |c| c.thermal_pressure.map(|l| l as f64)),
+        ("CPU MHz (highest)", |c| {
+            c.cpu_freq_max_khz.map(|k| k as f64 / 1000.0)
+        }),
+    ];
+    let Some((label, f)) = pick
+        .into_iter()
+        .find(|(_, f)| samples.iter().any(|c| f(c).is_some()))
+    else {
+        return Ok(None);
+    };
+    let line: Vec<(f64, f64)> = samples
+        .iter()
+        .filter_map(|c| Some((t(c.t_ns), f(c)?)))
+        .collect();
+    let battery: Vec<(f64, f64)> = samples
+        .iter()
+        .filter(|c| c.on_battery == Some(true))
+        .filter_map(|c| Some((t(c.t_ns), f(c)?)))
+        .collect();
+    let (x0, x1) = x_range(arm, series, t0_ns);
+    let (lo, hi) = line.iter().fold((f64::MAX, f64::MIN), |(lo, hi), p| {
+        (lo.min(p.1), hi.max(p.1))
+    });
+    let pad = ((hi - lo) * 0.1).max(1.0);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, COVARIATE_HEIGHT)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(8)
+            .x_label_area_size(30)
+            .y_label_area_size(50)
+            .build_cartesian_2d(x0..x1, (lo - pad)..(hi + pad))
+            .map_err(|e| e.to_string())?;
+        chart
+            .configure_mesh()
+            .x_desc("s")
+            .y_desc(label)
+            .y_labels(3)
+            .light_line_style(WHITE)
+            .draw()
+            .map_err(|e| e.to_string())?;
+        chart
+            .draw_series(LineSeries::new(
+                line,
+                RGBColor(120, 60, 160).stroke_width(1),
+            ))
+            .map_err(|e| e.to_string())?
+            .label(label)
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], RGBColor(120, 60, 160)));
+        if !battery.is_empty() {
+            chart
+                .draw_series(battery.iter().map(|p| Circle::new(*p, 2, RED.filled())))
+                .map_err(|e| e.to_string())?
+                .label("on battery")
+                .legend(|(x, y)| Circle::new((x + 8, y), 2, RED.filled()));
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| e.to_string())?;
+        root.present().map_err(|e| e.to_string())?;
+    }
+    Ok(Some(svg))
+}
+
 /// The memory chart of one arm as an SVG string. `t0_ns` is the time of
 /// the first series row (markers are placed relative to it).
 pub fn memory_chart(arm: &ArmReceipt, series: &[Point], t0_ns: u64) -> Result<String, String> {
@@ -90,16 +198,7 @@ pub fn memory_chart(arm: &ArmReceipt, series: &[Point], t0_ns: u64) -> Result<St
             Some((marker_t(start), marker_t(p.t_ns), peak as f64 / MIB))
         })
         .collect();
-    let all_x = resident
-        .iter()
-        .chain(&footprint)
-        .chain(&markers)
-        .map(|p| p.0);
-    let (mut x0, mut x1) = (0f64, 1e-3f64);
-    for x in all_x {
-        x0 = x0.min(x);
-        x1 = x1.max(x);
-    }
+    let (x0, x1) = x_range(arm, series, t0_ns);
     let y1 = resident
         .iter()
         .chain(&footprint)

@@ -678,16 +678,61 @@ fn overhead_table(arm: &ArmReceipt) -> Markup {
     }
 }
 
+/// A lifecycle soak's cycles, its judged floor series and every floor.
+fn lifecycle_floors(l: &crate::stability::LifecycleFloors) -> Markup {
+    let mib = |b: u64| format!("{:.1}", b as f64 / 1_048_576.0);
+    html! {
+        p {
+            (l.cycles_completed) " of " (l.cycles_planned) " cycles (load → state → "
+            (l.requests_per_cycle) " requests → state and context freed), judged on the floor after each teardown; "
+            "the first " (l.warmup_cycles) " not judged, threshold "
+            (format!("{:.1}", l.slope_bytes_per_cycle / 1024.0)) " KiB/cycle. The request_end series below are shown, not judged."
+        }
+        table {
+            tr { th { "floor series" } th { "classification" } th { "slope KiB/cycle [interval]" } th { "reason" } }
+            @for g in &l.floor_series {
+                tr {
+                    td { (g.series) }
+                    td { (g.classification.name()) }
+                    td {
+                        @match g.bytes_per_request {
+                            Some(t) => (format!("{:.1} [{:.1}, {:.1}]", t.estimate / 1024.0, t.low / 1024.0, t.high / 1024.0)),
+                            None => "–",
+                        }
+                    }
+                    td { (g.reason) }
+                }
+            }
+        }
+        details {
+            summary { "Floor after each cycle's teardown (" (l.floors.len()) " cycles)" }
+            table {
+                tr { th { "cycle" } th { "last request" } th { "resident MiB" } th { "footprint MiB" } }
+                @for f in &l.floors {
+                    tr {
+                        td { (f.cycle) }
+                        td { (f.last_request.map_or("–".into(), |r| r.to_string())) }
+                        td { (mib(f.resident_bytes)) }
+                        td { (f.footprint_bytes.map_or("–".into(), mib)) }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// A soak arm's growth table and, with a history, slope and peak per night.
 fn soak_section(s: &Stability, history: Option<&SoakHistory>) -> Markup {
-    let verdict = match s.stable {
-        Some(true) => "stable",
-        Some(false) => "NOT stable",
-        None => "inconclusive (not a pass)",
-    };
+    let verdict = crate::stability::verdict_text(s.stable);
     html! {
         h3 { "Soak" }
-        p { (s.requests) " requests · worker " (s.worker.name()) " · " (verdict) }
+        p { "mode " code { (s.mode.name()) } " · " (s.requests) " requests · worker " (s.worker.name()) " · " (verdict) }
+        @if let Some(c) = &s.covariates {
+            @if c.confounds.is_empty() { p { (c.line()) } } @else { p.fail { (c.line()) } }
+        }
+        @if let Some(l) = &s.lifecycle {
+            (lifecycle_floors(l))
+        }
         table {
             tr { th { "series" } th { "classification" } th { "tail KiB/request [interval]" } th { "reason" } }
             @for g in s.worker_series.iter().chain(&s.settled_series).chain(&s.system_series) {
@@ -868,6 +913,13 @@ fn arm_details(r: &Receipt, arm: &ArmReceipt, data: &PageData) -> Markup {
             @if let Some(c) = &arm.memory_ceiling { p.ceiling { (crate::ceiling::line(c)) } }
             @if let Some((t0, points)) = data.series.get(&arm.id) {
                 (svg(super::arm_chart::memory_chart(arm, points, *t0), "chart"))
+                @if let Some(c) = arm.stability.as_ref().and_then(|s| s.covariates.as_ref()) {
+                    @match super::arm_chart::covariate_row(arm, c, points, *t0) {
+                        Ok(Some(row)) => div.chart.covariate { (PreEscaped(row)) },
+                        Ok(None) => p.covariate { "Covariate row: nothing readable on this host (" (c.unreadable.join(", ")) ")." },
+                        Err(e) => p { "covariate row not drawn: " (e) },
+                    }
+                }
             }
             @if let Some(s) = &arm.stability {
                 (soak_section(s, data.history.as_ref().filter(|h| h.arm == arm.id)))

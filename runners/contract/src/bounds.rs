@@ -257,6 +257,10 @@ pub const SOAK_SECONDS: IntBound = IntBound::new(1, 7 * 24 * 3600, "seconds, at 
 /// timeout bounds it anyway).
 pub const ENCODER_TIMEOUT_S: IntBound = IntBound::new(1, 3600, "seconds, at most 1 hour");
 
+/// A lifecycle soak's `requests_per_cycle` (the protocol's `[soak]
+/// cycle_requests`): at least one request between a load and its release.
+pub const CYCLE_REQUESTS: IntBound = IntBound::new(1, 10_000_000, "at most 10 million");
+
 /// A real-time request's chunk: 10 ms (a tenth of a typical capture
 /// buffer) to 1 s; smaller chunks only add wake-ups, larger ones stop being
 /// "as a person speaks".

@@ -42,6 +42,13 @@ pub struct CalibrationSpec {
     pub growth_until_request: Option<u64>,
     /// Hold one more block at each listed measured request (allocator caching).
     pub steps: Option<Box<Steps>>,
+    /// Keep a block at every lifecycle teardown: each time the "context"
+    /// (the `plateau`) is freed at the end of a cycle, a new block of this
+    /// size is written and never freed, so the post-teardown floor rises by
+    /// it once per cycle. Needs a lifecycle soak (`[soak] mode =
+    /// "lifecycle"`); the worker refuses it otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub teardown_leak: Option<TeardownLeak>,
     /// Append to an anonymous shared-memory file per request with `write`
     /// (never mapped): system memory grows while the worker's resident stays flat.
     pub shm_file: Option<Box<ShmFile>>,
@@ -100,6 +107,7 @@ impl Default for CalibrationSpec {
             leak: None,
             growth_until_request: None,
             steps: None,
+            teardown_leak: None,
             shm_file: None,
             spike: None,
             reserve: None,
@@ -137,6 +145,9 @@ impl CalibrationSpec {
         }
         if let Some(l) = &self.leak {
             LEAK_MIB_PER_REQUEST.check("leak.mib_per_request", l.mib_per_request)?;
+        }
+        if let Some(l) = &self.teardown_leak {
+            LEAK_MIB_PER_REQUEST.check("teardown_leak.mib_per_cycle", l.mib_per_cycle)?;
         }
         match (self.growth_until_request, &self.leak) {
             (Some(_), None) => {
@@ -264,6 +275,10 @@ impl CalibrationSpec {
             // Finite and at most 1 TiB once validated: the cast cannot saturate.
             (l.mib_per_request * crate::MIB as f64).ceil() as u128
         });
+        // A cycle has at least one request, so cycles ≤ requests.
+        let teardown = self.teardown_leak.map_or(0, |l| {
+            (l.mib_per_cycle * crate::MIB as f64).ceil() as u128 * requests
+        });
         let steps = self.steps.as_ref().map_or(0, |s| {
             let mut distinct = s.at_requests.clone();
             distinct.sort_unstable();
@@ -277,6 +292,7 @@ impl CalibrationSpec {
         self.plateau.map_or(0, |p| mib(p.mib))
             + self.locked.map_or(0, |l| mib(l.mib))
             + leak * leaking
+            + teardown
             + steps
             + self.spike.map_or(0, |s| mib(s.mib))
             + self.file_map.map_or(0, |f| mib(f.mib))
@@ -361,6 +377,17 @@ pub struct Leak {
     /// 64 KiB); rounded up to whole pages.
     #[schemars(range(max = LEAK_MIB_PER_REQUEST.max), extend("exclusiveMinimum" = LEAK_MIB_PER_REQUEST.min))]
     pub mib_per_request: f64,
+}
+
+/// A block kept at each lifecycle teardown (see
+/// [`CalibrationSpec::teardown_leak`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TeardownLeak {
+    /// MiB kept per cycle, every page written. Fractions are allowed;
+    /// rounded up to whole pages.
+    #[schemars(range(max = LEAK_MIB_PER_REQUEST.max), extend("exclusiveMinimum" = LEAK_MIB_PER_REQUEST.min))]
+    pub mib_per_cycle: f64,
 }
 
 /// A short-lived peak: a block allocated, touched, held for `hold_ms` and
@@ -507,6 +534,14 @@ mod tests {
             (
                 serde_json::json!({"leak": {"mib_per_request": 0.0}}),
                 "leak.mib_per_request",
+            ),
+            (
+                serde_json::json!({"teardown_leak": {"mib_per_cycle": 0.0}}),
+                "teardown_leak.mib_per_cycle",
+            ),
+            (
+                serde_json::json!({"teardown_leak": {"mib_per_cycle": f64::MAX}}),
+                "teardown_leak.mib_per_cycle",
             ),
             (serde_json::json!({"requests": 10_000_001}), "requests"),
             (serde_json::json!({"warmup": u64::MAX}), "warmup"),

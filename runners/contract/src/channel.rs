@@ -100,6 +100,7 @@ mod tests {
             scratch_dir: "/tmp".into(),
             sampler: None,
             settle_ms: 0,
+            lifecycle: None,
             worker: WorkerSpec::Calibrate(CalibrationSpec::default()),
         }
     }

@@ -36,6 +36,7 @@ mod whisper;
 pub use bounds::FieldError;
 pub use calibrate::{
     CalibrationSpec, FileMap, Leak, Misbehaviour, Plateau, Reserve, ShmFile, Spike, Steps,
+    TeardownLeak,
 };
 pub use channel::{Channel, open_descriptors, read_spec};
 pub use lifeline::Lifeline;
@@ -50,7 +51,7 @@ pub use runtime::{
     CoremlIdentity, EncoderMemory, EncoderProcessSteps, ExternalEncoderProcess, LoggedSize,
     ModelIdentity, PatchFile, RuntimeBuild, RuntimeReport, StateBuffers, Topology,
 };
-pub use spec::{ArmSpec, SamplerSchedule, WorkerSpec};
+pub use spec::{ArmSpec, Lifecycle, SamplerSchedule, WorkerSpec};
 pub use whisper::{
     BadHeader, BadReady, CancelSpec, CancelledRequest, Conversion, CoremlComputeUnits,
     Ct2ComputeType, Ct2Options, DecodeTimings, Decoding, EXTERNAL_ENCODER_TIMEOUT_S, Encoder,

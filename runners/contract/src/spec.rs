@@ -19,8 +19,41 @@ pub struct ArmSpec {
     /// snapshot (0: no settle, no `settled` messages). Set by `memqual soak`.
     #[serde(default)]
     pub settle_ms: u64,
+    /// A lifecycle soak's cycle (set by `memqual soak` under `[soak] mode =
+    /// "lifecycle"`): the worker frees its states and context after every
+    /// `requests_per_cycle` measured requests (a `release` marker, taken
+    /// after the free) and loads them again in the request that follows (a
+    /// `reload` marker). `None`: the context lives from load to teardown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<Lifecycle>,
     /// Which worker runs the arm (`kind`) and that worker's options.
     pub worker: WorkerSpec,
+}
+
+/// One lifecycle cycle, as the worker runs it: context load → state →
+/// `requests_per_cycle` requests → state and context freed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Lifecycle {
+    /// Measured requests between a load and the release that ends the cycle.
+    #[schemars(range(min = crate::bounds::CYCLE_REQUESTS.min, max = crate::bounds::CYCLE_REQUESTS.max))]
+    pub requests_per_cycle: u64,
+}
+
+impl Lifecycle {
+    /// Whether the cycle ends with measured request `request_id` (0-based).
+    pub fn ends_cycle(&self, request_id: u64) -> bool {
+        request_id
+            .saturating_add(1)
+            .is_multiple_of(self.requests_per_cycle.max(1))
+    }
+
+    /// Check the cycle's length; the error names the key.
+    pub fn validate(&self) -> Result<(), crate::FieldError> {
+        crate::bounds::CYCLE_REQUESTS
+            .check("lifecycle.requests_per_cycle", self.requests_per_cycle)
+            .map(|_| ())
+    }
 }
 
 /// When the external sampler's ticks are due: `epoch_ns + k * period_ns`.
@@ -81,6 +114,31 @@ impl WorkerSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cycle_ends_after_every_kth_request() {
+        let three = Lifecycle {
+            requests_per_cycle: 3,
+        };
+        let ends: Vec<u64> = (0..9).filter(|r| three.ends_cycle(*r)).collect();
+        assert_eq!(ends, [2, 5, 8]);
+        let one = Lifecycle {
+            requests_per_cycle: 1,
+        };
+        assert!((0..4).all(|r| one.ends_cycle(r)));
+        let two = Lifecycle {
+            requests_per_cycle: 2,
+        };
+        // Wrapping would make u64::MAX + 1 zero, which every cycle divides.
+        assert!(!two.ends_cycle(u64::MAX), "saturates, never wraps to 0");
+        let zero = Lifecycle {
+            requests_per_cycle: 0,
+        };
+        assert_eq!(
+            zero.validate().unwrap_err().key,
+            "lifecycle.requests_per_cycle"
+        );
+    }
 
     #[test]
     fn next_tick_is_strictly_after() {

@@ -181,6 +181,13 @@ fn settings(spec: &WhisperSpec) -> Settings {
 
 /// Run the arm; returns the number of measured requests.
 pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> anyhow::Result<u64> {
+    // Its model stays loaded from start to teardown: a lifecycle would be
+    // silently ignored, so it is refused (the harness refuses it first).
+    if arm.lifecycle.is_some() {
+        anyhow::bail!(
+            "memqual-ct2 does not run a lifecycle (it never frees its model between requests)"
+        );
+    }
     session.mark(Phase::ProcessStart, None)?;
     // Inputs first: nothing reaches CTranslate2 unchecked.
     let mut model = check_model(spec)?;

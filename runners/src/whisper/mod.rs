@@ -6,7 +6,8 @@
 //! fixture (`warmup_done`) → measured requests (`request_begin` /
 //! `request_end` around the `whisper_full` call, then a `result`) → idle
 //! (`idle_end`) → explicit teardown of states and context (`teardown_done`).
-//! Under an idle policy ([`residency`]) `release` markers come between
+//! Under an idle policy ([`residency`]), and after every cycle of a
+//! lifecycle soak (the spec's `lifecycle`), `release` markers come between
 //! requests and a `reload` inside the request that follows; in real-time
 //! mode ([`delivery`]) a request's audio arrives in chunks ([`request`]).
 //!
@@ -130,6 +131,19 @@ pub fn worker_main() -> std::process::ExitCode {
             &e.to_string(),
             EXIT_NOT_RUNNABLE as u8,
         );
+    }
+    if let Some(l) = spec.lifecycle {
+        let refused = match l.validate() {
+            Err(e) => Some(format!("invalid lifecycle: {e}")),
+            Ok(()) if !ws.idle_policy.is_resident() => Some(format!(
+                "a lifecycle frees and loads the context itself; idle_policy {} would do it too",
+                ws.idle_policy.name()
+            )),
+            Ok(()) => None,
+        };
+        if let Some(message) = refused {
+            return fail(WORKER_NAME, &mut session, &message, 2);
+        }
     }
     let result = run(&spec, ws, &mut session);
     if result.is_err() {
@@ -528,6 +542,12 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
             forward_log(session, &mut log_lines)?;
             session.settle(request_id, arm.settle_ms)?;
             request::speech_ended(session, &mut held)?;
+            // A lifecycle cycle ends: free states and context (the marker is
+            // the post-teardown floor); the next request loads them again.
+            if arm.lifecycle.is_some_and(|l| l.ends_cycle(request_id)) {
+                held.release();
+                session.mark(Phase::Release, None)?;
+            }
             request_id += 1;
         }
     }

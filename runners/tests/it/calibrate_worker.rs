@@ -20,6 +20,7 @@ fn spec(dir: &std::path::Path, cal: CalibrationSpec) -> ArmSpec {
         scratch_dir: dir.to_path_buf(),
         sampler: None,
         settle_ms: 0,
+        lifecycle: None,
         worker: WorkerSpec::Calibrate(cal),
     }
 }

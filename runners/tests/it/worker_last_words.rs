@@ -55,6 +55,7 @@ fn spec(worker: WorkerSpec) -> Vec<u8> {
         scratch_dir: std::env::temp_dir(),
         sampler: None,
         settle_ms: 0,
+        lifecycle: None,
         worker,
     })
     .unwrap()
