@@ -129,7 +129,10 @@ fn push_distinct<T: PartialEq>(seen: &mut Vec<T>, v: T) {
 pub struct Accumulator {
     out: SoakCovariates,
     last_reading_ns: Option<u64>,
+    /// Every `stride`-th reading, at most `2 × MAX_SAMPLES` of them: an
+    /// hour-long soak must not hold a sample per reading while it is read.
     samples: Vec<CovariateSample>,
+    stride: u64,
 }
 
 impl Accumulator {
@@ -161,6 +164,9 @@ impl Accumulator {
         if let Some(m) = r.cov_low_power_mode {
             push_distinct(&mut o.low_power_modes, m);
         }
+        if (o.readings - 1) % self.stride.max(1) != 0 {
+            return;
+        }
         self.samples.push(CovariateSample {
             t_ns: read_at,
             thermal_celsius: celsius,
@@ -168,6 +174,16 @@ impl Accumulator {
             thermal_pressure: r.cov_thermal_pressure,
             on_battery: r.cov_power_source.as_deref().map(|s| s != "AC Power"),
         });
+        // Full: keep every other sample and take every other reading from
+        // now on, so the kept ones stay evenly spaced.
+        if self.samples.len() >= 2 * MAX_SAMPLES {
+            let mut i = 0;
+            self.samples.retain(|_| {
+                i += 1;
+                i % 2 == 1
+            });
+            self.stride = self.stride.max(1) * 2;
+        }
     }
 
     /// The summary, with its confounds and a thinned chart series.
@@ -241,6 +257,30 @@ mod tests {
             sys_vm_sampled_ns: Some(t),
             ..SeriesRow::default()
         }
+    }
+
+    #[test]
+    fn a_long_soak_keeps_few_evenly_spaced_samples_while_it_is_read() {
+        let mut a = Accumulator::default();
+        let n = 100_000u64;
+        for t in 0..n {
+            a.row(&reading(t));
+            assert!(a.samples.len() < 2 * MAX_SAMPLES, "at {t}");
+        }
+        let c = a.finish();
+        assert_eq!(c.readings, n);
+        assert!(
+            (MAX_SAMPLES / 2..=MAX_SAMPLES).contains(&c.samples.len()),
+            "{}",
+            c.samples.len()
+        );
+        assert_eq!(c.samples[0].t_ns, 0);
+        let gaps: Vec<u64> = c
+            .samples
+            .windows(2)
+            .map(|w| w[1].t_ns - w[0].t_ns)
+            .collect();
+        assert!(gaps.iter().all(|g| *g == gaps[0]), "uneven: {gaps:?}");
     }
 
     #[test]

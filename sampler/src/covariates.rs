@@ -162,12 +162,78 @@ pub fn parse_pmset_custom(text: &str, source: &str) -> Option<bool> {
     None
 }
 
+/// The power source and low-power mode, read by running `pmset -g batt`
+/// and `pmset -g custom` once a second on a thread of its own, so the
+/// sampler thread only takes the latest reading and never waits on a
+/// process. Plain std (only the path is macOS's), so it lives beside the
+/// parsers it feeds, which are tested on captures.
+#[cfg(target_os = "macos")]
+pub struct PowerWatch {
+    latest: std::sync::Arc<std::sync::Mutex<(Option<String>, Option<bool>)>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+#[cfg(target_os = "macos")]
+impl PowerWatch {
+    /// Start the thread; until its first reading, both values are `None`.
+    pub fn start() -> Self {
+        use std::sync::atomic::Ordering;
+        let latest = std::sync::Arc::new(std::sync::Mutex::new((None, None)));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (out, quit) = (latest.clone(), stop.clone());
+        let pmset = |arg: &str| -> Option<String> {
+            let o = std::process::Command::new("/usr/bin/pmset")
+                .args(["-g", arg])
+                .stdin(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .output()
+                .ok()?;
+            o.status
+                .success()
+                .then(|| String::from_utf8_lossy(&o.stdout).into_owned())
+        };
+        let spawned = std::thread::Builder::new()
+            .name("memqual-pmset".into())
+            .spawn(move || {
+                while !quit.load(Ordering::Relaxed) {
+                    let source = pmset("batt").and_then(|t| parse_pmset_batt(&t));
+                    let low = source
+                        .as_deref()
+                        .and_then(|s| pmset("custom").and_then(|t| parse_pmset_custom(&t, s)));
+                    if let Ok(mut l) = out.lock() {
+                        *l = (source, low);
+                    }
+                    std::thread::sleep(std::time::Duration::from_secs(1));
+                }
+            });
+        // Without the thread the values stay unreadable (`None`).
+        drop(spawned);
+        PowerWatch { latest, stop }
+    }
+
+    /// The last reading: power source and low-power mode.
+    pub fn latest(&self) -> (Option<String>, Option<bool>) {
+        self.latest
+            .lock()
+            .map(|l| l.clone())
+            .unwrap_or((None, None))
+    }
+}
+
+#[cfg(target_os = "macos")]
+impl Drop for PowerWatch {
+    fn drop(&mut self) {
+        // The thread ends within a second; nothing waits for it.
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Reads the covariates at each system reading.
 pub struct CovariateProbe {
     #[cfg(target_os = "linux")]
     sys: std::path::PathBuf,
     #[cfg(target_os = "macos")]
-    power: crate::platform::PowerWatch,
+    power: PowerWatch,
 }
 
 impl Default for CovariateProbe {
@@ -183,7 +249,7 @@ impl CovariateProbe {
             #[cfg(target_os = "linux")]
             sys: std::path::PathBuf::from("/sys"),
             #[cfg(target_os = "macos")]
-            power: crate::platform::PowerWatch::start(),
+            power: PowerWatch::start(),
         }
     }
 
