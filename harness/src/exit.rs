@@ -39,6 +39,17 @@ pub fn harness(error: impl Into<anyhow::Error>) -> Failure {
     }
 }
 
+/// A run directory that could not be created: the user's to fix (exit 2)
+/// when the folder is taken (not empty, a link, busy, claimed), memqual's
+/// otherwise (exit 3).
+pub fn creating_run_dir(error: run_dir::RunDirError) -> Failure {
+    use run_dir::RunDirError as E;
+    match error {
+        E::NotEmpty { .. } | E::OutLink { .. } | E::Busy { .. } | E::Claimed { .. } => usage(error),
+        other => harness(other),
+    }
+}
+
 /// A check did not hold (exit 1), with the reason.
 pub fn failed(error: impl Into<anyhow::Error>) -> Failure {
     Failure {

@@ -236,13 +236,7 @@ pub fn merge(
     }
     let now = chrono::Utc::now().to_rfc3339();
     let mut report = fleet::build(&inputs, &now).map_err(usage)?;
-    let fleet_dir = RunDir::create(out).map_err(|e| match e {
-        RunDirError::NotEmpty { .. }
-        | RunDirError::OutLink { .. }
-        | RunDirError::Busy { .. }
-        | RunDirError::Claimed { .. } => usage(e),
-        other => harness(other),
-    })?;
+    let fleet_dir = RunDir::create(out).map_err(exit::creating_run_dir)?;
     write(&fleet_dir, &opened, &mut report)
         .with_context(|| format!("cannot write the fleet report into {}", out.display()))
         .map_err(harness)?;

@@ -152,13 +152,7 @@ pub fn prepare_run(
     let executables = run::executables(loaded, &workers).map_err(harness)?;
     let dir = run::OutDir::resolve(opts.out.clone(), &loaded.name)
         .create()
-        .map_err(|e| match e {
-            run_dir::RunDirError::NotEmpty { .. }
-            | run_dir::RunDirError::OutLink { .. }
-            | run_dir::RunDirError::Busy { .. }
-            | run_dir::RunDirError::Claimed { .. } => usage(e),
-            other => harness(other),
-        })?;
+        .map_err(crate::exit::creating_run_dir)?;
     install_interrupt_handler()?;
     Ok((executables, dir))
 }

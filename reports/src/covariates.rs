@@ -164,7 +164,7 @@ impl Accumulator {
         if let Some(m) = r.cov_low_power_mode {
             push_distinct(&mut o.low_power_modes, m);
         }
-        if (o.readings - 1) % self.stride.max(1) != 0 {
+        if !(o.readings - 1).is_multiple_of(self.stride.max(1)) {
             return;
         }
         self.samples.push(CovariateSample {

@@ -20,7 +20,7 @@ use crate::session::{self, INTERRUPTED, SessionOptions};
 use crate::{protocol, run};
 use anyhow::{Context, anyhow};
 use run_dir::names::bisect as names;
-use run_dir::{Rel, RunDir, RunDirError};
+use run_dir::{Rel, RunDir};
 use search::{Ending, Said, Search};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -149,13 +149,7 @@ pub fn command(
             )))
         }
     };
-    let dir = out.create().map_err(|e| match e {
-        RunDirError::NotEmpty { .. }
-        | RunDirError::OutLink { .. }
-        | RunDirError::Busy { .. }
-        | RunDirError::Claimed { .. } => usage(e),
-        other => harness(other),
-    })?;
+    let dir = out.create().map_err(exit::creating_run_dir)?;
     dir.create_dir(&Rel::file(names::PROBES)).map_err(harness)?;
     session::install_interrupt_handler()?;
 
