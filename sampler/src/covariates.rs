@@ -86,36 +86,62 @@ fn numbered(dir: &Path, prefix: &str) -> Vec<std::path::PathBuf> {
     out
 }
 
-/// Read the thermal zones and CPU frequencies under `sys` (normally
-/// `/sys`). Anything missing or unparsable is left out; a tree without any
-/// gives all `None`.
-pub fn read_linux_sysfs(sys: &Path) -> LinuxThermal {
-    let mut out = LinuxThermal::default();
-    for zone in numbered(&sys.join("class/thermal"), "thermal_zone") {
-        let Some(t) = small_file(&zone.join("temp")).and_then(|t| t.parse::<i64>().ok()) else {
-            continue;
-        };
-        if out.max_millicelsius.is_none_or(|m| t > m) {
-            out.max_millicelsius = Some(t);
-            out.zone = small_file(&zone.join("type"))
-                .filter(|n| !n.is_empty())
-                .or_else(|| {
-                    zone.file_name()
-                        .and_then(|n| n.to_str())
-                        .map(str::to_string)
-                });
+/// The sysfs files a reading reads: found once, when the probe starts, so
+/// the tick that reads them lists no directories (zones and CPUs do not
+/// come and go during a run; a file that vanishes is read as missing).
+#[derive(Debug, Clone, Default)]
+pub struct LinuxSysfs {
+    /// Each thermal zone's folder, for its `temp` and `type`.
+    zones: Vec<std::path::PathBuf>,
+    /// Each CPU's `cpufreq/scaling_cur_freq`.
+    cpu_freqs: Vec<std::path::PathBuf>,
+}
+
+impl LinuxSysfs {
+    /// The thermal zones and CPUs under `sys` (normally `/sys`).
+    pub fn discover(sys: &Path) -> Self {
+        LinuxSysfs {
+            zones: numbered(&sys.join("class/thermal"), "thermal_zone"),
+            cpu_freqs: numbered(&sys.join("devices/system/cpu"), "cpu")
+                .into_iter()
+                .map(|cpu| cpu.join("cpufreq/scaling_cur_freq"))
+                .collect(),
         }
     }
-    for cpu in numbered(&sys.join("devices/system/cpu"), "cpu") {
-        let Some(khz) =
-            small_file(&cpu.join("cpufreq/scaling_cur_freq")).and_then(|t| t.parse::<u64>().ok())
-        else {
-            continue;
-        };
-        out.cpu_freq_min_khz = Some(out.cpu_freq_min_khz.map_or(khz, |m| m.min(khz)));
-        out.cpu_freq_max_khz = Some(out.cpu_freq_max_khz.map_or(khz, |m| m.max(khz)));
+
+    /// One reading. Anything missing or unparsable is left out; a tree
+    /// without any gives all `None`.
+    pub fn read(&self) -> LinuxThermal {
+        let mut out = LinuxThermal::default();
+        for zone in &self.zones {
+            let Some(t) = small_file(&zone.join("temp")).and_then(|t| t.parse::<i64>().ok()) else {
+                continue;
+            };
+            if out.max_millicelsius.is_none_or(|m| t > m) {
+                out.max_millicelsius = Some(t);
+                out.zone = small_file(&zone.join("type"))
+                    .filter(|n| !n.is_empty())
+                    .or_else(|| {
+                        zone.file_name()
+                            .and_then(|n| n.to_str())
+                            .map(str::to_string)
+                    });
+            }
+        }
+        for file in &self.cpu_freqs {
+            let Some(khz) = small_file(file).and_then(|t| t.parse::<u64>().ok()) else {
+                continue;
+            };
+            out.cpu_freq_min_khz = Some(out.cpu_freq_min_khz.map_or(khz, |m| m.min(khz)));
+            out.cpu_freq_max_khz = Some(out.cpu_freq_max_khz.map_or(khz, |m| m.max(khz)));
+        }
+        out
     }
-    out
+}
+
+/// Discover and read the thermal zones and CPU frequencies under `sys` at once.
+pub fn read_linux_sysfs(sys: &Path) -> LinuxThermal {
+    LinuxSysfs::discover(sys).read()
 }
 
 /// The power source `pmset -g batt` names on its first line (`Now drawing
@@ -231,7 +257,7 @@ impl Drop for PowerWatch {
 /// Reads the covariates at each system reading.
 pub struct CovariateProbe {
     #[cfg(target_os = "linux")]
-    sys: std::path::PathBuf,
+    sys: LinuxSysfs,
     #[cfg(target_os = "macos")]
     power: PowerWatch,
 }
@@ -247,7 +273,7 @@ impl CovariateProbe {
     pub fn new() -> Self {
         CovariateProbe {
             #[cfg(target_os = "linux")]
-            sys: std::path::PathBuf::from("/sys"),
+            sys: LinuxSysfs::discover(Path::new("/sys")),
             #[cfg(target_os = "macos")]
             power: PowerWatch::start(),
         }
@@ -256,7 +282,7 @@ impl CovariateProbe {
     /// Fill the row's `cov_*` columns; what cannot be read stays `None`.
     pub fn sample(&mut self, row: &mut SeriesRow) {
         #[cfg(target_os = "linux")]
-        read_linux_sysfs(&self.sys).fill(row);
+        self.sys.read().fill(row);
         #[cfg(target_os = "macos")]
         {
             row.cov_thermal_pressure = crate::platform::thermal_pressure_state().ok();
@@ -316,6 +342,25 @@ mod tests {
         r.fill(&mut row);
         assert_eq!(row.cov_thermal_max_millicelsius, Some(67_500));
         assert_eq!(row.cov_cpu_freq_max_khz, Some(2_800_000));
+    }
+
+    #[test]
+    fn the_files_are_found_once_and_read_again_at_every_reading() {
+        let t = tree();
+        let sysfs = LinuxSysfs::discover(t.path());
+        assert_eq!(sysfs.read().cpu_freq_max_khz, Some(2_800_000));
+        // A new value in a known file is read; a file gone is missing, not an error.
+        std::fs::write(
+            t.path()
+                .join("devices/system/cpu/cpu1/cpufreq/scaling_cur_freq"),
+            "3400000\n",
+        )
+        .unwrap();
+        assert_eq!(sysfs.read().cpu_freq_max_khz, Some(3_400_000));
+        std::fs::remove_dir_all(t.path().join("class/thermal")).unwrap();
+        let r = sysfs.read();
+        assert_eq!((r.max_millicelsius, r.zone), (None, None));
+        assert_eq!(r.cpu_freq_max_khz, Some(3_400_000));
     }
 
     #[test]
