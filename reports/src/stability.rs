@@ -254,14 +254,9 @@ pub fn markdown(with: &[(&str, &Stability)]) -> String {
             "| series | classification | slope KiB/cycle [interval] | reason |\n|---|---|---|---|"
         );
         for g in &l.floor_series {
-            let slope = g.bytes_per_request.map_or("–".into(), |b| {
-                format!(
-                    "{:.1} [{:.1}, {:.1}]",
-                    b.estimate / 1024.0,
-                    b.low / 1024.0,
-                    b.high / 1024.0
-                )
-            });
+            let slope = g
+                .bytes_per_request
+                .map_or("–".into(), |b| kib_with_interval(&b, ""));
             let _ = writeln!(
                 out,
                 "| {} | {} | {slope} | {} |",
@@ -597,6 +592,16 @@ pub fn analyse_arm(
         p95_latency_ns: stats::percentile(&latencies, 95.0),
         stable,
     })
+}
+
+/// A slope in KiB, then `unit`, then its interval: `12.3 KiB/cycle [11.0, 13.5]`.
+pub fn kib_with_interval(b: &crate::growth::Slope, unit: &str) -> String {
+    format!(
+        "{:.1}{unit} [{:.1}, {:.1}]",
+        b.estimate / 1024.0,
+        b.low / 1024.0,
+        b.high / 1024.0
+    )
 }
 
 #[cfg(test)]

@@ -275,12 +275,7 @@ pub fn human(result: &SoakResult) -> String {
         ));
         for g in &l.floor_series {
             let slope = g.bytes_per_request.map_or("–".into(), |b| {
-                format!(
-                    "{:.1} KiB/cycle [{:.1}, {:.1}]",
-                    b.estimate / 1024.0,
-                    b.low / 1024.0,
-                    b.high / 1024.0
-                )
+                reports::stability::kib_with_interval(&b, " KiB/cycle")
             });
             out.push_str(&format!(
                 "  {:<18} {:<13} {slope} · {}\n",
