@@ -38,6 +38,10 @@ pub struct WorkerInfo {
     /// Capabilities the worker reports with `--capabilities` (what an arm's
     /// `requires` may name); empty when it was not asked or could not answer.
     pub capabilities: Vec<String>,
+    /// The devices ggml finds where the worker runs (`CUDA0: NVIDIA H200`,
+    /// `CPU: …`): a GPU build lists a GPU only where its driver sees one.
+    #[serde(default)]
+    pub devices: Vec<String>,
     /// Why the worker could not be asked.
     pub problem: Option<String>,
 }
@@ -70,6 +74,16 @@ struct Capabilities {
     features: Option<Vec<String>>,
     #[serde(default)]
     capabilities: Vec<String>,
+    #[serde(default)]
+    devices: Vec<Device>,
+}
+
+/// One entry of the worker's `devices`: ggml's name and description.
+#[derive(Debug, Deserialize)]
+struct Device {
+    name: String,
+    #[serde(default)]
+    description: String,
 }
 
 /// Run `exe --capabilities`, bounded in time and output.
@@ -115,6 +129,7 @@ fn worker(dir: &Path, name: &str, ask: bool) -> WorkerInfo {
         whisper_cpp: None,
         features: Vec::new(),
         capabilities: Vec::new(),
+        devices: Vec::new(),
         problem: None,
     };
     if !info.present {
@@ -142,6 +157,11 @@ fn worker(dir: &Path, name: &str, ask: bool) -> WorkerInfo {
             info.whisper_cpp = c.whisper_cpp;
             info.features = features;
             info.capabilities = c.capabilities;
+            info.devices = c
+                .devices
+                .into_iter()
+                .map(|d| format!("{}: {}", d.name, d.description))
+                .collect();
         }
         Err(e) => info.problem = Some(e),
     }
@@ -196,6 +216,9 @@ pub fn human(v: &VersionInfo) -> String {
             } else {
                 format!("features: {}", w.features.join(", "))
             });
+            if !w.devices.is_empty() {
+                parts.push(format!("devices: {}", w.devices.join("; ")));
+            }
         }
         let _ = writeln!(out, "  {}: {}", w.name, parts.join(", "));
     }

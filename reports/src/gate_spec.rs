@@ -62,6 +62,10 @@ pub enum MemoryField {
     RssFileBytes,
     /// `rss_shmem_bytes`: Linux `RssShmem`.
     RssShmemBytes,
+    /// `device_bytes`: the GPU memory the driver attributes to the worker
+    /// (NVML), read at the marker by a worker that decodes on a GPU; absent
+    /// elsewhere.
+    DeviceBytes,
 }
 
 /// `phase`'s `field` (the largest over every marker of that phase) must be

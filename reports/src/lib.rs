@@ -73,6 +73,7 @@ pub mod ceiling;
 pub mod census;
 pub mod compare;
 pub mod covariates;
+pub mod device_memory;
 mod error;
 pub mod fleet;
 pub mod fleet_html;
@@ -111,7 +112,7 @@ pub use receipt::Receipt;
 
 /// Version of the receipt format, `major.minor`: the major changes when a
 /// field changes meaning or disappears, the minor when fields are added.
-pub const RECEIPT_FORMAT_VERSION: &str = "4.5";
+pub const RECEIPT_FORMAT_VERSION: &str = "4.6";
 
 /// The JSON Schema of `receipt.json`, generated from the types (committed as
 /// `reports/receipt.schema.json`).

@@ -94,6 +94,11 @@ pub struct ArmReceipt {
     /// measured (`model_loaded` to `state_ready`), worker and encoder process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_accounting: Option<crate::state_accounting::StateAccounting>,
+    /// A GPU arm's host and device memory by phase: the GPU context's cost
+    /// before the model, and where the model and state went. Absent where
+    /// the worker read no device memory at its markers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_memory: Option<crate::device_memory::DeviceAccounting>,
 }
 
 impl ArmReceipt {
@@ -179,6 +184,7 @@ impl ArmReceipt {
             residency: None,
             request_policy: None,
             state_accounting: None,
+            device_memory: None,
         }
     }
 }

@@ -1211,10 +1211,14 @@ fn version_short_and_verbose() {
     assert_eq!(whisper["version"], env!("CARGO_PKG_VERSION"));
     // The test build has no accelerated backend.
     assert_eq!(whisper["features"], serde_json::json!([]), "{v:#}");
+    // What ggml finds here: its CPU backend and nothing else.
+    let devices = whisper["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 1, "{v:#}");
+    assert!(devices[0].as_str().unwrap().starts_with("CPU: "), "{v:#}");
     let out = memqual(&["version", "--verbose"]);
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
-        said.contains("whisper.cpp 1.8.3, features: none (CPU only)"),
+        said.contains("whisper.cpp 1.8.3, features: none (CPU only), devices: CPU: "),
         "{said}"
     );
     assert!(said.contains("commit: "), "{said}");

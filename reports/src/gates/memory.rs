@@ -27,6 +27,7 @@ pub fn field_name(field: MemoryField) -> &'static str {
         MemoryField::RssAnonBytes => "rss_anon_bytes",
         MemoryField::RssFileBytes => "rss_file_bytes",
         MemoryField::RssShmemBytes => "rss_shmem_bytes",
+        MemoryField::DeviceBytes => "device_bytes",
     }
 }
 
@@ -44,6 +45,7 @@ pub fn read_field(m: &TaskMemory, field: MemoryField) -> Option<u64> {
         MemoryField::RssAnonBytes => m.rss_anon_bytes,
         MemoryField::RssFileBytes => m.rss_file_bytes,
         MemoryField::RssShmemBytes => m.rss_shmem_bytes,
+        MemoryField::DeviceBytes => m.device_bytes,
     }
 }
 

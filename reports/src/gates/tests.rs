@@ -272,6 +272,59 @@ fn memory_min_reduction_and_absolute_ceiling() {
 }
 
 #[test]
+fn a_device_memory_gate_reads_the_markers_device_bytes_and_is_not_evaluated_without_them() {
+    let out = good_outputs();
+    let gate = GateSpec::Memory(MemoryGate {
+        field: MemoryField::DeviceBytes,
+        min_reduction: Some(0.03),
+        ..memory_gate(Phase::ModelLoaded)
+    });
+    let with_device = |id: &str, device_mib: u64| {
+        let mut a = arm(id, 100, (1e6, 1), &out);
+        for p in &mut a.phases {
+            p.memory.device_bytes = Some(device_mib * MIB);
+        }
+        a
+    };
+    // 660 MiB against 700 MiB on the device: 5.7 % less, limit 679 MiB.
+    let r = receipt(
+        with_device("ctl", 700),
+        with_device("cand", 660),
+        gates(vec![gate.clone()]),
+    );
+    let rep = judge(&r);
+    let c = &candidate(&rep).gates[0];
+    assert_eq!(c.outcome, Outcome::Pass);
+    assert_eq!(c.checks[0].name, "model_loaded device_bytes");
+    assert_eq!(c.checks[0].measured, Some((660 * MIB) as f64));
+    assert_eq!(
+        c.checks[0].evidence[0].pointer,
+        "/arms/1/phases/1/memory/device_bytes"
+    );
+    // 690 MiB is not 3 % less.
+    let r = receipt(
+        with_device("ctl", 700),
+        with_device("cand", 690),
+        gates(vec![gate.clone()]),
+    );
+    assert_eq!(candidate(&judge(&r)).gates[0].outcome, Outcome::Fail);
+    // A CPU arm's markers carry no device reading: never judged as zero.
+    let r = receipt(
+        with_device("ctl", 700),
+        arm("cand", 100, (1e6, 1), &out),
+        gates(vec![gate]),
+    );
+    let rep = judge(&r);
+    let c = &candidate(&rep).gates[0];
+    assert_eq!(c.outcome, Outcome::NotEvaluated);
+    assert!(
+        c.checks[0].note.contains("device_bytes"),
+        "{}",
+        c.checks[0].note
+    );
+}
+
+#[test]
 fn a_gate_without_its_control_run_is_not_evaluated_and_the_arm_cannot_pass() {
     let out = good_outputs();
     let gate = GateSpec::Memory(MemoryGate {

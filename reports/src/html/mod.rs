@@ -32,6 +32,7 @@
 mod arm_chart;
 pub mod compare;
 pub mod compare_charts;
+mod device;
 pub mod ladder_chart;
 mod residency;
 mod sections;

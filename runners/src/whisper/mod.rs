@@ -25,6 +25,7 @@ pub mod delivery;
 pub mod engine;
 #[cfg(feature = "whisper-patch")]
 pub mod external_encoder;
+pub mod gpu;
 pub mod inputs;
 pub mod loader;
 pub mod logcapture;
@@ -79,6 +80,9 @@ pub fn worker_main() -> std::process::ExitCode {
             "whisper_cpp": engine::runtime_version(),
             "features": features(),
             "capabilities": capabilities(),
+            // What ggml finds on this host: a GPU build lists its GPUs only
+            // where the driver sees them.
+            "devices": gpu::backend_devices(),
         });
         // What the patch set adds, and which set it is.
         #[cfg(feature = "whisper-patch")]
@@ -125,6 +129,17 @@ pub fn worker_main() -> std::process::ExitCode {
         return fail(WORKER_NAME, &mut session, &message, 2);
     }
     if let Err(e) = check_runnable(ws) {
+        return fail(
+            WORKER_NAME,
+            &mut session,
+            &e.to_string(),
+            EXIT_NOT_RUNNABLE as u8,
+        );
+    }
+    if ws.use_gpu
+        && let Some(backend) = gpu::gpu_backend()
+        && let Err(e) = gpu::check_gpu_present(WORKER_NAME, backend, &gpu::backend_devices())
+    {
         return fail(
             WORKER_NAME,
             &mut session,
@@ -327,6 +342,15 @@ pub fn executable_digest(worker: &str) -> (String, Option<String>) {
 /// Run the arm; returns the number of measured requests.
 pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> anyhow::Result<u64> {
     let mut log_lines = Vec::new();
+    // The CUDA context and its device memory are the arm's baseline: made
+    // before the first marker, and every marker reads the device (NVML).
+    #[cfg(all(feature = "cuda", target_os = "linux"))]
+    let _cuda_context = if spec.use_gpu {
+        session.read_device_memory();
+        Some(gpu::CudaContext::retain()?)
+    } else {
+        None
+    };
     session.mark(Phase::ProcessStart, None)?;
 
     // Inputs first: nothing reaches whisper.cpp unchecked.
