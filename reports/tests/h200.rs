@@ -152,6 +152,25 @@ fn arm<'a>(r: &'a reports::Receipt, id: &str) -> &'a reports::receipt::ArmReceip
     r.arms.iter().find(|a| a.id == id).unwrap()
 }
 
+/// The CUDA stages whose device memory the tests compare.
+const LADDER: [&str; 5] = [
+    "stage0-cuda",
+    "stage1-q5_0-cuda",
+    "stage2-cuda",
+    "stage4-ctx-cuda",
+    "stage4-cuda",
+];
+
+/// What loading the model and creating the state added on the device, MiB.
+fn device_split_mib(r: &reports::Receipt, id: &str) -> (i64, i64) {
+    let d = arm(r, id).device_memory.as_ref().unwrap();
+    let mib = |bytes: i64| bytes / MIB as i64;
+    (
+        mib(d.model.unwrap().device_bytes),
+        mib(d.state.unwrap().device_bytes),
+    )
+}
+
 fn verdicts(r: &reports::Receipt) -> Vec<(String, Outcome)> {
     let gates = reports::gates::evaluate(r).expect("gates declared");
     gates
@@ -191,32 +210,11 @@ fn the_cuda_ladder_on_tiny_en_puts_the_weights_on_the_device() {
     assert_eq!(model.device_bytes, 74 * MIB as i64);
     assert!(model.host_bytes < model.device_bytes / 2, "{model:?}");
     // Q5_0 keeps 28 MiB of them; external-encoder-only loading leaves the
-    // encoder's 16 MiB off the device, and its compute buffers with them.
-    let device = |id: &str| arm(&r, id).device_memory.clone().unwrap();
+    // encoder's 16 MiB off the device, and its compute buffers with them;
+    // the bounded state takes 18 MiB there against 114 at stock size.
     assert_eq!(
-        device("stage1-q5_0-cuda").model.unwrap().device_bytes,
-        28 * MIB as i64
-    );
-    assert_eq!(
-        device("stage2-cuda").model.unwrap().device_bytes,
-        58 * MIB as i64
-    );
-    assert_eq!(
-        device("stage0-cuda").state.unwrap().device_bytes,
-        188 * MIB as i64
-    );
-    assert_eq!(
-        device("stage2-cuda").state.unwrap().device_bytes,
-        114 * MIB as i64
-    );
-    // The bounded state: 18 MiB on the device against 114 at stock size.
-    assert_eq!(
-        device("stage4-ctx-cuda").state.unwrap().device_bytes,
-        114 * MIB as i64
-    );
-    assert_eq!(
-        device("stage4-cuda").state.unwrap().device_bytes,
-        18 * MIB as i64
+        LADDER.map(|id| device_split_mib(&r, id)),
+        [(74, 188), (28, 188), (58, 114), (58, 114), (58, 18)]
     );
     // CUDA's kernels against the CPU's: one fixture of 18 differs.
     assert_eq!(identical_fixtures(&r, "stage0-cuda"), (17, 18));
@@ -240,23 +238,16 @@ fn the_cuda_ladder_on_tiny_en_puts_the_weights_on_the_device() {
 #[test]
 fn the_cuda_ladder_on_base_matches_the_cpu_and_a_skipped_tick_fails_validity() {
     let (r, _dir) = zipped_receipt("gpu-ladder-base");
-    let device = |id: &str| arm(&r, id).device_memory.clone().unwrap();
-    assert_eq!(device("stage0-cuda").baseline.device_bytes, 518 * MIB);
+    let baseline = arm(&r, "stage0-cuda")
+        .device_memory
+        .as_ref()
+        .unwrap()
+        .baseline
+        .device_bytes;
+    assert_eq!(baseline, 518 * MIB);
     assert_eq!(
-        device("stage0-cuda").model.unwrap().device_bytes,
-        142 * MIB as i64
-    );
-    assert_eq!(
-        device("stage1-q5_0-cuda").model.unwrap().device_bytes,
-        54 * MIB as i64
-    );
-    assert_eq!(
-        device("stage2-cuda").model.unwrap().device_bytes,
-        100 * MIB as i64
-    );
-    assert_eq!(
-        device("stage4-cuda").state.unwrap().device_bytes,
-        24 * MIB as i64
+        LADDER.map(|id| device_split_mib(&r, id)),
+        [(142, 224), (54, 224), (100, 126), (100, 126), (100, 24)]
     );
     // On base the CUDA transcripts equal the CPU's, the CPU encoder's too.
     assert_eq!(identical_fixtures(&r, "stage0-cuda"), (18, 18));
