@@ -360,6 +360,14 @@ fn execute_with(
         &report,
         timed_out || killed_for_violation || killed_for_interrupt || crossing.is_some(),
     );
+    // A worker that never started (the loader could not find a library, a
+    // binary for another machine) says why only on its stderr.
+    if report.hello.is_none()
+        && let Ok(Some(bytes)) = run.read_bytes(&dir.join(files::STDERR), STDERR_TAIL_LIMIT)
+        && let Some(line) = last_stderr_line(&bytes)
+    {
+        failure.push(format!("its stderr ends: {line}"));
+    }
     if let Err(e) = run.remove_tree(&scratch) {
         // Not the worker's failure; the leftovers stay in the run, sealed.
         note!("memqual: warning: cannot remove the worker's scratch folder: {e}");
@@ -440,6 +448,19 @@ fn start_sampler(
     )
 }
 
+/// The most of a worker's stderr read to say why it never started.
+const STDERR_TAIL_LIMIT: u64 = 1 << 20;
+
+/// The last non-empty line of a worker's stderr, at most 400 characters.
+fn last_stderr_line(bytes: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(bytes);
+    let line = text.lines().rev().map(str::trim).find(|l| !l.is_empty())?;
+    Some(match line.char_indices().nth(400) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line.to_string(),
+    })
+}
+
 /// Everything that makes an arm a failure besides timeouts and violations.
 fn judge(
     failure: &mut Vec<String>,
@@ -488,6 +509,29 @@ fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_last_stderr_line_says_why_a_worker_never_started() {
+        let loader = b"./memqual-whisper: error while loading shared libraries: libcublas.so.13: \
+                       cannot open shared object file: No such file or directory\n\n";
+        let line = last_stderr_line(loader).unwrap();
+        assert!(
+            line.ends_with(
+                "libcublas.so.13: cannot open shared object file: No such file or directory"
+            ),
+            "{line}"
+        );
+        assert_eq!(last_stderr_line(b"\n  \n"), None);
+        let long = "x".repeat(1000);
+        assert_eq!(
+            last_stderr_line(long.as_bytes()).unwrap().chars().count(),
+            401
+        );
+        assert_eq!(
+            last_stderr_line(b"first\n\xff last\n").unwrap(),
+            "\u{fffd} last"
+        );
+    }
 
     #[test]
     fn a_ceiling_without_the_external_sampler_is_refused_before_the_worker_starts() {

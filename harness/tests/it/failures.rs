@@ -451,3 +451,35 @@ fn a_killed_harness_takes_its_worker_with_it() {
     assert_eq!(markers(&run.join("arms/long")).len(), 6);
     assert!(!series(&run.join("arms/long")).is_empty());
 }
+
+#[test]
+fn a_worker_that_cannot_start_is_failed_with_the_last_line_of_its_stderr() {
+    // What the dynamic loader prints when a CUDA worker runs where the CUDA
+    // libraries are not: the worker never says hello, and only its stderr
+    // says why.
+    let workers = tempfile::tempdir().unwrap();
+    let fake = workers.path().join("memqual-calibrate");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho 'memqual-calibrate: error while loading shared libraries: \
+         libcublas.so.13: cannot open shared object file: No such file or directory' >&2\nexit 127\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let r = run_protocol_body(
+        "run",
+        "[[arm]]\nid = \"nostart\"\n[arm.calibrate]\nrequests = 1\n",
+        &["--worker-dir", workers.path().to_str().unwrap()],
+    );
+    assert_eq!(r.out.status.code(), Some(1), "{}", stderr(&r.out));
+    let o = outcome(&r.dir, "nostart");
+    assert_eq!(o.status, ArmStatus::Failed);
+    assert_eq!(o.exit.as_ref().unwrap().code, Some(127));
+    assert!(
+        o.failure.iter().any(|f| f
+            == "its stderr ends: memqual-calibrate: error while loading shared libraries: \
+                libcublas.so.13: cannot open shared object file: No such file or directory"),
+        "{:?}",
+        o.failure
+    );
+}
