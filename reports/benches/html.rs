@@ -106,6 +106,7 @@ fn arm() -> (ArmReceipt, Vec<Point>) {
         residency: None,
         request_policy: None,
         state_accounting: None,
+        attribution: Default::default(),
     };
     (arm, points)
 }

@@ -66,6 +66,7 @@
 
 pub mod admission;
 pub mod assemble;
+pub mod attribution;
 pub mod bmf;
 pub mod calibration;
 pub mod cancel;
@@ -111,7 +112,7 @@ pub use receipt::Receipt;
 
 /// Version of the receipt format, `major.minor`: the major changes when a
 /// field changes meaning or disappears, the minor when fields are added.
-pub const RECEIPT_FORMAT_VERSION: &str = "4.5";
+pub const RECEIPT_FORMAT_VERSION: &str = "4.6";
 
 /// The JSON Schema of `receipt.json`, generated from the types (committed as
 /// `reports/receipt.schema.json`).

@@ -94,6 +94,10 @@ pub struct ArmReceipt {
     /// measured (`model_loaded` to `state_ready`), worker and encoder process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_accounting: Option<crate::state_accounting::StateAccounting>,
+    /// Allocation attribution: `{"mode": "off"}` unless the arm asked for
+    /// it (`attribution = "allocations"`); then the sites per phase.
+    #[serde(default)]
+    pub attribution: crate::attribution::AttributionReceipt,
 }
 
 impl ArmReceipt {
@@ -179,6 +183,7 @@ impl ArmReceipt {
             residency: None,
             request_policy: None,
             state_accounting: None,
+            attribution: Default::default(),
         }
     }
 }

@@ -353,6 +353,7 @@ pub fn assemble_arm(
         speech.as_ref().and_then(|s| s.runtime.as_ref()),
         matches!(spec.as_ref().map(|s| &s.worker), Some(WorkerSpec::Whisper(w)) if w.state_bounds.is_some()),
     );
+    let attribution = crate::attribution::assemble(run, arm, spec.as_ref(), &phases)?;
     Ok(ArmReceipt {
         id: id.to_string(),
         status,
@@ -375,6 +376,7 @@ pub fn assemble_arm(
         residency,
         request_policy,
         state_accounting,
+        attribution,
     })
 }
 

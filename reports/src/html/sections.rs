@@ -931,6 +931,7 @@ fn arm_details(r: &Receipt, arm: &ArmReceipt, data: &PageData) -> Markup {
             @if let Some(l) = data.latencies_ns.get(&arm.id) { (latency_figure(arm, l)) }
             (throughput_table(arm))
             (super::residency::section(arm))
+            (super::attribution::section(arm))
             (overhead_table(arm))
             (transcript_diff(r, arm))
             (wer_table(arm))

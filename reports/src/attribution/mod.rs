@@ -1,0 +1,244 @@
+//! Allocation attribution: which allocation sites hold and grow the
+//! worker's memory in each phase (the arm's `attribution = "allocations"`).
+//!
+//! Linux: jemalloc's sampling heap profiler writes one profile per marker
+//! into the arm's `heap/` folder ([`heap_profile`]); the harness resolves
+//! their addresses into `heap/symbols.json` ([`symbols`]) while the
+//! binaries that ran are still there. macOS: `malloc_history -allBySize`
+//! captures at each marker ([`malloc_history`]). Here each phase's profile
+//! is set against the one before it: the sites holding the most live bytes
+//! at the phase's end, the sites that allocated the most within it, each
+//! with its share of the phase's growth as the kernel measured it (the
+//! marker's resident memory), and the gap between the two: memory that
+//! malloc never saw (mmap'd model files, GPU drivers, thread stacks).
+
+pub mod heap_profile;
+pub mod malloc_history;
+mod markdown;
+pub mod sites;
+pub mod symbols;
+
+use crate::ReportError;
+use crate::receipt::PhaseRow;
+use run_dir::{Rel, RunDir};
+use sampler::Phase;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use sites::SiteTable;
+use worker_contract::{ArmSpec, HeapProfiling};
+
+pub use markdown::markdown;
+
+/// Sites listed per phase and per ordering.
+pub const TOP_SITES: usize = 10;
+
+/// The arm's `heap/` folder: one profile per marker and `symbols.json`.
+pub const HEAP_DIR: &str = "heap";
+/// `heap/symbols.json`: the profiles' addresses resolved by the harness.
+pub const SYMBOLS: &str = "symbols.json";
+
+/// Whether allocations were attributed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AttributionMode {
+    /// No allocator profiler (the default): the worker runs on its own allocator.
+    #[default]
+    Off,
+    /// An allocator profiler watches the worker, and its heap is attributed
+    /// to allocation sites per phase.
+    Allocations,
+}
+
+/// One arm's allocation attribution. With `mode = "off"` nothing else is
+/// present: the arm ran as it always does.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AttributionReceipt {
+    /// Off, or allocations attributed.
+    pub mode: AttributionMode,
+    /// The profiler: `jemalloc` (Linux) or `malloc_stack_logging` (macOS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profiler: Option<String>,
+    /// jemalloc's `lg_prof_sample`: one sample per 2^N bytes allocated, on average.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lg_prof_sample: Option<u8>,
+    /// The mean sampling interval in bytes (2^`lg_prof_sample`), as the profiles say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample_interval_bytes: Option<u64>,
+    /// What the profiler costs the arm, as far as it is known (see docs/attribution.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<String>,
+    /// Per phase (every phase outside requests, and the first measured
+    /// request's two), in marker order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<PhaseAttribution>,
+    /// Profiles missing or unreadable, symbols unresolved: each says which and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
+}
+
+/// One phase: what malloc saw against what the kernel measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PhaseAttribution {
+    /// The phase the marker closes.
+    #[schemars(with = "String")]
+    pub phase: Phase,
+    /// The marker's sequence number.
+    pub seq: u64,
+    /// The request of a request phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<u64>,
+    /// The profile taken right after the marker (`heap/<seq>-<phase>.heap`).
+    pub profile: String,
+    /// Live heap bytes at the marker, unbiased from the samples.
+    pub malloc_live_bytes: u64,
+    /// Their change since the previous profile (the phase's malloc growth).
+    pub malloc_growth_bytes: i64,
+    /// Heap bytes allocated within the phase, freed or not (jemalloc's
+    /// cumulative counts, `prof_accum`); `None` where the profiler keeps
+    /// live allocations only (macOS), where positive growth stands for it.
+    pub malloc_allocated_bytes: Option<u64>,
+    /// The worker's resident memory at this marker minus at the previous
+    /// profiled one, as the kernel measured it; `None` for the first.
+    pub measured_growth_bytes: Option<i64>,
+    /// `measured_growth_bytes - malloc_growth_bytes`: growth malloc never
+    /// saw (mapped files, driver memory, stacks) or, negative, heap bytes
+    /// not yet resident.
+    pub unattributed_gap_bytes: Option<i64>,
+    /// The sites holding the most live bytes at the marker.
+    pub retained: Vec<Site>,
+    /// The sites that allocated the most within the phase.
+    pub allocated: Vec<Site>,
+}
+
+/// One allocation site in one phase.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Site {
+    /// The first frame outside the allocator and the standard containers.
+    pub site: String,
+    /// The object (executable or library file name) the site is in.
+    pub object: Option<String>,
+    /// The heaviest stack through the site, from the site outwards (at most 8 frames).
+    pub stack: Vec<String>,
+    /// Live bytes at the marker (unbiased).
+    pub retained_bytes: u64,
+    /// Change in live bytes since the previous profile.
+    pub growth_bytes: i64,
+    /// Bytes allocated within the phase (the cumulative counts' change;
+    /// positive growth where the profiler keeps no such counts).
+    pub allocated_bytes: u64,
+    /// `growth_bytes` over the phase's measured growth (the kernel's);
+    /// `None` when that is not positive.
+    pub share_of_measured_growth: Option<f64>,
+}
+
+/// What the receipt says of the cost of profiling.
+pub const COST_NOTE: &str = "not measured: the profiler changes the allocator (jemalloc instead \
+    of the system's), samples one allocation per 2^lg_prof_sample bytes and writes a profile \
+    after every marker, inside the phase that follows; compare with an arm without \
+    attribution in a run of its own before trusting this arm's latency or peaks";
+
+/// The attribution of the arm in `arm`, from its spec, its phase rows and
+/// its `heap/` folder. Problems with single profiles are recorded, not fatal.
+pub fn assemble(
+    run: &RunDir,
+    arm: &Rel,
+    spec: Option<&ArmSpec>,
+    phases: &[PhaseRow],
+) -> Result<AttributionReceipt, ReportError> {
+    let Some(profiling) = spec.and_then(|s| s.attribution.as_ref()) else {
+        return Ok(AttributionReceipt::default());
+    };
+    let mut receipt = AttributionReceipt {
+        mode: AttributionMode::Allocations,
+        cost: Some(COST_NOTE.to_string()),
+        ..AttributionReceipt::default()
+    };
+    let heap = arm.join(HEAP_DIR);
+    let tables = match profiling {
+        HeapProfiling::Jemalloc { lg_prof_sample, .. } => {
+            receipt.profiler = Some("jemalloc".into());
+            receipt.lg_prof_sample = Some(*lg_prof_sample);
+            sites::jemalloc_tables(run, &heap, &mut receipt)?
+        }
+        HeapProfiling::MallocStackLogging => {
+            receipt.profiler = Some("malloc_stack_logging".into());
+            sites::malloc_history_tables(run, &heap, &mut receipt.problems)?
+        }
+    };
+    receipt.phases = compare_phases(phases, &tables, &mut receipt.problems);
+    Ok(receipt)
+}
+
+/// Whether a phase gets its own attribution: every phase outside
+/// requests, and the first measured request's two.
+fn listed(row: &PhaseRow) -> bool {
+    !row.phase.is_request() || row.request_id == Some(0)
+}
+
+/// Each listed phase against the profile before it.
+fn compare_phases(
+    phases: &[PhaseRow],
+    tables: &std::collections::BTreeMap<u64, SiteTable>,
+    problems: &mut Vec<String>,
+) -> Vec<PhaseAttribution> {
+    let resident = |seq: u64| {
+        phases
+            .iter()
+            .find(|p| p.seq == seq)
+            .map(|p| p.memory.resident_bytes)
+    };
+    let mut out = Vec::new();
+    for row in phases.iter().filter(|r| listed(r)) {
+        let Some(now) = tables.get(&row.seq) else {
+            problems.push(format!(
+                "no heap profile for marker {} ({}): see the worker's log",
+                row.seq,
+                row.phase.as_str()
+            ));
+            continue;
+        };
+        let before = tables.range(..row.seq).next_back();
+        let measured = before.and_then(|(seq, _)| {
+            let then = resident(*seq)?;
+            Some(row.memory.resident_bytes as i64 - then as i64)
+        });
+        let empty = SiteTable::default();
+        let prev = before.map_or(&empty, |(_, t)| t);
+        let mut all = now.against(prev, measured);
+        let malloc_growth = now.live_bytes() - prev.live_bytes();
+        let allocated = now
+            .has_accumulated
+            .then(|| (now.accumulated_bytes() - prev.accumulated_bytes()).max(0.0) as u64);
+        all.retain(|s| s.retained_bytes > 0 || s.allocated_bytes > 0);
+        let mut retained = all.clone();
+        retained.retain(|s| s.retained_bytes > 0);
+        retained.sort_by(|a, b| {
+            b.retained_bytes
+                .cmp(&a.retained_bytes)
+                .then(a.site.cmp(&b.site))
+        });
+        retained.truncate(TOP_SITES);
+        let mut grown = all;
+        grown.retain(|s| s.allocated_bytes > 0);
+        grown.sort_by(|a, b| {
+            b.allocated_bytes
+                .cmp(&a.allocated_bytes)
+                .then(a.site.cmp(&b.site))
+        });
+        grown.truncate(TOP_SITES);
+        out.push(PhaseAttribution {
+            phase: row.phase,
+            seq: row.seq,
+            request_id: row.request_id,
+            profile: now.file.clone(),
+            malloc_live_bytes: now.live_bytes().max(0.0).round() as u64,
+            malloc_growth_bytes: malloc_growth.round() as i64,
+            malloc_allocated_bytes: allocated,
+            measured_growth_bytes: measured,
+            unattributed_gap_bytes: measured.map(|m| m - malloc_growth.round() as i64),
+            retained,
+            allocated: grown,
+        });
+    }
+    out
+}
