@@ -22,7 +22,7 @@ pub fn markdown(arms: &[(&str, &AttributionReceipt)]) -> String {
             let _ = writeln!(out, "\n## Allocation attribution\n");
             let _ = writeln!(
                 out,
-                "Heap bytes by allocation site, unbiased from the profiler's samples; \"not malloc\" is growth the kernel measured that malloc never saw (mapped model files, driver memory, stacks).\n"
+                "Heap bytes by allocation site, unbiased from the profiler's samples. \"kernel − malloc\" is the phase's resident growth less its heap growth: memory malloc never saw (mapped model files, driver memory, stacks) when positive, heap allocated but not yet touched when negative.\n"
             );
         }
         let _ = writeln!(
@@ -41,7 +41,7 @@ pub fn markdown(arms: &[(&str, &AttributionReceipt)]) -> String {
         for p in &a.phases {
             let _ = writeln!(
                 out,
-                "**{}**{}: measured {} MiB, malloc {} MiB, not malloc {} MiB\n",
+                "**{}**{}: measured {} MiB, malloc {} MiB, kernel − malloc {} MiB\n",
                 p.phase.as_str(),
                 p.request_id
                     .map_or(String::new(), |r| format!(" (request {r})")),

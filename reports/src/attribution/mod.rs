@@ -100,9 +100,10 @@ pub struct PhaseAttribution {
     /// The worker's resident memory at this marker minus at the previous
     /// profiled one, as the kernel measured it; `None` for the first.
     pub measured_growth_bytes: Option<i64>,
-    /// `measured_growth_bytes - malloc_growth_bytes`: growth malloc never
-    /// saw (mapped files, driver memory, stacks) or, negative, heap bytes
-    /// not yet resident.
+    /// `measured_growth_bytes - malloc_growth_bytes`. Positive: growth
+    /// malloc never saw (mapped files, driver memory, stacks) or heap
+    /// allocated earlier and touched in this phase; negative: heap
+    /// allocated in this phase whose pages are not resident yet.
     pub unattributed_gap_bytes: Option<i64>,
     /// The sites holding the most live bytes at the marker.
     pub retained: Vec<Site>,

@@ -42,7 +42,7 @@ fn phase(p: &PhaseAttribution) -> Markup {
             code { (p.phase.as_str()) }
             @if let Some(r) = p.request_id { " (request " (r) ")" }
             " — measured " (signed_mib(p.measured_growth_bytes)) " MiB, malloc "
-            (signed_mib(Some(p.malloc_growth_bytes))) " MiB, not malloc "
+            (signed_mib(Some(p.malloc_growth_bytes))) " MiB, kernel − malloc "
             (signed_mib(p.unattributed_gap_bytes)) " MiB"
         }
         table.attribution {
@@ -67,9 +67,11 @@ pub fn section(arm: &ArmReceipt) -> Markup {
         p {
             "Profiler " code { (a.profiler.as_deref().unwrap_or("?")) }
             @if let Some(b) = a.sample_interval_bytes { ", one sample per " (b) " bytes on average" }
-            ". Bytes are unbiased from the samples. \"Not malloc\" is the growth the kernel "
-            "measured that malloc never saw: mapped files (a GGML model), driver and GPU "
-            "memory, thread stacks. Hover a site for its stack."
+            ". Bytes are unbiased from the samples. \"Kernel − malloc\" is the phase's resident "
+            "growth less its heap growth: memory malloc never saw (mapped files such as a GGML "
+            "model, driver and GPU memory, thread stacks) when positive; heap allocated but not "
+            "yet touched when negative (its pages count in the phase that touches them). "
+            "Hover a site for its stack."
         }
         @if let Some(c) = &a.cost { p.meta { "Cost: " (c) } }
         @for p in &a.problems { p.fail { (p) } }
