@@ -176,6 +176,15 @@ fn listed(row: &PhaseRow) -> bool {
     !row.phase.is_request() || row.request_id == Some(0)
 }
 
+/// The [`TOP_SITES`] sites with the most `bytes` (none with zero), most
+/// first, ties by name.
+fn top(sites: &[Site], bytes: fn(&Site) -> u64) -> Vec<Site> {
+    let mut out: Vec<Site> = sites.iter().filter(|s| bytes(s) > 0).cloned().collect();
+    out.sort_by(|a, b| bytes(b).cmp(&bytes(a)).then(a.site.cmp(&b.site)));
+    out.truncate(TOP_SITES);
+    out
+}
+
 /// Each listed phase against the profile before it.
 fn compare_phases(
     phases: &[PhaseRow],
@@ -192,7 +201,8 @@ fn compare_phases(
     for row in phases.iter().filter(|r| listed(r)) {
         let Some(now) = tables.get(&row.seq) else {
             problems.push(format!(
-                "no heap profile for marker {} ({}): see the worker's log",
+                "no readable heap profile for marker {} ({}): the worker's log says why one is \
+                 missing, the problems above why one could not be read",
                 row.seq,
                 row.phase.as_str()
             ));
@@ -205,28 +215,13 @@ fn compare_phases(
         });
         let empty = SiteTable::default();
         let prev = before.map_or(&empty, |(_, t)| t);
-        let mut all = now.against(prev, measured);
+        let all = now.against(prev, measured);
         let malloc_growth = now.live_bytes() - prev.live_bytes();
         let allocated = now
             .has_accumulated
             .then(|| (now.accumulated_bytes() - prev.accumulated_bytes()).max(0.0) as u64);
-        all.retain(|s| s.retained_bytes > 0 || s.allocated_bytes > 0);
-        let mut retained = all.clone();
-        retained.retain(|s| s.retained_bytes > 0);
-        retained.sort_by(|a, b| {
-            b.retained_bytes
-                .cmp(&a.retained_bytes)
-                .then(a.site.cmp(&b.site))
-        });
-        retained.truncate(TOP_SITES);
-        let mut grown = all;
-        grown.retain(|s| s.allocated_bytes > 0);
-        grown.sort_by(|a, b| {
-            b.allocated_bytes
-                .cmp(&a.allocated_bytes)
-                .then(a.site.cmp(&b.site))
-        });
-        grown.truncate(TOP_SITES);
+        let retained = top(&all, |s| s.retained_bytes);
+        let grown = top(&all, |s| s.allocated_bytes);
         out.push(PhaseAttribution {
             phase: row.phase,
             seq: row.seq,
@@ -242,4 +237,102 @@ fn compare_phases(
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sites::SiteCounts;
+    use super::*;
+    use sampler::TaskMemory;
+
+    fn table(file: &str, sites: &[(&str, f64, f64)]) -> SiteTable {
+        SiteTable {
+            file: file.into(),
+            has_accumulated: true,
+            sites: sites
+                .iter()
+                .map(|(name, live, accum)| {
+                    let counts = SiteCounts {
+                        live_bytes: *live,
+                        accum_bytes: *accum,
+                        ..SiteCounts::default()
+                    };
+                    (name.to_string(), counts)
+                })
+                .collect(),
+        }
+    }
+
+    fn row(phase: Phase, seq: u64, resident: u64) -> PhaseRow {
+        PhaseRow::of(
+            phase,
+            seq,
+            TaskMemory {
+                resident_bytes: resident,
+                ..TaskMemory::default()
+            },
+        )
+    }
+
+    #[test]
+    fn a_phase_is_set_against_the_profile_before_it() {
+        let tables = [
+            (
+                0,
+                table("heap/0000-model_loaded.heap", &[("a", 100.0, 100.0)]),
+            ),
+            (
+                1,
+                table(
+                    "heap/0001-state_ready.heap",
+                    // a grew by 50 and allocated 150; b came and went; c is new.
+                    &[("a", 150.0, 250.0), ("b", 0.0, 1000.0), ("c", 50.0, 50.0)],
+                ),
+            ),
+        ]
+        .into_iter()
+        .collect();
+        let phases = [
+            row(Phase::ModelLoaded, 0, 1000),
+            row(Phase::StateReady, 1, 1300),
+            row(Phase::WarmupDone, 2, 1300),
+        ];
+        let mut problems = Vec::new();
+        let out = compare_phases(&phases, &tables, &mut problems);
+        assert_eq!(
+            problems,
+            [
+                "no readable heap profile for marker 2 (warmup_done): the worker's log says why \
+              one is missing, the problems above why one could not be read"
+            ]
+        );
+        assert_eq!(out.len(), 2);
+        assert_eq!(
+            out[0].measured_growth_bytes, None,
+            "nothing before the first"
+        );
+        let state = &out[1];
+        assert_eq!(state.profile, "heap/0001-state_ready.heap");
+        assert_eq!(state.malloc_live_bytes, 200);
+        assert_eq!(state.malloc_growth_bytes, 100);
+        assert_eq!(state.malloc_allocated_bytes, Some(1200));
+        assert_eq!(state.measured_growth_bytes, Some(300));
+        assert_eq!(state.unattributed_gap_bytes, Some(200));
+        let names = |l: &[Site]| l.iter().map(|s| s.site.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&state.retained), ["a", "c"]);
+        assert_eq!(names(&state.allocated), ["b", "a", "c"]);
+        let a = &state.retained[0];
+        assert_eq!(
+            (a.retained_bytes, a.growth_bytes, a.allocated_bytes),
+            (150, 50, 150)
+        );
+        assert_eq!(a.share_of_measured_growth, Some(50.0 / 300.0));
+        assert_eq!(state.allocated[0].growth_bytes, 0);
+    }
+
+    #[test]
+    fn off_is_one_field() {
+        let off = serde_json::to_string(&AttributionReceipt::default()).unwrap();
+        assert_eq!(off, r#"{"mode":"off"}"#);
+    }
 }

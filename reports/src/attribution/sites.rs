@@ -22,7 +22,8 @@ pub struct SiteCounts {
     pub object: Option<String>,
     /// The heaviest stack through the site, from the site outwards.
     pub stack: Vec<String>,
-    heaviest: f64,
+    /// The weight of the stack kept in `stack`.
+    pub(super) heaviest: f64,
 }
 
 /// One profile, by site.

@@ -35,8 +35,14 @@ struct Started {
 }
 
 fn start_worker(spec: &ArmSpec) -> Started {
+    start_worker_with(spec, &[])
+}
+
+/// [`start_worker`] with `env` added to the worker's environment.
+fn start_worker_with(spec: &ArmSpec, env: &[(&str, &std::ffi::OsStr)]) -> Started {
     let mut cmd = Command::new(EXE);
     cmd.stdin(Stdio::piped()).stderr(Stdio::piped());
+    cmd.envs(env.iter().copied());
     let (reader, lifeline) = crate::channels::attach(&mut cmd);
     let mut child = cmd.spawn().unwrap();
     drop(cmd);
@@ -321,21 +327,19 @@ fn jemalloc() -> std::path::PathBuf {
 /// Run the worker with `spec` under jemalloc with `malloc_conf`: its
 /// fd-3 lines and exit status.
 fn run_preloaded(spec: &ArmSpec, malloc_conf: &str) -> (Vec<String>, std::process::ExitStatus) {
-    let mut cmd = Command::new(EXE);
-    cmd.stdin(Stdio::piped())
-        .stderr(Stdio::null())
-        .env("LD_PRELOAD", jemalloc())
-        .env("MALLOC_CONF", malloc_conf);
-    let (reader, lifeline) = crate::channels::attach(&mut cmd);
-    let mut child = cmd.spawn().unwrap();
-    drop(cmd);
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(&serde_json::to_vec(spec).unwrap())
-        .unwrap();
-    let lines = BufReader::new(reader).lines().map(Result::unwrap).collect();
+    let library = jemalloc();
+    let Started {
+        mut child,
+        messages,
+        lifeline,
+    } = start_worker_with(
+        spec,
+        &[
+            ("LD_PRELOAD", library.as_os_str()),
+            ("MALLOC_CONF", malloc_conf.as_ref()),
+        ],
+    );
+    let lines = messages.lines().map(Result::unwrap).collect();
     let status = child.wait().unwrap();
     drop(lifeline);
     (lines, status)
