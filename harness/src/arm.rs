@@ -493,7 +493,7 @@ fn not_runnable(
     }
 }
 
-/// macOS: `malloc_history PID -allBySize` at every marker, kept as
+/// macOS: `malloc_history PID -allBySize` at every profiled marker, kept as
 /// `heap/<seq>-<phase>.malloc_history.txt`, before `hook` runs. Elsewhere,
 /// and without attribution, `hook` alone.
 fn malloc_history_hook(
@@ -512,7 +512,9 @@ fn malloc_history_hook(
         let (run, heap) = (run.clone(), crate::attribution::heap_dir(dir));
         let mut hook = hook;
         return Some(Box::new(move |m| {
-            crate::attribution::capture_malloc_history(&run, &heap, pid, m);
+            if worker_contract::profiles_marker(m.phase, m.request_id) {
+                crate::attribution::capture_malloc_history(&run, &heap, pid, m);
+            }
             if let Some(h) = &mut hook {
                 h(m);
             }

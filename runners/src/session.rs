@@ -58,7 +58,7 @@ impl WorkerSession {
         self.markers.read_device_memory();
     }
 
-    /// Take a jemalloc heap profile right after every marker from now on
+    /// Take a jemalloc heap profile right after each profiled marker from now on
     /// (allocation attribution); fails when the process cannot give one.
     pub fn profile_heap(
         &mut self,
@@ -78,7 +78,8 @@ impl WorkerSession {
     }
 
     /// Snapshot this process and send the marker; then, under allocation
-    /// attribution, write the heap profile of the phase it closes (a
+    /// attribution, write the heap profile of the phase it closes (every
+    /// phase outside requests and the first measured request's two; a
     /// profile that cannot be written is logged as a warning and is missing
     /// from the run, which the receipt reports for that phase).
     pub fn mark(&mut self, phase: Phase, request_id: Option<u64>) -> anyhow::Result<()> {
@@ -86,6 +87,7 @@ impl WorkerSession {
         let seq = marker.seq;
         self.channel.send(&WorkerMessage::Marker(marker))?;
         if let Some(heap) = &self.heap
+            && worker_contract::profiles_marker(phase, request_id)
             && let Err(e) = heap.dump(seq, phase.as_str())
         {
             self.log(LogLevel::Warn, e)?;

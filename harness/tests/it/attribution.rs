@@ -79,7 +79,13 @@ fn the_heap_plateau_is_attributed_to_its_function_within_5_percent() {
                 .is_some_and(|x| x == "heap")
         })
         .count();
-    assert_eq!(profiles, arm.phases.len());
+    // Every marker outside requests and the first request's two: 8 of 10.
+    let profiled = arm
+        .phases
+        .iter()
+        .filter(|p| worker_contract::profiles_marker(p.phase, p.request_id))
+        .count();
+    assert_eq!((profiles, profiled, arm.phases.len()), (8, 8, 10));
     assert!(heap.join("symbols.json").is_file());
     let page = std::fs::read_to_string(run.dir.join("report.html")).unwrap();
     assert!(page.contains("Allocation attribution"));

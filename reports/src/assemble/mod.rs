@@ -353,7 +353,16 @@ pub fn assemble_arm(
         speech.as_ref().and_then(|s| s.runtime.as_ref()),
         matches!(spec.as_ref().map(|s| &s.worker), Some(WorkerSpec::Whisper(w)) if w.state_bounds.is_some()),
     );
-    let attribution = crate::attribution::assemble(run, arm, spec.as_ref(), &phases)?;
+    let points: Vec<crate::attribution::MarkerPoint> = phases
+        .iter()
+        .map(|p| crate::attribution::MarkerPoint {
+            phase: p.phase,
+            seq: p.seq,
+            request_id: p.request_id,
+            resident_bytes: p.memory.resident_bytes,
+        })
+        .collect();
+    let attribution = crate::attribution::assemble(run, arm, spec.as_ref(), &points)?;
     Ok(ArmReceipt {
         id: id.to_string(),
         status,

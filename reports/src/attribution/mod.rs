@@ -1,11 +1,12 @@
 //! Allocation attribution: which allocation sites hold and grow the
 //! worker's memory in each phase (the arm's `attribution = "allocations"`).
 //!
-//! Linux: jemalloc's sampling heap profiler writes one profile per marker
+//! Linux: jemalloc's sampling heap profiler writes one profile per profiled
+//! marker ([`worker_contract::profiles_marker`])
 //! into the arm's `heap/` folder ([`heap_profile`]); the harness resolves
 //! their addresses into `heap/symbols.json` ([`symbols`]) while the
 //! binaries that ran are still there. macOS: `malloc_history -allBySize`
-//! captures at each marker ([`malloc_history`]). Here each phase's profile
+//! captures at the same markers ([`malloc_history`]). Here each phase's profile
 //! is set against the one before it: the sites holding the most live bytes
 //! at the phase's end, the sites that allocated the most within it, each
 //! with its share of the phase's growth as the kernel measured it (the
@@ -19,7 +20,6 @@ pub mod sites;
 pub mod symbols;
 
 use crate::ReportError;
-use crate::receipt::PhaseRow;
 use run_dir::{Rel, RunDir};
 use sampler::Phase;
 use schemars::JsonSchema;
@@ -32,10 +32,10 @@ pub use markdown::markdown;
 /// Sites listed per phase and per ordering.
 pub const TOP_SITES: usize = 10;
 
-/// The arm's `heap/` folder: one profile per marker and `symbols.json`.
-pub const HEAP_DIR: &str = "heap";
+/// The arm's `heap/` folder: one profile per profiled marker and `symbols.json`.
+pub const HEAP_DIR: &str = run_dir::names::HEAP_DIR;
 /// `heap/symbols.json`: the profiles' addresses resolved by the harness.
-pub const SYMBOLS: &str = "symbols.json";
+pub const SYMBOLS: &str = run_dir::names::HEAP_SYMBOLS;
 
 /// Whether allocations were attributed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -67,8 +67,9 @@ pub struct AttributionReceipt {
     /// What the profiler costs the arm, as far as it is known (see docs/attribution.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<String>,
-    /// Per phase (every phase outside requests, and the first measured
-    /// request's two), in marker order.
+    /// Per profiled phase (every phase outside requests, and the first
+    /// measured request's two; `worker_contract::profiles_marker`), in
+    /// marker order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub phases: Vec<PhaseAttribution>,
     /// Profiles missing or unreadable, symbols unresolved: each says which and why.
@@ -132,19 +133,33 @@ pub struct Site {
     pub share_of_measured_growth: Option<f64>,
 }
 
+/// What attribution needs of one marker: which it is and the worker's
+/// resident memory there (from the receipt's phase table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MarkerPoint {
+    /// The phase the marker closes.
+    pub phase: Phase,
+    /// Its sequence number.
+    pub seq: u64,
+    /// The request of a request phase.
+    pub request_id: Option<u64>,
+    /// The worker's resident bytes at the marker, as the kernel gave them.
+    pub resident_bytes: u64,
+}
+
 /// What the receipt says of the cost of profiling.
 pub const COST_NOTE: &str = "not measured: the profiler changes the allocator (jemalloc instead \
     of the system's), samples one allocation per 2^lg_prof_sample bytes and writes a profile \
-    after every marker, inside the phase that follows; compare with an arm without \
+    after each profiled marker, inside the phase that follows; compare with an arm without \
     attribution in a run of its own before trusting this arm's latency or peaks";
 
-/// The attribution of the arm in `arm`, from its spec, its phase rows and
-/// its `heap/` folder. Problems with single profiles are recorded, not fatal.
+/// The attribution of the arm in `arm`, from its spec, its markers and its
+/// `heap/` folder. Problems with single profiles are recorded, not fatal.
 pub fn assemble(
     run: &RunDir,
     arm: &Rel,
     spec: Option<&ArmSpec>,
-    phases: &[PhaseRow],
+    phases: &[MarkerPoint],
 ) -> Result<AttributionReceipt, ReportError> {
     let Some(profiling) = spec.and_then(|s| s.attribution.as_ref()) else {
         return Ok(AttributionReceipt::default());
@@ -170,12 +185,6 @@ pub fn assemble(
     Ok(receipt)
 }
 
-/// Whether a phase gets its own attribution: every phase outside
-/// requests, and the first measured request's two.
-fn listed(row: &PhaseRow) -> bool {
-    !row.phase.is_request() || row.request_id == Some(0)
-}
-
 /// The [`TOP_SITES`] sites with the most `bytes` (none with zero), most
 /// first, ties by name.
 fn top(sites: &[Site], bytes: fn(&Site) -> u64) -> Vec<Site> {
@@ -187,7 +196,7 @@ fn top(sites: &[Site], bytes: fn(&Site) -> u64) -> Vec<Site> {
 
 /// Each listed phase against the profile before it.
 fn compare_phases(
-    phases: &[PhaseRow],
+    phases: &[MarkerPoint],
     tables: &std::collections::BTreeMap<u64, SiteTable>,
     problems: &mut Vec<String>,
 ) -> Vec<PhaseAttribution> {
@@ -195,10 +204,13 @@ fn compare_phases(
         phases
             .iter()
             .find(|p| p.seq == seq)
-            .map(|p| p.memory.resident_bytes)
+            .map(|p| p.resident_bytes)
     };
     let mut out = Vec::new();
-    for row in phases.iter().filter(|r| listed(r)) {
+    for row in phases
+        .iter()
+        .filter(|r| worker_contract::profiles_marker(r.phase, r.request_id))
+    {
         let Some(now) = tables.get(&row.seq) else {
             problems.push(format!(
                 "no readable heap profile for marker {} ({}): the worker's log says why one is \
@@ -211,7 +223,7 @@ fn compare_phases(
         let before = tables.range(..row.seq).next_back();
         let measured = before.and_then(|(seq, _)| {
             let then = resident(*seq)?;
-            Some(row.memory.resident_bytes as i64 - then as i64)
+            Some(row.resident_bytes as i64 - then as i64)
         });
         let empty = SiteTable::default();
         let prev = before.map_or(&empty, |(_, t)| t);
@@ -243,7 +255,6 @@ fn compare_phases(
 mod tests {
     use super::sites::SiteCounts;
     use super::*;
-    use sampler::TaskMemory;
 
     fn table(file: &str, sites: &[(&str, f64, f64)]) -> SiteTable {
         SiteTable {
@@ -263,15 +274,13 @@ mod tests {
         }
     }
 
-    fn row(phase: Phase, seq: u64, resident: u64) -> PhaseRow {
-        PhaseRow::of(
+    fn row(phase: Phase, seq: u64, resident: u64) -> MarkerPoint {
+        MarkerPoint {
             phase,
             seq,
-            TaskMemory {
-                resident_bytes: resident,
-                ..TaskMemory::default()
-            },
-        )
+            request_id: phase.is_request().then_some(0),
+            resident_bytes: resident,
+        }
     }
 
     #[test]

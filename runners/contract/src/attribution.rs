@@ -32,6 +32,14 @@ pub enum HeapProfiling {
     MallocStackLogging,
 }
 
+/// Whether the worker profiles its heap right after the marker of `phase`
+/// (of request `request_id`): every phase outside requests, and the first
+/// measured request's two. The receipt attributes the same phases; a
+/// soak's every request would otherwise write thousands of profiles.
+pub fn profiles_marker(phase: sampler::Phase, request_id: Option<u64>) -> bool {
+    !phase.is_request() || request_id == Some(0)
+}
+
 /// The file name of the heap profile taken right after marker `seq` of
 /// `phase`: `0002-state_ready.heap`.
 pub fn heap_profile_name(seq: u64, phase: &str) -> String {
@@ -56,5 +64,9 @@ mod tests {
         assert_eq!(serde_json::from_str::<HeapProfiling>(&json).unwrap(), spec);
         assert_eq!(heap_profile_name(2, "state_ready"), "0002-state_ready.heap");
         assert!(heap_profile_name(9, "x") < heap_profile_name(10, "a"));
+        use sampler::Phase;
+        assert!(profiles_marker(Phase::StateReady, None));
+        assert!(profiles_marker(Phase::RequestEnd, Some(0)));
+        assert!(!profiles_marker(Phase::RequestBegin, Some(1)));
     }
 }

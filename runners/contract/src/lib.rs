@@ -34,7 +34,7 @@ mod runtime;
 mod spec;
 mod whisper;
 
-pub use attribution::{HeapProfiling, LG_PROF_SAMPLE, heap_profile_name};
+pub use attribution::{HeapProfiling, LG_PROF_SAMPLE, heap_profile_name, profiles_marker};
 pub use bounds::FieldError;
 pub use calibrate::{
     CalibrationSpec, FileMap, Leak, Misbehaviour, Plateau, Reserve, ShmFile, Spike, Steps,
