@@ -10,6 +10,7 @@ use crate::watchdog::Watchdog;
 use command_fds::{CommandFdExt, FdMapping};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
+use reports::attribution::AttributionMode;
 use reports::record::{ArmOutcome, ArmStatus, ExitInfo, files};
 use run_dir::{CsvAppender, Rel, RunDir, RunDirError};
 use sampler::{ExternalSampler, SamplerConfig, clock};
@@ -21,7 +22,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use worker_contract::{ArmSpec, CONTRACT_VERSION, EXIT_NOT_RUNNABLE, MESSAGE_FD, SamplerSchedule};
+use worker_contract::{
+    ArmSpec, CONTRACT_VERSION, EXIT_NOT_RUNNABLE, HeapProfiling, LG_PROF_SAMPLE, MESSAGE_FD,
+    SamplerSchedule,
+};
 
 /// Harness-side failures that stop an arm before its worker could run.
 #[derive(Debug, thiserror::Error)]
@@ -154,6 +158,34 @@ fn execute_with(
             path: run.display(&scratch),
             error: source,
         })?;
+    let profiled = match arm.attribution {
+        AttributionMode::Off => None,
+        AttributionMode::Allocations => match profile(run, dir)? {
+            (_, Ok(p)) => Some(p),
+            // Never run unattributed what asked to be attributed: the spec
+            // it would have run with is kept, so the receipt says what was asked.
+            (heap, Err(why)) => {
+                let spec = ArmSpec {
+                    contract_version: CONTRACT_VERSION,
+                    arm_id: arm.id.clone(),
+                    scratch_dir: scratch_path,
+                    sampler: None,
+                    settle_ms: arm.settle_ms,
+                    lifecycle: arm.lifecycle,
+                    attribution: Some(HeapProfiling::Jemalloc {
+                        dir: heap,
+                        lg_prof_sample: LG_PROF_SAMPLE,
+                    }),
+                    worker: arm.worker.clone(),
+                };
+                let mut failure = vec![why];
+                if let Err(e) = run.write_json(&dir.join(files::SPEC), &spec) {
+                    failure.push(e.to_string());
+                }
+                return Ok(not_runnable(arm, exe, run, &scratch, failure));
+            }
+        },
+    };
     let (pipe_reader, pipe_writer) = std::io::pipe().map_err(|source| ArmSetupError::Spawn {
         exe: exe.to_path_buf(),
         source,
@@ -163,6 +195,9 @@ fn execute_with(
         .stdout(run.create_file(&dir.join(files::STDOUT))?)
         .stderr(run.create_file(&dir.join(files::STDERR))?)
         .process_group(0);
+    if let Some(p) = &profiled {
+        cmd.envs(p.env.iter().map(|(k, v)| (k, v)));
+    }
     let lifeline = crate::lifeline::fd_mapping().map_err(|source| ArmSetupError::Spawn {
         exe: exe.to_path_buf(),
         source,
@@ -245,6 +280,7 @@ fn execute_with(
         sampler: schedule,
         settle_ms: arm.settle_ms,
         lifecycle: arm.lifecycle,
+        attribution: profiled.as_ref().map(|p| p.spec.clone()),
         worker: arm.worker.clone(),
     };
     match serde_json::to_vec_pretty(&spec) {
@@ -270,9 +306,15 @@ fn execute_with(
         tx.clone(),
         watched(
             watchdog.clone(),
-            toggle
-                .map(BlockToggle::hook)
-                .or_else(|| probes.as_ref().and_then(Probes::hook)),
+            malloc_history_hook(
+                profiled.as_ref(),
+                pid,
+                run,
+                dir,
+                toggle
+                    .map(BlockToggle::hook)
+                    .or_else(|| probes.as_ref().and_then(Probes::hook)),
+            ),
         ),
     );
     let waiter_tx = tx;
@@ -368,6 +410,12 @@ fn execute_with(
     {
         failure.push(format!("its stderr ends: {line}"));
     }
+    if profiled.is_some()
+        && let Err(e) = crate::attribution::symbolize(run, dir)
+    {
+        // The receipt then names sites by object and offset, and says so.
+        note!("memqual: warning: cannot write the heap profiles' symbols: {e}");
+    }
     if let Err(e) = run.remove_tree(&scratch) {
         // Not the worker's failure; the leftovers stay in the run, sealed.
         note!("memqual: warning: cannot remove the worker's scratch folder: {e}");
@@ -402,6 +450,86 @@ fn execute_with(
         sampler: sampler_record,
         memory_ceiling,
     })
+}
+
+/// The arm's `heap/` folder, made, and how its worker is profiled; the
+/// inner `Err` says why it cannot be (jemalloc missing).
+fn profile(
+    run: &RunDir,
+    dir: &Rel,
+) -> Result<(PathBuf, Result<crate::attribution::Profiled, String>), ArmSetupError> {
+    let heap = crate::attribution::heap_dir(dir);
+    run.create_dir(&heap)?;
+    let path = std::path::absolute(run.display(&heap)).map_err(|source| RunDirError::Io {
+        op: "resolve",
+        path: run.display(&heap),
+        error: source,
+    })?;
+    let profiled = crate::attribution::profiled(&path);
+    Ok((path, profiled))
+}
+
+/// The outcome of an arm refused before its worker started: what it asked
+/// for cannot be had on this host (`why`).
+fn not_runnable(
+    arm: &Arm,
+    exe: &Path,
+    run: &RunDir,
+    scratch: &Rel,
+    why: Vec<String>,
+) -> ArmOutcome {
+    let _ = run.remove_tree(scratch);
+    let now = clock::monotonic_ns();
+    ArmOutcome {
+        id: arm.id.clone(),
+        status: ArmStatus::NotRunnable,
+        failure: why.clone(),
+        worker_executable: exe.display().to_string(),
+        worker_pid: None,
+        hello: None,
+        exit: None,
+        timed_out: false,
+        timeout_s: arm.timeout.as_secs(),
+        bye: false,
+        markers: 0,
+        results: 0,
+        worker_errors: why,
+        started_ns: now,
+        ended_ns: now,
+        sampler: None,
+        memory_ceiling: None,
+    }
+}
+
+/// macOS: `malloc_history PID -allBySize` at every profiled marker, kept as
+/// `heap/<seq>-<phase>.malloc_history.txt`, before `hook` runs. Elsewhere,
+/// and without attribution, `hook` alone.
+fn malloc_history_hook(
+    profiled: Option<&crate::attribution::Profiled>,
+    pid: u32,
+    run: &RunDir,
+    dir: &Rel,
+    hook: Option<MarkerHook>,
+) -> Option<MarkerHook> {
+    #[cfg(target_os = "macos")]
+    if let Some(crate::attribution::Profiled {
+        spec: worker_contract::HeapProfiling::MallocStackLogging,
+        ..
+    }) = profiled
+    {
+        let (run, heap) = (run.clone(), crate::attribution::heap_dir(dir));
+        let mut hook = hook;
+        return Some(Box::new(move |m| {
+            if worker_contract::profiles_marker(m.phase, m.request_id) {
+                crate::attribution::capture_malloc_history(&run, &heap, pid, m);
+            }
+            if let Some(h) = &mut hook {
+                h(m);
+            }
+        }));
+    }
+    let _ = (profiled, pid, run, dir);
+    hook
 }
 
 /// The reader's marker hook with the watchdog in front of it: a marker's own

@@ -16,6 +16,7 @@ pub mod console;
 mod admission;
 pub mod arm;
 pub mod artifact;
+pub mod attribution;
 pub mod bisect;
 pub mod block_toggle;
 mod boundary;

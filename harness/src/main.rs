@@ -54,6 +54,13 @@ enum Command {
         /// run), 130 interrupted. See docs/bisect.md.
         #[arg(long)]
         bisect_exit: bool,
+        /// Attribute every arm's heap to allocation sites per phase, as if
+        /// each declared `attribution = "allocations"` (Linux: jemalloc's
+        /// sampling heap profiler, Debian package libjemalloc2; macOS:
+        /// MallocStackLogging and malloc_history). The receipt and report
+        /// list the top sites of each phase. See docs/attribution.md.
+        #[arg(long)]
+        attribution: bool,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -501,13 +508,14 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             params,
             shard,
             bisect_exit,
+            attribution,
             common,
         } => session::run_command(
             protocol.as_deref(),
             &params,
             shard,
             &common.options(),
-            bisect_exit,
+            (bisect_exit, attribution),
         ),
         Command::Bisect {
             protocol,

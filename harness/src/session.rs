@@ -181,15 +181,16 @@ pub fn run_passed(result: &run::RunResult) -> bool {
 /// shard `shard` of it, then the summary and the CI files. With
 /// `bisect_exit` the exit code is `git bisect run`'s
 /// ([`crate::probe_verdict`]): every failure to run becomes a skip (125),
-/// so a commit that cannot be measured is never called good or bad.
+/// so a commit that cannot be measured is never called good or bad. With
+/// `attribution` every arm's heap is attributed (`--attribution`).
 pub fn run_command(
     path: Option<&Path>,
     params: &[(String, String)],
     shard: Option<fleet::Shard>,
     opts: &SessionOptions,
-    bisect_exit: bool,
+    (bisect_exit, attribution): (bool, bool),
 ) -> Result<u8, Failure> {
-    let ran = run_and_summarize(path, params, shard, opts);
+    let ran = run_and_summarize(path, params, shard, opts, attribution);
     if !bisect_exit {
         return ran.map(|(code, _)| code);
     }
@@ -215,12 +216,16 @@ fn run_and_summarize(
     params: &[(String, String)],
     shard: Option<fleet::Shard>,
     opts: &SessionOptions,
+    attribution: bool,
 ) -> Result<(u8, crate::probe_verdict::Judged), Failure> {
     let mut loaded = load_protocol(
         path,
         ("<embedded protocols/quickstart.toml>", QUICKSTART),
         params,
     )?;
+    if attribution {
+        protocol::attribute_all(&mut loaded);
+    }
     if let Some(shard) = shard {
         fleet::select(&mut loaded, shard).map_err(usage)?;
     }

@@ -107,6 +107,7 @@ fn arm() -> (ArmReceipt, Vec<Point>) {
         request_policy: None,
         state_accounting: None,
         device_memory: None,
+        attribution: Default::default(),
     };
     (arm, points)
 }

@@ -66,6 +66,7 @@
 
 pub mod admission;
 pub mod assemble;
+pub mod attribution;
 pub mod bmf;
 pub mod calibration;
 pub mod cancel;

@@ -99,6 +99,10 @@ pub struct ArmReceipt {
     /// the worker read no device memory at its markers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_memory: Option<crate::device_memory::DeviceAccounting>,
+    /// Allocation attribution: `{"mode": "off"}` unless the arm asked for
+    /// it (`attribution = "allocations"`); then the sites per phase.
+    #[serde(default)]
+    pub attribution: crate::attribution::AttributionReceipt,
 }
 
 impl ArmReceipt {
@@ -185,6 +189,7 @@ impl ArmReceipt {
             request_policy: None,
             state_accounting: None,
             device_memory: None,
+            attribution: Default::default(),
         }
     }
 }

@@ -93,6 +93,12 @@ pub fn summary_markdown(r: &Receipt) -> String {
         .filter_map(|a| a.residency.as_ref().map(|s| (a.id.as_str(), s)))
         .collect();
     out.push_str(&crate::residency::markdown(&residencies));
+    let attributed: Vec<(&str, &crate::attribution::AttributionReceipt)> = r
+        .arms
+        .iter()
+        .map(|a| (a.id.as_str(), &a.attribution))
+        .collect();
+    out.push_str(&crate::attribution::markdown(&attributed));
     let qois: Vec<(&str, &crate::quality::QoiReport)> = r
         .arms
         .iter()

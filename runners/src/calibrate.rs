@@ -25,8 +25,9 @@ use worker_contract::{
 pub const WORKER_NAME: &str = "memqual-calibrate";
 /// Calibration patterns and controls this worker implements, sent in `hello`;
 /// an arm's `requires` must be a subset of them.
-pub const CAPABILITIES: [&str; 16] = [
+pub const CAPABILITIES: [&str; 17] = [
     "plateau",
+    "heap_plateau",
     "locked",
     "leak",
     "teardown_leak",
@@ -345,10 +346,31 @@ fn whole_pages(mib: f64) -> u64 {
     bytes.div_ceil(page).saturating_mul(page)
 }
 
+/// The `heap_plateau`: `bytes` on the heap, allocated here through the
+/// global allocator (malloc) and every page written. Never inlined, so a
+/// heap profile's stack names this function as the allocating site.
+#[inline(never)]
+pub fn calibration_heap_plateau(bytes: u64) -> anyhow::Result<Vec<u8>> {
+    let len = usize::try_from(bytes).context("heap_plateau does not fit in memory")?;
+    let mut block: Vec<u8> = Vec::new();
+    block
+        .try_reserve_exact(len)
+        .with_context(|| format!("allocating {bytes} bytes on the heap"))?;
+    block.resize(len, 0);
+    let page = sampler::page_size_bytes() as usize;
+    for offset in (0..len).step_by(page.max(1)) {
+        block[offset] = 0xA5;
+    }
+    // Keep the writes: the block is read nowhere else.
+    std::hint::black_box(&mut block);
+    Ok(block)
+}
+
 /// Everything the arm holds between `model_loaded` and teardown.
 #[derive(Default)]
 struct Held {
     plateau: Option<TouchedBlock>,
+    _heap_plateau: Option<Vec<u8>>,
     _locked: Option<TouchedBlock>,
     _reserve: Option<Reservation>,
     _file: Option<MappedFile>,
@@ -379,6 +401,10 @@ pub fn run(
     let plateau = cal
         .plateau
         .map(|p| mib_to_bytes("plateau.mib", p.mib))
+        .transpose()?;
+    let heap_plateau = cal
+        .heap_plateau
+        .map(|p| mib_to_bytes("heap_plateau.mib", p.mib))
         .transpose()?;
     let reserve = cal
         .reserve
@@ -450,6 +476,7 @@ pub fn run(
     // "Load": everything the model-global context would hold.
     let mut held = Held {
         plateau: plateau.map(TouchedBlock::new).transpose()?,
+        _heap_plateau: None,
         _locked: locked.map(TouchedBlock::locked).transpose()?,
         _reserve: reserve.map(Reservation::new).transpose()?,
         _file: file_map
@@ -466,6 +493,8 @@ pub fn run(
         gpu_leaked: Vec::new(),
     };
     session.mark(Phase::ModelLoaded, None)?;
+    // "State": the heap block, from a function allocation attribution can name.
+    held._heap_plateau = heap_plateau.map(calibration_heap_plateau).transpose()?;
 
     if cal.misbehave == Some(Misbehaviour::OutOfOrder) {
         session.mark(Phase::WarmupDone, None)?;

@@ -48,7 +48,8 @@ pub fn print_capabilities(worker: &str, caps: &serde_json::Value) -> ExitCode {
     }
 }
 
-/// A worker's start: read the arm spec on stdin and open the channel. The
+/// A worker's start: read the arm spec on stdin and open the channel; under
+/// allocation attribution, open the heap profiler (not runnable without it). The
 /// channel opens even for a bad spec, so that memqual hears why; without a
 /// channel the error goes to stderr only. `Err` is the exit code to end with.
 pub fn open_session(
@@ -67,7 +68,16 @@ pub fn open_session(
         }
     };
     match spec {
-        Ok(spec) => Ok((session, spec)),
+        Ok(spec) => match spec.attribution.as_ref().map(|a| session.profile_heap(a)) {
+            // Attribution asked for and impossible: never run unattributed.
+            Some(Err(e)) => Err(fail(
+                worker,
+                &mut session,
+                &e.to_string(),
+                worker_contract::EXIT_NOT_RUNNABLE as u8,
+            )),
+            _ => Ok((session, spec)),
+        },
         Err(e) => Err(fail(worker, &mut session, &e, 2)),
     }
 }

@@ -11,6 +11,8 @@
 //!   `gpu_leak`, `gpu_spike`) through the CUDA driver loaded at run time.
 //! - [`whisper`]: the whisper.cpp worker (`memqual-whisper`), real inference
 //!   through whisper-rs, with whisper.cpp's log parsed into a topology.
+//! - [`heap_dump`]: jemalloc heap profiles after the phase markers, when the
+//!   arm asks for allocation attribution (not runnable without them).
 //! - [`last_words`]: how a worker ends — its error over fd 3 and on stderr,
 //!   and its exit code — without ever panicking on a failed write.
 //!
@@ -22,6 +24,7 @@
 
 pub mod calibrate;
 pub mod calibrate_gpu;
+pub mod heap_dump;
 pub mod last_words;
 pub mod session;
 pub mod whisper;

@@ -29,6 +29,7 @@ fn die_with_harness(lifeline: Lifeline) -> anyhow::Result<()> {
 pub struct WorkerSession {
     channel: Channel,
     markers: MarkerRecorder,
+    heap: Option<crate::heap_dump::HeapDumper>,
 }
 
 impl WorkerSession {
@@ -47,6 +48,7 @@ impl WorkerSession {
         Ok(WorkerSession {
             channel,
             markers: MarkerRecorder::new(),
+            heap: None,
         })
     }
 
@@ -56,10 +58,40 @@ impl WorkerSession {
         self.markers.read_device_memory();
     }
 
-    /// Snapshot this process and send the marker.
+    /// Take a jemalloc heap profile right after each profiled marker from now on
+    /// (allocation attribution); fails when the process cannot give one.
+    pub fn profile_heap(
+        &mut self,
+        profiling: &worker_contract::HeapProfiling,
+    ) -> Result<(), crate::heap_dump::NotAttributable> {
+        match profiling {
+            worker_contract::HeapProfiling::Jemalloc {
+                dir,
+                lg_prof_sample,
+            } => {
+                self.heap = Some(crate::heap_dump::HeapDumper::open(dir, *lg_prof_sample)?);
+            }
+            // macOS: the harness captures malloc_history from outside.
+            worker_contract::HeapProfiling::MallocStackLogging => {}
+        }
+        Ok(())
+    }
+
+    /// Snapshot this process and send the marker; then, under allocation
+    /// attribution, write the heap profile of the phase it closes (every
+    /// phase outside requests and the first measured request's two; a
+    /// profile that cannot be written is logged as a warning and is missing
+    /// from the run, which the receipt reports for that phase).
     pub fn mark(&mut self, phase: Phase, request_id: Option<u64>) -> anyhow::Result<()> {
         let marker = self.markers.mark(phase, request_id)?;
+        let seq = marker.seq;
         self.channel.send(&WorkerMessage::Marker(marker))?;
+        if let Some(heap) = &self.heap
+            && worker_contract::profiles_marker(phase, request_id)
+            && let Err(e) = heap.dump(seq, phase.as_str())
+        {
+            self.log(LogLevel::Warn, e)?;
+        }
         Ok(())
     }
 

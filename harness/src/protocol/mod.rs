@@ -160,6 +160,14 @@ pub struct ArmDecl {
         regex(pattern = r"^\s*[0-9]+(\.[0-9]{1,9})?\s*(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)\s*$")
     )]
     pub memory_ceiling: Option<toml::Spanned<String>>,
+    /// `"allocations"`: attribute the worker's heap to allocation sites per
+    /// phase (Linux: jemalloc's sampling heap profiler, preloaded; macOS:
+    /// `MallocStackLogging=lite` and `malloc_history`). Default `"off"`.
+    /// The profiler changes the worker's allocator, so an arm with it and
+    /// an arm without it are never each other's control. `memqual run
+    /// --attribution` turns it on for every arm. See docs/attribution.md.
+    #[schemars(with = "Option<reports::attribution::AttributionMode>")]
+    pub attribution: Option<toml::Spanned<reports::attribution::AttributionMode>>,
     /// Gates (`[[arm.gate]]`), judged conjunctively.
     #[serde(rename = "gate", default)]
     #[schemars(with = "Vec<GateSpec>")]
@@ -205,6 +213,8 @@ pub struct Arm {
     /// The worker's memory ceiling in bytes (`memory_ceiling`), enforced by
     /// the external sampler's watchdog; `None`: no ceiling.
     pub memory_ceiling: Option<u64>,
+    /// Whether the worker's allocations are attributed to sites (`attribution`).
+    pub attribution: reports::attribution::AttributionMode,
 }
 
 /// A protocol that parsed and validated, with its source text kept verbatim.
@@ -398,6 +408,7 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
     let mut seen = std::collections::HashSet::new();
     let mut arms = Vec::with_capacity(raw.arms.len());
     let mut controls = Vec::with_capacity(raw.arms.len());
+    let mut attribution_spans = Vec::with_capacity(raw.arms.len());
     for (index, decl) in raw.arms.into_iter().enumerate() {
         let span = decl.id.span();
         let id = decl.id.into_inner();
@@ -416,6 +427,11 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
             at_key(&join(&here, key), format!("arm `{id}`: {message}"))
         };
         let control_span = decl.control.as_ref().map(|c| c.span());
+        attribution_spans.push(
+            decl.attribution
+                .as_ref()
+                .map_or_else(|| span.clone(), |a| a.span()),
+        );
         let sampling = decl.sampling.unwrap_or(raw.sampling);
         PERIOD_MS
             .check("sampling.period_ms", sampling.period_ms)
@@ -530,6 +546,10 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
             soak: None,
             lifecycle: None,
             memory_ceiling,
+            attribution: decl
+                .attribution
+                .map(toml::Spanned::into_inner)
+                .unwrap_or_default(),
         });
         controls.push(control_span);
     }
@@ -546,6 +566,11 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
             ));
         }
     }
+    for (arm, span) in arms.iter().zip(attribution_spans) {
+        if let Some(message) = attribution_against_control(arm, &arms) {
+            return Err(at(span, message));
+        }
+    }
     if let Some(soak) = &raw.soak {
         soak.validate().map_err(|e| in_table("soak", e))?;
     }
@@ -560,6 +585,36 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
         soak: raw.soak,
         shard: None,
     })
+}
+
+/// Why `arm` cannot be compared with its control: one is profiled and the
+/// other is not. A profiled worker runs on another allocator (jemalloc,
+/// or macOS's logging zone), so its memory and latency are not the
+/// control's kind of figure, in either direction.
+pub fn attribution_against_control(arm: &Arm, arms: &[Arm]) -> Option<String> {
+    let control = arms.iter().find(|a| Some(&a.id) == arm.control.as_ref())?;
+    (control.attribution != arm.attribution).then(|| {
+        let says = |a: &Arm| match a.attribution {
+            reports::attribution::AttributionMode::Off => "off",
+            reports::attribution::AttributionMode::Allocations => "\"allocations\"",
+        };
+        format!(
+            "arm `{}`: attribution = {} but its control `{}` has attribution = {}: a profiled \
+             worker runs on another allocator, so the two cannot be compared; give both the \
+             same attribution (or run `memqual run --attribution`, which profiles every arm)",
+            arm.id,
+            says(arm),
+            control.id,
+            says(control)
+        )
+    })
+}
+
+/// Turn allocation attribution on for every arm (`memqual run --attribution`).
+pub fn attribute_all(protocol: &mut LoadedProtocol) {
+    for arm in &mut protocol.arms {
+        arm.attribution = reports::attribution::AttributionMode::Allocations;
+    }
 }
 
 /// The `[params]` table alone, read before the rest of the protocol.
@@ -751,6 +806,65 @@ plateau = { mib = 8 }
         let v2 = GOOD.replace("schema_version = 1", "schema_version = 2");
         let err = parse_t(&v2).unwrap_err();
         assert_eq!((err.line, err.col), (1, 18));
+    }
+
+    #[test]
+    fn attribution_is_off_by_default_and_never_crosses_a_control() {
+        let p = parse_t(GOOD).unwrap();
+        assert_eq!(
+            p.arms[0].attribution,
+            reports::attribution::AttributionMode::Off
+        );
+        let on = GOOD.replace(
+            "id = \"a\"\n",
+            "id = \"a\"\nattribution = \"allocations\"\n",
+        );
+        let p = parse_t(&on).unwrap();
+        assert_eq!(
+            p.arms[0].attribution,
+            reports::attribution::AttributionMode::Allocations
+        );
+        let typo = GOOD.replace("id = \"a\"\n", "id = \"a\"\nattribution = \"sites\"\n");
+        let err = parse_t(&typo).unwrap_err();
+        assert_eq!(err.line, 6, "{err}");
+        assert!(err.message.contains("allocations"), "{err}");
+        // A profiled control for an arm without it, and the other way round.
+        let pair = |a_on: &str, b_on: &str| {
+            format!(
+                "schema_version = 1\nname = \"t\"\n\
+                 [[arm]]\nid = \"a\"\n{a_on}[arm.calibrate]\nplateau = {{ mib = 8 }}\n\
+                 [[arm]]\nid = \"b\"\ncontrol = \"a\"\n{b_on}[arm.calibrate]\nplateau = {{ mib = 8 }}\n"
+            )
+        };
+        let on_line = "attribution = \"allocations\"\n";
+        for (a_on, b_on, line) in [(on_line, "", 9), ("", on_line, 10)] {
+            let text = pair(a_on, b_on);
+            let err = parse_t(&text).unwrap_err();
+            assert!(err.message.contains("cannot be compared"), "{err}\n{text}");
+            assert!(err.message.starts_with("arm `b`"), "{err}");
+            // Located at b's key when it has one, else at b's id.
+            assert_eq!(err.line, line, "{err}\n{text}");
+        }
+        let both = format!(
+            "{on}\n[[arm]]\nid = \"b\"\ncontrol = \"a\"\nattribution = \"allocations\"\n[arm.calibrate]\nplateau = {{ mib = 8 }}\n"
+        );
+        assert!(parse_t(&both).is_ok());
+        // --attribution profiles every arm, so pairs stay alike.
+        let mut p = parse_t(&format!(
+            "{GOOD}\n[[arm]]\nid = \"b\"\ncontrol = \"a\"\n[arm.calibrate]\nplateau = {{ mib = 8 }}\n"
+        ))
+        .unwrap();
+        attribute_all(&mut p);
+        assert!(
+            p.arms
+                .iter()
+                .all(|a| attribution_against_control(a, &p.arms).is_none())
+        );
+        assert!(
+            p.arms
+                .iter()
+                .all(|a| a.attribution == reports::attribution::AttributionMode::Allocations)
+        );
     }
 
     const COMMITTED_SCHEMA: &str = include_str!("../../../protocols/protocol.schema.json");

@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 
 mod prerequisites;
 #[allow(unused_imports)]
-pub use prerequisites::{model, model_record, model_wheel, system_tool};
+pub use prerequisites::{model, model_record, model_wheel, system_jemalloc, system_tool};
 
 /// The real tiny.en F16 model, built into the cache when it lacks it.
 pub fn tiny_en() -> PathBuf {

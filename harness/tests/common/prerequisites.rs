@@ -87,6 +87,17 @@ pub fn system_tool(name: &str, package: &str) -> PathBuf {
         })
 }
 
+/// The shared library jemalloc, as memqual finds it for allocation
+/// attribution. Only tests marked `#[ignore = "needs libjemalloc2 …"]`
+/// call this: when it is missing the test fails, naming the package.
+pub fn system_jemalloc() -> PathBuf {
+    harness::attribution::find_jemalloc().unwrap_or_else(|why| {
+        panic!(
+            "this test needs libjemalloc2: {why}; or leave the test ignored (run without --ignored)"
+        )
+    })
+}
+
 fn is_executable(path: &std::path::Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)

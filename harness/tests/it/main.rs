@@ -12,6 +12,7 @@ mod common;
 mod architecture;
 mod artifact;
 mod artifacts_in_worker;
+mod attribution;
 mod bisect;
 mod bounds;
 mod browser;

@@ -49,6 +49,7 @@ fn load_on_speech_releases_between_requests_and_reloads_inside_them() {
         sampler: None,
         settle_ms: 0,
         lifecycle: None,
+        attribution: None,
         worker: WorkerSpec::Whisper(Box::new(whisper)),
     })
     .unwrap();

@@ -74,6 +74,12 @@ pub const SOAK: &str = "soak.json";
 pub const OVERHEAD_DIR: &str = "overhead";
 /// Per arm (overhead gate): the block-run summary.
 pub const OVERHEAD: &str = "overhead.json";
+/// Per arm (allocation attribution): the heap profiles, one per profiled
+/// marker (`<seq>-<phase>.heap`, written by jemalloc in the worker), and
+/// their symbols.
+pub const HEAP_DIR: &str = "heap";
+/// In `heap/`: every address of the profiles, resolved by the harness.
+pub const HEAP_SYMBOLS: &str = "symbols.json";
 
 /// A fleet directory (`memqual merge … --out DIR`): one report over several
 /// sealed runs. It is created and claimed like a run directory (so it holds
@@ -154,4 +160,6 @@ pub const ALL: &[&str] = &[
     SOAK,
     OVERHEAD_DIR,
     OVERHEAD,
+    HEAP_DIR,
+    HEAP_SYMBOLS,
 ];

@@ -354,6 +354,16 @@ pub fn assemble_arm(
         matches!(spec.as_ref().map(|s| &s.worker), Some(WorkerSpec::Whisper(w)) if w.state_bounds.is_some()),
     );
     let device_memory = crate::device_memory::build(&phases);
+    let points: Vec<crate::attribution::MarkerPoint> = phases
+        .iter()
+        .map(|p| crate::attribution::MarkerPoint {
+            phase: p.phase,
+            seq: p.seq,
+            request_id: p.request_id,
+            resident_bytes: p.memory.resident_bytes,
+        })
+        .collect();
+    let attribution = crate::attribution::assemble(run, arm, spec.as_ref(), &points)?;
     Ok(ArmReceipt {
         id: id.to_string(),
         status,
@@ -377,6 +387,7 @@ pub fn assemble_arm(
         request_policy,
         state_accounting,
         device_memory,
+        attribution,
     })
 }
 

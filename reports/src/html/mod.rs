@@ -30,6 +30,7 @@
 //! peak; the receipt and `series.csv` keep the raw data.
 
 mod arm_chart;
+mod attribution;
 pub mod compare;
 pub mod compare_charts;
 mod device;

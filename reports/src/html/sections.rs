@@ -932,6 +932,7 @@ fn arm_details(r: &Receipt, arm: &ArmReceipt, data: &PageData) -> Markup {
             (throughput_table(arm))
             (super::residency::section(arm))
             (super::device::section(arm))
+            (super::attribution::section(arm))
             (overhead_table(arm))
             (transcript_diff(r, arm))
             (wer_table(arm))

@@ -34,6 +34,13 @@ pub struct CalibrationSpec {
     pub busy_threads: u32,
     /// Hold this much from `model_loaded` on.
     pub plateau: Option<Plateau>,
+    /// Hold this much on the heap from `state_ready` on: one `Vec` of
+    /// bytes allocated through the global allocator (malloc) by the named
+    /// function `calibration_heap_plateau`, every page written. The mmap
+    /// `plateau` is invisible to an allocator profiler; this one is what
+    /// allocation attribution must find, with its function and its size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heap_plateau: Option<Plateau>,
     /// Grow by this much per measured request, never freed.
     pub leak: Option<Leak>,
     /// With `leak`: the leak stops after this many measured requests (a plateau).
@@ -104,6 +111,7 @@ impl Default for CalibrationSpec {
             idle_ms: default_idle_ms(),
             busy_threads: 0,
             plateau: None,
+            heap_plateau: None,
             leak: None,
             growth_until_request: None,
             steps: None,
@@ -139,6 +147,9 @@ impl CalibrationSpec {
         THREADS.check("busy_threads", u64::from(self.busy_threads))?;
         if let Some(p) = &self.plateau {
             MIB_SIZE.check("plateau.mib", p.mib)?;
+        }
+        if let Some(p) = &self.heap_plateau {
+            MIB_SIZE.check("heap_plateau.mib", p.mib)?;
         }
         if let Some(l) = &self.locked {
             MIB_SIZE.check("locked.mib", l.mib)?;
@@ -261,7 +272,7 @@ impl CalibrationSpec {
     }
 
     /// The most memory the arm's patterns touch at once, in bytes: the
-    /// plateau, the locked block, every leaked and stepped block, the spike, the mapped file
+    /// plateau, the heap plateau, the locked block, every leaked and stepped block, the spike, the mapped file
     /// and the shared-memory file at the last request (reserved address
     /// space is never touched). Wide enough that no valid spec overflows it.
     pub fn peak_touched_bytes(&self) -> u128 {
@@ -290,6 +301,7 @@ impl CalibrationSpec {
             .as_ref()
             .map_or(0, |f| u128::from(f.kib_per_request) * 1024 * requests);
         self.plateau.map_or(0, |p| mib(p.mib))
+            + self.heap_plateau.map_or(0, |p| mib(p.mib))
             + self.locked.map_or(0, |l| mib(l.mib))
             + leak * leaking
             + teardown

@@ -101,6 +101,7 @@ mod tests {
             sampler: None,
             settle_ms: 0,
             lifecycle: None,
+            attribution: None,
             worker: WorkerSpec::Calibrate(CalibrationSpec::default()),
         }
     }

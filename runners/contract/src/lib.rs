@@ -22,6 +22,7 @@
 // on these types, and their docs become the JSON schemas' descriptions.
 #![warn(missing_docs)]
 
+mod attribution;
 pub mod bounds;
 mod calibrate;
 pub mod capabilities;
@@ -33,6 +34,7 @@ mod runtime;
 mod spec;
 mod whisper;
 
+pub use attribution::{HeapProfiling, LG_PROF_SAMPLE, heap_profile_name, profiles_marker};
 pub use bounds::FieldError;
 pub use calibrate::{
     CalibrationSpec, FileMap, Leak, Misbehaviour, Plateau, Reserve, ShmFile, Spike, Steps,

@@ -26,6 +26,13 @@ pub struct ArmSpec {
     /// `reload` marker). `None`: the context lives from load to teardown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lifecycle: Option<Lifecycle>,
+    /// Allocation attribution (the arm's `attribution = "allocations"`):
+    /// the heap profiler watching the worker and where its profiles go.
+    /// `None`: no profiler, nothing dumped. A worker that cannot serve it
+    /// (no `mallctl`, profiling off) refuses the arm as not runnable; an
+    /// older worker refuses the unknown field rather than misreading it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attribution: Option<crate::HeapProfiling>,
     /// Which worker runs the arm (`kind`) and that worker's options.
     pub worker: WorkerSpec,
 }

@@ -1,5 +1,6 @@
 //! whisper.cpp through `whisper_rs::whisper_rs_sys`: with [`super::loader`],
-//! the worker's only unsafe code.
+//! the worker's only unsafe code besides `crate::heap_dump`'s `mallctl` calls
+//! (allocation attribution).
 //!
 //! Why raw calls instead of whisper-rs's safe `WhisperContext`: the safe type
 //! always initialises without a state and keeps the parameter struct private,

@@ -21,6 +21,7 @@ fn spec(dir: &std::path::Path, cal: CalibrationSpec) -> ArmSpec {
         sampler: None,
         settle_ms: 0,
         lifecycle: None,
+        attribution: None,
         worker: WorkerSpec::Calibrate(cal),
     }
 }
@@ -34,8 +35,14 @@ struct Started {
 }
 
 fn start_worker(spec: &ArmSpec) -> Started {
+    start_worker_with(spec, &[])
+}
+
+/// [`start_worker`] with `env` added to the worker's environment.
+fn start_worker_with(spec: &ArmSpec, env: &[(&str, &std::ffi::OsStr)]) -> Started {
     let mut cmd = Command::new(EXE);
     cmd.stdin(Stdio::piped()).stderr(Stdio::piped());
+    cmd.envs(env.iter().copied());
     let (reader, lifeline) = crate::channels::attach(&mut cmd);
     let mut child = cmd.spawn().unwrap();
     drop(cmd);
@@ -256,4 +263,128 @@ fn a_bad_spec_is_refused_before_anything_runs() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("arm spec on stdin is invalid"));
+}
+
+/// A calibration spec that asks for jemalloc heap profiles into `heap`.
+fn profiled(dir: &std::path::Path, heap: &std::path::Path) -> ArmSpec {
+    let cal = CalibrationSpec {
+        requests: 1,
+        warmup: 0,
+        request_ms: 1,
+        idle_ms: 1,
+        heap_plateau: Some(Plateau { mib: 4 }),
+        ..CalibrationSpec::default()
+    };
+    ArmSpec {
+        attribution: Some(worker_contract::HeapProfiling::Jemalloc {
+            dir: heap.to_path_buf(),
+            lg_prof_sample: worker_contract::LG_PROF_SAMPLE,
+        }),
+        ..spec(dir, cal)
+    }
+}
+
+#[test]
+fn a_worker_without_jemalloc_refuses_an_attributed_arm_as_not_runnable() {
+    let dir = tempfile::tempdir().unwrap();
+    let (msgs, status) = run_worker(&profiled(dir.path(), dir.path()));
+    assert_eq!(status.code(), Some(worker_contract::EXIT_NOT_RUNNABLE));
+    assert!(!msgs.iter().any(|m| matches!(m, WorkerMessage::Marker(_))));
+    let error = msgs
+        .iter()
+        .find_map(|m| match m {
+            WorkerMessage::Error(e) => Some(e.message.clone()),
+            _ => None,
+        })
+        .expect("an error message");
+    assert!(error.contains("mallctl"), "{error}");
+    assert!(error.contains("libjemalloc2"), "{error}");
+}
+
+/// libjemalloc.so.2 where Debian's libjemalloc2 puts it (or `ldconfig -p` says).
+fn jemalloc() -> std::path::PathBuf {
+    let listed = Command::new("ldconfig")
+        .arg("-p")
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter(|l| l.contains("libjemalloc.so.2") && l.contains("64"))
+                .find_map(|l| Some(l.split_once("=> ")?.1.trim().to_string()))
+        });
+    listed
+        .map(std::path::PathBuf::from)
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "this test needs libjemalloc2 (Debian: apt-get install libjemalloc2), or leave \
+                 it ignored (run without --ignored)"
+            )
+        })
+}
+
+/// Run the worker with `spec` under jemalloc with `malloc_conf`: its
+/// fd-3 lines and exit status.
+fn run_preloaded(spec: &ArmSpec, malloc_conf: &str) -> (Vec<String>, std::process::ExitStatus) {
+    let library = jemalloc();
+    let Started {
+        mut child,
+        messages,
+        lifeline,
+    } = start_worker_with(
+        spec,
+        &[
+            ("LD_PRELOAD", library.as_os_str()),
+            ("MALLOC_CONF", malloc_conf.as_ref()),
+        ],
+    );
+    let lines = messages.lines().map(Result::unwrap).collect();
+    let status = child.wait().unwrap();
+    drop(lifeline);
+    (lines, status)
+}
+
+const PROFILING: &str = "prof:true,prof_active:true,prof_accum:true,lg_prof_sample:14";
+
+#[test]
+#[ignore = "needs libjemalloc2 (Debian package libjemalloc2): profiles that cannot be written are logged, the arm still runs"]
+fn profiles_that_cannot_be_written_are_warnings_and_the_arm_runs_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = profiled(dir.path(), &dir.path().join("no/such/folder"));
+    let (lines, status) = run_preloaded(&spec, PROFILING);
+    assert!(status.success());
+    let msgs: Vec<WorkerMessage> = lines.iter().map(|l| decode_line(l).unwrap()).collect();
+    let markers = msgs
+        .iter()
+        .filter(|m| matches!(m, WorkerMessage::Marker(_)))
+        .count();
+    let warnings: Vec<&str> = msgs
+        .iter()
+        .filter_map(|m| match m {
+            WorkerMessage::Log(l) if l.message.contains("could not write the heap profile") => {
+                Some(l.message.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(warnings.len(), markers, "{warnings:?}");
+    assert!(
+        warnings[0].contains("0000-process_start.heap"),
+        "{}",
+        warnings[0]
+    );
+
+    // Under the same jemalloc, a folder that exists gets one profile per marker.
+    let heap = dir.path().join("heap");
+    std::fs::create_dir(&heap).unwrap();
+    let (_, status) = run_preloaded(&profiled(dir.path(), &heap), PROFILING);
+    assert!(status.success());
+    assert_eq!(std::fs::read_dir(&heap).unwrap().count(), markers);
+
+    // Another sampling interval than the spec's is refused.
+    let (lines, status) =
+        run_preloaded(&profiled(dir.path(), &heap), "prof:true,lg_prof_sample:19");
+    assert_eq!(status.code(), Some(worker_contract::EXIT_NOT_RUNNABLE));
+    assert!(lines.iter().any(|l| l.contains("2^19")), "{lines:?}");
 }

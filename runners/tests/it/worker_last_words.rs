@@ -56,6 +56,7 @@ fn spec(worker: WorkerSpec) -> Vec<u8> {
         sampler: None,
         settle_ms: 0,
         lifecycle: None,
+        attribution: None,
         worker,
     })
     .unwrap()
