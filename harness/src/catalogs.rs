@@ -42,7 +42,7 @@ impl ModelCatalog for ModelCache {
     fn locate(&self, name: &str) -> Option<(PathBuf, String)> {
         let cache = crate::fixtures::cache_dir().ok()?;
         if name == crate::ct2_fixture::TINY_EN_CT2 {
-            use ggml_container::ct2::dir::{TINY_EN_FILES, pinned_set_sha256};
+            use ct2_convert::dir::{TINY_EN_FILES, pinned_set_sha256};
             return Some((
                 crate::ct2_fixture::model_dir(&cache),
                 pinned_set_sha256(TINY_EN_FILES),

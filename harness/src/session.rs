@@ -52,7 +52,7 @@ pub fn install_interrupt_handler() -> Result<(), Failure> {
     ctrlc::set_handler(|| {
         if INTERRUPTED.swap(true, Ordering::SeqCst) {
             // Second signal: the user insists. Workers die with us (parent-death signal).
-            std::process::exit(i32::from(exit::INTERRUPTED));
+            exit::now(exit::INTERRUPTED);
         }
         note!("memqual: interrupted: stopping the worker and writing the receipt (again to quit at once)");
     })

@@ -105,7 +105,7 @@ fn ctranslate2_runs_tiny_en_beside_whisper_cpp_and_agrees_on_speech() {
     assert_eq!(runtime.model.bytes, 78_090_933);
     assert_eq!(
         runtime.model.sha256,
-        ggml_container::ct2::dir::pinned_set_sha256(ggml_container::ct2::dir::TINY_EN_FILES)
+        ct2_convert::dir::pinned_set_sha256(ct2_convert::dir::TINY_EN_FILES)
     );
     let shape = (
         runtime.model.ftype,

@@ -171,7 +171,7 @@ fn copy_dir(from: &Path, to: &Path) {
 
 #[test]
 fn tiny_en_ct2_is_laid_out_pinned_and_every_damaged_copy_is_refused() {
-    use ggml_container::ct2::dir::{DirError, TINY_EN_FILES, validate};
+    use ct2_convert::dir::{DirError, TINY_EN_FILES, validate};
     let cache = cache_holding_the_tiny_wheel();
 
     let out = fixtures(

@@ -4,6 +4,7 @@
 //! then judges the declared gates. The receipt's types live in
 //! [`crate::receipt`]; everything that reads raw data to fill them lives here.
 
+mod device_memory;
 pub mod speech;
 
 use crate::held_memory::{HeldMemoryDeltas, PhaseHeldDeltas};
@@ -353,7 +354,7 @@ pub fn assemble_arm(
         speech.as_ref().and_then(|s| s.runtime.as_ref()),
         matches!(spec.as_ref().map(|s| &s.worker), Some(WorkerSpec::Whisper(w)) if w.state_bounds.is_some()),
     );
-    let device_memory = crate::device_memory::build(&phases);
+    let device_memory = device_memory::build(&phases);
     let points: Vec<crate::attribution::MarkerPoint> = phases
         .iter()
         .map(|p| crate::attribution::MarkerPoint {

@@ -1,6 +1,6 @@
 //! Transcribe WAV files with the pinned tiny.en CTranslate2 directory:
 //! `cargo run -p runners-ct2 --example transcribe -- DIR COMPUTE_TYPE A.wav [B.wav …]`.
-use ggml_container::ct2::dir::{TINY_EN_FILES, validate};
+use ct2_convert::dir::{TINY_EN_FILES, validate};
 use runners_ct2::engine::{Engine, Settings};
 
 fn main() -> anyhow::Result<()> {

@@ -63,7 +63,7 @@ impl Engine {
             .map(|(_, b)| *b)
             .context("the model directory has no vocabulary.txt")?;
         let vocabulary =
-            ggml_container::ct2::decode_vocabulary(vocabulary_txt).context("vocabulary.txt")?;
+            ct2_convert::decode_vocabulary(vocabulary_txt).context("vocabulary.txt")?;
         let mut reader = ModelMemoryReader::new("tiny.en-ct2")?;
         for (name, bytes) in files {
             reader.register_file(name, bytes);

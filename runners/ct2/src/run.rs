@@ -8,7 +8,7 @@
 
 use crate::engine::{Engine, Settings};
 use anyhow::Context;
-use ggml_container::ct2::dir::{CheckedDir, TINY_EN_FILES, validate};
+use ct2_convert::dir::{CheckedDir, TINY_EN_FILES, validate};
 use runners::session::WorkerSession;
 use runners::whisper::transcript::{self, Specials};
 use runners::whisper::{executable_digest, inputs, soak_deadline, soak_limit_reached};
@@ -123,7 +123,7 @@ fn identity(spec: &WhisperSpec, model: &mut CheckedModel) -> anyhow::Result<Mode
         .find(|(n, _)| n == "model.bin")
         .map(|(_, b)| b)
         .context("no model.bin")?;
-    let parsed = ggml_container::ct2::Ct2Model::from_bytes(std::mem::take(bin))?;
+    let parsed = ct2_convert::Ct2Model::from_bytes(std::mem::take(bin))?;
     let layers = |prefix: &str| {
         parsed
             .variables
@@ -142,7 +142,7 @@ fn identity(spec: &WhisperSpec, model: &mut CheckedModel) -> anyhow::Result<Mode
     let half = parsed
         .variables
         .iter()
-        .any(|v| v.dtype == ggml_container::ct2::Ct2Dtype::F16);
+        .any(|v| v.dtype == ct2_convert::Ct2Dtype::F16);
     let (n_audio_layer, n_text_layer) = (layers("encoder/layer_"), layers("decoder/layer_"));
     *bin = parsed.into_bytes();
     Ok(ModelIdentity {

@@ -10,9 +10,10 @@
 //!   loader reads them, whole payloads, no trailing bytes. Anything else is a [`ParseError`] naming the [`Defect`],
 //!   the byte offset and the record. It never panics, whatever the input.
 //! - [`GgmlWriter`] lays out header, mel filters, vocabulary and records.
-//! - [`ct2`] reads CTranslate2 `model.bin` (binary version 6) and converts it
-//!   to a GGML F16 file; [`synthetic`] writes deterministic models, small or
-//!   at real Whisper shapes (streaming, steered to end decoding at once).
+//! - [`record_order`] is the reference conversion's record order, which the
+//!   CTranslate2 converter (crate `ct2-convert`) and [`synthetic`] write in;
+//!   [`synthetic`] writes deterministic models, small or at real Whisper
+//!   shapes (streaming, steered to end decoding at once).
 //! - Artifact tools: [`derive`] (lossless decoder-only or encoder-only
 //!   derivatives with a sealed receipt), [`corpus`] (negative controls with
 //!   the rejection each must get), [`estimate`] (whisper.cpp's state
@@ -29,7 +30,6 @@
 
 pub mod cache;
 pub mod corpus;
-pub mod ct2;
 pub mod derive;
 pub mod digest;
 mod error;
@@ -37,7 +37,8 @@ pub mod estimate;
 mod expect;
 mod inventory;
 pub mod mel;
-mod numbers;
+pub mod numbers;
+mod order;
 mod parse;
 #[cfg(feature = "quantize")]
 pub mod quantize;
@@ -48,6 +49,7 @@ mod write;
 pub use error::{Defect, ParseError, Section};
 pub use expect::{ExpectedInventory, ExpectedTensor, class_of};
 pub use inventory::{ClassTotal, ClassTotals, Inventory, MelInfo, TensorRecord, VocabInfo};
+pub use order::record_order;
 pub use parse::{MAX_NAME_LEN, MEL_N_FFT, inspect, inspect_reader};
 pub use types::{
     Expect, Ftype, GGML_MAGIC, GgmlType, HEADER_LEN, Hparams, MAX_DIM, MAX_LAYERS, ModelFamily,

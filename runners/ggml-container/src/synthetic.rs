@@ -14,11 +14,11 @@
 //! random tokens until whisper.cpp's token limit, at every temperature of its
 //! fallback, which at large-v3's size takes minutes per window.
 
-use crate::ct2::record_order;
 use crate::digest::BackgroundSha256;
 use crate::expect::ExpectedInventory;
 use crate::inventory::ClassTotals;
 use crate::mel::{N_FFT, mel_filters};
+use crate::order::record_order;
 use crate::types::{Expect, Ftype, GgmlType, Hparams, TensorClass};
 use crate::write::GgmlWriter;
 use half::f16;

@@ -12,6 +12,12 @@
 //! only if the bytes it consumed are the verified bytes. Teardown is
 //! explicit ([`Engine::teardown`]) so the worker can mark `teardown_done`
 //! after everything is freed; `Drop` is the backstop.
+//!
+//! The engine owns the context and knows nothing of the patched build: what
+//! that build adds around a load and a failed request (its load plan, its
+//! external encoder's error) reaches the engine as [`EngineHook`]s in
+//! [`RunSettings::hooks`], implemented by `super::patch` and
+//! `super::external_encoder`. The dependency runs one way, from them to here.
 
 use super::loader::FileLoader;
 use super::model::{NotTheCheckedBytes, VerifiedModel};
@@ -19,6 +25,36 @@ use std::ffi::{CStr, CString, c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use whisper_rs::whisper_rs_sys as sys;
 use worker_contract::{DecodeTimings, Decoding, Initializer};
+
+/// What a build adds around the context's life, called by the engine at two
+/// points. Both default to doing nothing: the stock worker has no hooks.
+pub trait EngineHook: Sync {
+    /// Right before every context load (`whisper_init_*`); an error refuses
+    /// the load.
+    fn before_load(&self) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Why `whisper_full` failed, when the hook knows better than its code.
+    fn explain_failure(&self) -> Option<String> {
+        None
+    }
+}
+
+/// The hooks a run's engine calls, in order; none in the stock worker.
+#[derive(Clone, Copy)]
+pub struct Hooks(pub &'static [&'static dyn EngineHook]);
+
+impl Hooks {
+    /// No hooks: whisper.cpp as it is.
+    pub const NONE: Hooks = Hooks(&[]);
+}
+
+impl std::fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Hooks({})", self.0.len())
+    }
+}
 
 /// Settings for context creation and every `whisper_full` call.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -42,6 +78,10 @@ pub struct RunSettings {
     pub use_gpu: bool,
     /// Flash attention (context parameter `flash_attn`).
     pub flash_attn: bool,
+    /// Called around every load and failed request (not a setting: never
+    /// serialized).
+    #[serde(skip)]
+    pub hooks: Hooks,
 }
 
 impl RunSettings {
@@ -58,6 +98,7 @@ impl RunSettings {
             temperature_fallback: false,
             use_gpu: false,
             flash_attn: false,
+            hooks: Hooks::NONE,
         }
     }
 }
@@ -110,12 +151,13 @@ pub enum EngineError {
     /// `whisper_full` returned this non-zero code.
     #[error("whisper_full failed with code {0}")]
     Full(c_int),
-    /// `whisper_full` failed because the external encoder did (patched worker only).
+    /// `whisper_full` failed and a hook said why (the patched worker's
+    /// external encoder).
     #[error("whisper_full failed with code {0}: {1}")]
-    ExternalEncoder(c_int, String),
-    /// The patched build's load plan was refused (patched worker only).
+    Explained(c_int, String),
+    /// A hook refused the load (the patched worker's load plan).
     #[error("{0}")]
-    Patch(String),
+    Refused(String),
 }
 
 /// A loaded context and its states. Not `Send`: it stays on the worker thread.
@@ -147,8 +189,9 @@ impl Engine {
         cparams.use_gpu = settings.use_gpu;
         cparams.flash_attn = settings.flash_attn;
         // The patched build hands whisper.cpp this arm's load plan before every load.
-        #[cfg(feature = "whisper-patch")]
-        super::patch::configure_next_load().map_err(EngineError::Patch)?;
+        for hook in settings.hooks.0 {
+            hook.before_load().map_err(EngineError::Refused)?;
+        }
         let mut loader = FileLoader::new(model.file());
         let mut callbacks = loader.callbacks();
         // SAFETY: `callbacks` points at `loader`, which stays in place and
@@ -334,9 +377,14 @@ impl Engine {
             }
         };
         if code != 0 {
-            #[cfg(feature = "whisper-patch")]
-            if let Some(why) = super::external_encoder::take_last_error() {
-                return Err(EngineError::ExternalEncoder(code, why));
+            if let Some(why) = self
+                .settings
+                .hooks
+                .0
+                .iter()
+                .find_map(|h| h.explain_failure())
+            {
+                return Err(EngineError::Explained(code, why));
             }
             return Err(EngineError::Full(code));
         }
@@ -563,7 +611,12 @@ mod tests {
     use worker_contract::{ModelInput, ModelLayout, ModelSource};
 
     fn settings() -> RunSettings {
-        RunSettings::plain()
+        RunSettings {
+            // The patched build's tests load as stock through its plan, as the worker does.
+            #[cfg(feature = "whisper-patch")]
+            hooks: Hooks(&[&super::super::patch::LoadPlanHook]),
+            ..RunSettings::plain()
+        }
     }
 
     fn verified(path: &std::path::Path, prevalidate: bool) -> VerifiedModel {

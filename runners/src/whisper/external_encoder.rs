@@ -389,6 +389,15 @@ impl EncoderSlot {
         Box::leak(Box::new(EncoderSlot(std::sync::Mutex::new(None))))
     }
 
+    /// The patch's encode callback bound to this slot: whisper.cpp hands
+    /// each window to the slot's process.
+    pub fn encode_hook(&'static self) -> super::patch::EncodeHook {
+        super::patch::EncodeHook {
+            encode: encode_callback,
+            user_data: self,
+        }
+    }
+
     /// Put the ready process in.
     pub fn fill(&self, process: EncoderProcess) {
         if let Ok(mut slot) = self.0.lock() {
@@ -682,6 +691,16 @@ pub fn take_last_error() -> Option<String> {
     LAST_ERROR.lock().ok()?.take()
 }
 
+/// The engine's hook that explains a failed `whisper_full` by the external
+/// encoder's last error.
+pub struct EncoderFailureHook;
+
+impl super::engine::EngineHook for EncoderFailureHook {
+    fn explain_failure(&self) -> Option<String> {
+        take_last_error()
+    }
+}
+
 /// The patch's `whisper_memqual_encode_fn`: forwards one window to the
 /// process in the slot `user_data` points at.
 ///
@@ -689,7 +708,7 @@ pub fn take_last_error() -> Option<String> {
 /// Called by whisper.cpp with the pointers its header documents: `user_data`
 /// is the `'static` [`EncoderSlot`], `mel` holds n_mel × n_frames floats and
 /// `out` is writable.
-pub unsafe extern "C" fn encode_callback(
+unsafe extern "C" fn encode_callback(
     user_data: *mut c_void,
     mel: *const f32,
     n_mel: c_int,
@@ -1020,7 +1039,10 @@ fn start(start: EncoderStart) -> anyhow::Result<Started> {
     // the file's check, before the first weight (the pair gate's allowance).
     super::patch::runtime_init().map_err(|e| anyhow::anyhow!(e))?;
     let runtime_ready = EncoderMemory::now();
-    let settings = super::engine::RunSettings::plain();
+    let settings = super::engine::RunSettings {
+        hooks: super::engine::Hooks(&[&super::patch::LoadPlanHook]),
+        ..super::engine::RunSettings::plain()
+    };
     let mut engine =
         super::engine::Engine::load(&model, worker_contract::Initializer::NoState, settings)?;
     let model_loaded = EncoderMemory::now();

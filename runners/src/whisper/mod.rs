@@ -32,6 +32,8 @@ pub mod logcapture;
 pub mod model;
 #[cfg(feature = "whisper-patch")]
 pub mod patch;
+#[cfg(feature = "whisper-patch")]
+mod patched;
 pub mod request;
 pub mod residency;
 pub mod transcript;
@@ -373,7 +375,7 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
         Encoder::Native | Encoder::ExternalProcess => None,
     };
     #[cfg(feature = "whisper-patch")]
-    let encoder_slot = patch::plan_load(spec)?;
+    let encoder_slot = patched::plan_load(spec)?;
     // However the run ends, its encoder process ends with it, reaped.
     #[cfg(feature = "whisper-patch")]
     let _encoder_stops = encoder_slot.map(external_encoder::StopOnDrop);
@@ -389,6 +391,10 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
         temperature_fallback: spec.temperature_fallback,
         use_gpu: spec.use_gpu,
         flash_attn: spec.flash_attn,
+        #[cfg(feature = "whisper-patch")]
+        hooks: patched::HOOKS,
+        #[cfg(not(feature = "whisper-patch"))]
+        hooks: engine::Hooks::NONE,
     };
     let mut settings_json = serde_json::to_value(&settings)?;
     // What `memqual artifact estimate` predicts for this arm's state, for the
@@ -429,7 +435,7 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
     // decoder's context, before `state_ready`.
     #[cfg(feature = "whisper-patch")]
     let (patch_report, external_encoder) =
-        patch::start_external_encoder(spec, encoder_slot, &engine, session)?;
+        patched::start_external_encoder(spec, encoder_slot, &engine, session)?;
     #[cfg(not(feature = "whisper-patch"))]
     let external_encoder = None;
     #[cfg(feature = "whisper-patch")]

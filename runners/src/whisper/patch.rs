@@ -6,15 +6,15 @@
 //!
 //! Compiled only with the `whisper-patch` feature, in the patched worker's own
 //! build (`runners/patched`); the stock worker never references these symbols.
+//!
+//! Below the external encoder and the arm's set-up (`super::patched`): this
+//! module knows the C API, not who encodes; the engine reaches it only
+//! through [`LoadPlanHook`].
 
-use super::engine::Engine;
-use super::external_encoder::EncoderSlot;
-use crate::session::WorkerSession;
-use anyhow::Context;
+use super::engine::EngineHook;
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::OnceLock;
 use whisper_rs::whisper_rs_sys as sys;
-use worker_contract::{Encoder, LogLevel, WhisperSpec};
 
 /// The patched worker's name (`hello`, stderr prefix, executable).
 pub const WORKER_NAME: &str = "memqual-whisper-patched";
@@ -59,6 +59,17 @@ pub type EncodeFn = unsafe extern "C" fn(
     n_threads: c_int,
     out: *mut MemqualTensor,
 ) -> c_int;
+
+/// An encoder whisper.cpp calls in place of its own: the callback and the
+/// `'static` data it is handed back on every call (the external encoder's
+/// slot, `super::external_encoder::EncoderSlot::encode_hook`).
+#[derive(Clone, Copy)]
+pub struct EncodeHook {
+    /// `whisper_memqual_encode_fn`.
+    pub encode: EncodeFn,
+    /// What `encode` receives as `user_data`.
+    pub user_data: &'static dyn Sync,
+}
 
 /// `struct whisper_memqual_config`.
 #[repr(C)]
@@ -163,9 +174,9 @@ pub fn check_linked() -> Result<(), String> {
 /// the first load; every load (a reload under an idle policy too) takes it.
 #[derive(Clone, Copy)]
 pub struct LoadPlan {
-    /// Validate and discard the encoder's tensors; the encoder runs in
-    /// [`EncoderSlot`]'s process.
-    pub external_encoder: Option<&'static EncoderSlot>,
+    /// Validate and discard the encoder's tensors; the encoder runs where
+    /// this hook sends each window (the external encoder's process).
+    pub external_encoder: Option<EncodeHook>,
     /// Cross/pad caches for this many encoder positions (0: stock).
     pub max_audio_ctx: u32,
     /// Logits and decoder buffers for this many tokens per batch (0: stock).
@@ -213,11 +224,9 @@ pub fn configure_next_load() -> Result<(), String> {
             ENCODER_CALLBACK
         },
         coreml_compute_units: plan.coreml_compute_units.patch_code(),
-        encode: plan
-            .external_encoder
-            .map(|_| super::external_encoder::encode_callback as EncodeFn),
-        encode_user_data: plan.external_encoder.map_or(std::ptr::null_mut(), |slot| {
-            std::ptr::from_ref(slot).cast_mut().cast()
+        encode: plan.external_encoder.map(|hook| hook.encode),
+        encode_user_data: plan.external_encoder.map_or(std::ptr::null_mut(), |hook| {
+            std::ptr::from_ref(hook.user_data).cast_mut().cast()
         }),
         max_audio_ctx: i32::try_from(plan.max_audio_ctx).map_err(|e| e.to_string())?,
         max_batch: i32::try_from(plan.max_batch).map_err(|e| e.to_string())?,
@@ -231,6 +240,16 @@ pub fn configure_next_load() -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// The engine's hook that hands whisper.cpp this process's [`LoadPlan`]
+/// before every load.
+pub struct LoadPlanHook;
+
+impl EngineHook for LoadPlanHook {
+    fn before_load(&self) -> Result<(), String> {
+        configure_next_load()
+    }
 }
 
 /// What external-encoder-only loading discarded from `ctx`: (tensors, bytes).
@@ -284,109 +303,4 @@ pub unsafe fn encode_mel(
         )
     };
     if rc == 0 { Ok(()) } else { Err(rc) }
-}
-
-/// The patched build's load plan for this arm (set before the first load).
-pub(super) fn plan_load(
-    spec: &WhisperSpec,
-) -> anyhow::Result<Option<&'static super::external_encoder::EncoderSlot>> {
-    let slot =
-        (spec.encoder == Encoder::ExternalProcess).then(super::external_encoder::EncoderSlot::leak);
-    let bounds = spec.state_bounds;
-    // Core ML stands in for the external encoder when the arm requires the
-    // loader with encoder = "coreml" (check_runnable made sure the build can).
-    let coreml_encoder_only = spec.encoder == Encoder::Coreml
-        && spec
-            .requires
-            .iter()
-            .any(|r| r == "loader:external_encoder_only");
-    set_plan(LoadPlan {
-        external_encoder: slot,
-        max_audio_ctx: bounds.map_or(0, |b| b.max_audio_ctx),
-        max_batch: bounds.map_or(0, |b| b.max_batch),
-        coreml_encoder_only,
-        coreml_compute_units: spec.coreml_compute_units.unwrap_or_default(),
-        encoder_only: false,
-    })
-    .map_err(|e| anyhow::anyhow!(e))?;
-    Ok(slot)
-}
-
-/// Start the encoder process (when the arm has one) and say what the patch did.
-pub(super) fn start_external_encoder(
-    spec: &WhisperSpec,
-    slot: Option<&'static super::external_encoder::EncoderSlot>,
-    engine: &Engine,
-    session: &mut WorkerSession,
-) -> anyhow::Result<(
-    serde_json::Value,
-    Option<worker_contract::ExternalEncoderProcess>,
-)> {
-    let (ctx, _) = engine.raw();
-    // SAFETY: the engine's context is live.
-    let (skipped_tensors, skipped_bytes) = unsafe { skipped(ctx) };
-    // What the patch did; the state's prediction is in the settings of
-    // every whisper.cpp worker (`predicted_state`).
-    let bounds = spec.state_bounds;
-    let mut report = serde_json::json!({
-        "patch_digest": linked_digest(),
-        "capabilities": linked_capabilities(),
-        "encoder_tensors_discarded": skipped_tensors,
-        "encoder_bytes_discarded": skipped_bytes,
-        "state_bounds": bounds,
-    });
-    if let (Some(slot), Some(external)) = (slot, &spec.external_encoder) {
-        let exe = std::env::current_exe().context("cannot find this worker's executable")?;
-        let start = super::external_encoder::EncoderStart {
-            model: external.model.clone(),
-            // An encoder-only process is sized like the worker's bound.
-            max_audio_ctx: match external.model.layout {
-                worker_contract::ModelLayout::EncoderOnly => bounds.map_or(0, |b| b.max_audio_ctx),
-                _ => 0,
-            },
-            fault: external.fault,
-        };
-        let starting =
-            super::external_encoder::EncoderProcess::spawn(&exe, &start, external.timeout())?;
-        let pid = starting.pid();
-        session.log(
-            LogLevel::Info,
-            format!(
-                "external encoder: started process {pid} (`{} --external-encoder`); it has {} s \
-                 for its ready line and for each reply",
-                exe.display(),
-                external.timeout().as_secs()
-            ),
-        )?;
-        // A process that never becomes ready fails the arm here, at load.
-        let process = starting
-            .ready(external.model.sha256.as_deref())
-            .map_err(|e| anyhow::anyhow!(e))?;
-        slot.fill(process);
-        let identity = slot
-            .identity()
-            .context("the external encoder stopped as it started")?;
-        session.log(
-            LogLevel::Info,
-            format!(
-                "external encoder: process {pid} runs the native encoder of {} ({skipped_tensors} \
-                 encoder tensors, {skipped_bytes} bytes, validated and discarded here)",
-                external.model.path.display(),
-            ),
-        )?;
-        report["external_encoder_fault"] = serde_json::json!(external.fault);
-        return Ok((
-            report,
-            Some(worker_contract::ExternalEncoderProcess {
-                pid,
-                model: external.model.path.clone(),
-                model_sha256: identity.model_sha256,
-                layout: external.model.layout,
-                max_audio_ctx: start.max_audio_ctx,
-                memory: identity.memory,
-                topology: identity.topology,
-            }),
-        ));
-    }
-    Ok((report, None))
 }

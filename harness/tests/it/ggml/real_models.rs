@@ -3,8 +3,9 @@
 //! the cache (built first when it lacks them).
 
 use crate::common::model_wheel;
-use ggml_container::ct2::{Ct2Model, convert_to_ggml, record_order};
+use ct2_convert::{Ct2Model, convert_to_ggml};
 use ggml_container::digest::sha256_hex;
+use ggml_container::record_order;
 use ggml_container::{Expect, GgmlType, Inventory, ModelFamily, inspect_reader};
 use std::io::{Cursor, Read};
 

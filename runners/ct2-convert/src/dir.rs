@@ -8,8 +8,8 @@
 //! and SHA-256, and `model.bin` parses. It opens each file once, without
 //! following links and without blocking, and hashes what it opened.
 
-use super::Ct2Model;
-use crate::digest::hex;
+use crate::Ct2Model;
+use ggml_container::digest::hex;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::io::Read;
@@ -124,7 +124,7 @@ pub fn set_sha256<'a>(files: impl IntoIterator<Item = (&'a str, u64, &'a str)>) 
         .map(|(name, bytes, sha)| format!("{name}\t{bytes}\t{sha}\n"))
         .collect();
     lines.sort();
-    crate::digest::sha256_hex(lines.concat().as_bytes())
+    ggml_container::digest::sha256_hex(lines.concat().as_bytes())
 }
 
 /// [`set_sha256`] of a pinned set.
@@ -364,7 +364,7 @@ mod tests {
             .unwrap();
         assert_eq!(PREPROCESSOR_CONFIG.len() as u64, pin.bytes);
         assert_eq!(
-            crate::digest::sha256_hex(PREPROCESSOR_CONFIG.as_bytes()),
+            ggml_container::digest::sha256_hex(PREPROCESSOR_CONFIG.as_bytes()),
             pin.sha256
         );
         let v: serde_json::Value = serde_json::from_str(PREPROCESSOR_CONFIG).unwrap();

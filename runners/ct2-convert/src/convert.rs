@@ -3,12 +3,12 @@
 //! biases dropped, conv biases as `[1, n]`, 1-D vectors and positional
 //! embeddings widened to F32. Tensor payloads are exact copies or slices.
 
-use super::{Ct2Dtype, Ct2Model, Ct2Variable, VocabError, decode_vocabulary};
-use crate::expect::{ExpectedInventory, ExpectedTensor};
-use crate::mel::{N_FFT, mel_filters};
-use crate::numbers::{f16_le_to_f32, f32_le_to_f32, f32_to_f16_le, f32_to_le};
-use crate::types::{Expect, Ftype, GgmlType, Hparams};
-use crate::write::GgmlWriter;
+use crate::{Ct2Dtype, Ct2Model, Ct2Variable, VocabError, decode_vocabulary};
+use ggml_container::mel::{N_FFT, mel_filters};
+use ggml_container::numbers::{f16_le_to_f32, f32_le_to_f32, f32_to_f16_le, f32_to_le};
+use ggml_container::{
+    Expect, ExpectedInventory, ExpectedTensor, Ftype, GgmlType, GgmlWriter, Hparams, record_order,
+};
 use serde::Serialize;
 use std::io::Write;
 
@@ -95,62 +95,6 @@ pub fn convert_to_ggml<W: Write>(
         vocab_tokens: tokens.len(),
         bytes: w.written(),
     })
-}
-
-/// The order the records are written in: the reference conversion's, so
-/// that its digests reproduce. Per block: self-attention (norm, q, k, v, out),
-/// then cross-attention in the decoder, then the MLP; the final norm last.
-pub fn record_order(h: &Hparams) -> Vec<String> {
-    fn norm(out: &mut Vec<String>, p: &str) {
-        out.push(format!("{p}.weight"));
-        out.push(format!("{p}.bias"));
-    }
-    fn attention(out: &mut Vec<String>, p: &str) {
-        norm(out, &format!("{p}_ln"));
-        for (part, bias) in [
-            ("query", true),
-            ("key", false),
-            ("value", true),
-            ("out", true),
-        ] {
-            out.push(format!("{p}.{part}.weight"));
-            if bias {
-                out.push(format!("{p}.{part}.bias"));
-            }
-        }
-    }
-    fn mlp(out: &mut Vec<String>, p: &str) {
-        norm(out, &format!("{p}.mlp_ln"));
-        for part in ["mlp.0", "mlp.2"] {
-            out.push(format!("{p}.{part}.weight"));
-            out.push(format!("{p}.{part}.bias"));
-        }
-    }
-    let mut out: Vec<String> = [
-        "encoder.positional_embedding",
-        "encoder.conv1.weight",
-        "encoder.conv1.bias",
-        "encoder.conv2.weight",
-        "encoder.conv2.bias",
-    ]
-    .map(String::from)
-    .into();
-    for i in 0..h.n_audio_layer {
-        let p = format!("encoder.blocks.{i}");
-        attention(&mut out, &format!("{p}.attn"));
-        mlp(&mut out, &p);
-    }
-    norm(&mut out, "encoder.ln_post");
-    out.push("decoder.positional_embedding".into());
-    out.push("decoder.token_embedding.weight".into());
-    for i in 0..h.n_text_layer {
-        let p = format!("decoder.blocks.{i}");
-        attention(&mut out, &format!("{p}.attn"));
-        attention(&mut out, &format!("{p}.cross_attn"));
-        mlp(&mut out, &p);
-    }
-    norm(&mut out, "decoder.ln");
-    out
 }
 
 fn var<'a>(model: &'a Ct2Model, name: &str) -> Result<&'a Ct2Variable, ConvertError> {

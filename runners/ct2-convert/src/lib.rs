@@ -1,11 +1,22 @@
 //! CTranslate2 Whisper models (`model.bin`, binary version 6) and their
 //! conversion to whisper.cpp GGML (reference file §2 and §4).
+//!
+//! Contract: [`Ct2Model`] reads a `model.bin` strictly; [`convert_to_ggml`]
+//! writes it as a GGML F16 file through `ggml_container`'s writer, in the
+//! reference conversion's record order ([`ggml_container::record_order`]),
+//! so the digests reproduce; [`dir`] checks a model directory against its
+//! pinned files before anything reads it. Not here: the GGML format itself
+//! (`ggml_container`) or running CTranslate2 (the `memqual-ct2` worker).
+
+// Every public item says what it is: the harness and the CTranslate2 worker
+// read CTranslate2 models only through this crate.
+#![warn(missing_docs)]
 
 mod convert;
 pub mod dir;
 mod vocab;
 
-pub use convert::{ConvertError, ConvertSummary, convert_to_ggml, record_order};
+pub use convert::{ConvertError, ConvertSummary, convert_to_ggml};
 pub use vocab::{VocabError, decode_vocabulary};
 
 use memmap2::Mmap;
