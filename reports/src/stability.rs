@@ -636,6 +636,33 @@ mod tests {
         assert_eq!(p[4][0].bytes, 600.0, "host used = total - available");
     }
 
+    /// Request `i`'s end, with the worker's own memory flat (40 MiB resident).
+    fn flat_request_end(i: u64) -> Marker {
+        Marker {
+            phase: Phase::RequestEnd,
+            seq: i,
+            request_id: Some(i),
+            t_ns: i * 10 + 6,
+            memory: TaskMemory {
+                resident_bytes: 40 << 20,
+                footprint_bytes: Some(30 << 20),
+                ..TaskMemory::default()
+            },
+            system: None,
+            cpu: None,
+        }
+    }
+
+    /// Default growth settings, system series judged at 16 KiB a request.
+    fn system_16k() -> SoakSettings {
+        SoakSettings {
+            growth: GrowthSettings::default(),
+            system_slope_bytes_per_request: 16_384.0,
+            settle_ms: 0,
+            lifecycle: None,
+        }
+    }
+
     #[test]
     fn device_memory_growing_under_a_flat_resident_is_the_seed_pattern() {
         let (_tmp, run) = crate::testing::run();
@@ -652,27 +679,10 @@ mod tests {
                 gpu_others_bytes: sampler::DeviceCell::Bytes(0),
                 ..row(i * 10 + 5, 1 << 20)
             });
-            markers.push(Marker {
-                phase: Phase::RequestEnd,
-                seq: i,
-                request_id: Some(i),
-                t_ns: i * 10 + 6,
-                memory: TaskMemory {
-                    resident_bytes: 40 << 20,
-                    footprint_bytes: Some(30 << 20),
-                    ..TaskMemory::default()
-                },
-                system: None,
-                cpu: None,
-            });
+            markers.push(flat_request_end(i));
         }
         crate::testing::csv(&run, &arm.join(crate::record::files::SERIES), rows);
-        let settings = SoakSettings {
-            growth: GrowthSettings::default(),
-            system_slope_bytes_per_request: 16_384.0,
-            settle_ms: 0,
-            lifecycle: None,
-        };
+        let settings = system_16k();
         let s = analyse_arm(&run, &arm, &markers, &[], &settings).unwrap();
         assert_eq!(s.worker, Classification::Plateau);
         assert!(s.system_growth_while_worker_flat.is_empty());
@@ -704,27 +714,9 @@ mod tests {
         let (_tmp, run) = crate::testing::run();
         let arm = crate::testing::arm(&run, "a");
         let rows: Vec<SeriesRow> = (0..50).map(|i| row(i * 10 + 5, 1 << 20)).collect();
-        let markers: Vec<Marker> = (0..50)
-            .map(|i| Marker {
-                phase: Phase::RequestEnd,
-                seq: i,
-                request_id: Some(i),
-                t_ns: i * 10 + 6,
-                memory: TaskMemory {
-                    resident_bytes: 40 << 20,
-                    ..TaskMemory::default()
-                },
-                system: None,
-                cpu: None,
-            })
-            .collect();
+        let markers: Vec<Marker> = (0..50).map(flat_request_end).collect();
         crate::testing::csv(&run, &arm.join(crate::record::files::SERIES), rows);
-        let settings = SoakSettings {
-            growth: GrowthSettings::default(),
-            system_slope_bytes_per_request: 16_384.0,
-            settle_ms: 0,
-            lifecycle: None,
-        };
+        let settings = system_16k();
         let s = analyse_arm(&run, &arm, &markers, &[], &settings).unwrap();
         assert!(s.device_series.is_empty());
         assert!(s.device_growth_while_resident_flat.is_empty());
@@ -740,27 +732,10 @@ mod tests {
         let mut markers = Vec::new();
         for i in 0..300u64 {
             rows.push(row(i * 10 + 5, i * 262_144));
-            markers.push(Marker {
-                phase: Phase::RequestEnd,
-                seq: i,
-                request_id: Some(i),
-                t_ns: i * 10 + 6,
-                memory: TaskMemory {
-                    resident_bytes: 40 << 20,
-                    footprint_bytes: Some(30 << 20),
-                    ..TaskMemory::default()
-                },
-                system: None,
-                cpu: None,
-            });
+            markers.push(flat_request_end(i));
         }
         crate::testing::csv(&run, &arm.join(crate::record::files::SERIES), rows);
-        let settings = SoakSettings {
-            growth: GrowthSettings::default(),
-            system_slope_bytes_per_request: 16_384.0,
-            settle_ms: 0,
-            lifecycle: None,
-        };
+        let settings = system_16k();
         let s = analyse_arm(&run, &arm, &markers, &[], &settings).unwrap();
         assert_eq!(s.requests, 300);
         assert_eq!(s.worker, Classification::Plateau);
