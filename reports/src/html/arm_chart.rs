@@ -3,6 +3,7 @@
 //! phase's kernel peak on one axis, with [`envelope`] bounding long series.
 
 use crate::receipt::ArmReceipt;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use sampler::Phase;
 
@@ -125,39 +126,63 @@ pub fn covariate_row(
         (lo.min(p.1), hi.max(p.1))
     });
     let pad = ((hi - lo) * 0.1).max(1.0);
+    let svg = framed(
+        COVARIATE_HEIGHT,
+        (x0..x1, (lo - pad)..(hi + pad)),
+        label,
+        Some(3),
+        |chart| {
+            chart
+                .draw_series(LineSeries::new(
+                    line,
+                    RGBColor(120, 60, 160).stroke_width(1),
+                ))
+                .map_err(|e| e.to_string())?
+                .label(label)
+                .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], RGBColor(120, 60, 160)));
+            if !battery.is_empty() {
+                chart
+                    .draw_series(battery.iter().map(|p| Circle::new(*p, 2, RED.filled())))
+                    .map_err(|e| e.to_string())?
+                    .label("on battery")
+                    .legend(|(x, y)| Circle::new((x + 8, y), 2, RED.filled()));
+            }
+            Ok(())
+        },
+    )?;
+    Ok(Some(svg))
+}
+
+/// The drawing area both charts share.
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// An SVG chart `height` pixels tall over `(x, y)`, in the page's frame
+/// (margins, seconds on x, `y_desc` on y, `y_labels` labels where given, the
+/// legend box); `draw` adds the series.
+fn framed(
+    height: u32,
+    (x, y): (std::ops::Range<f64>, std::ops::Range<f64>),
+    y_desc: &str,
+    y_labels: Option<usize>,
+    draw: impl FnOnce(&mut Chart<'_, '_>) -> Result<(), String>,
+) -> Result<String, String> {
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, COVARIATE_HEIGHT)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
         let mut chart = ChartBuilder::on(&root)
             .margin(8)
             .x_label_area_size(30)
             .y_label_area_size(50)
-            .build_cartesian_2d(x0..x1, (lo - pad)..(hi + pad))
+            .build_cartesian_2d(x, y)
             .map_err(|e| e.to_string())?;
-        chart
-            .configure_mesh()
-            .x_desc("s")
-            .y_desc(label)
-            .y_labels(3)
-            .light_line_style(WHITE)
-            .draw()
-            .map_err(|e| e.to_string())?;
-        chart
-            .draw_series(LineSeries::new(
-                line,
-                RGBColor(120, 60, 160).stroke_width(1),
-            ))
-            .map_err(|e| e.to_string())?
-            .label(label)
-            .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], RGBColor(120, 60, 160)));
-        if !battery.is_empty() {
-            chart
-                .draw_series(battery.iter().map(|p| Circle::new(*p, 2, RED.filled())))
-                .map_err(|e| e.to_string())?
-                .label("on battery")
-                .legend(|(x, y)| Circle::new((x + 8, y), 2, RED.filled()));
+        let mut mesh = chart.configure_mesh();
+        mesh.x_desc("s").y_desc(y_desc).light_line_style(WHITE);
+        if let Some(n) = y_labels {
+            mesh.y_labels(n);
         }
+        mesh.draw().map_err(|e| e.to_string())?;
+        draw(&mut chart)?;
         chart
             .configure_series_labels()
             .background_style(WHITE.mix(0.8))
@@ -166,7 +191,7 @@ pub fn covariate_row(
             .map_err(|e| e.to_string())?;
         root.present().map_err(|e| e.to_string())?;
     }
-    Ok(Some(svg))
+    Ok(svg)
 }
 
 /// The memory chart of one arm as an SVG string. `t0_ns` is the time of
@@ -207,23 +232,7 @@ pub fn memory_chart(arm: &ArmReceipt, series: &[Point], t0_ns: u64) -> Result<St
         .chain(peaks.iter().map(|p| p.2))
         .fold(1.0f64, f64::max)
         * 1.1;
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let mut chart = ChartBuilder::on(&root)
-            .margin(8)
-            .x_label_area_size(30)
-            .y_label_area_size(50)
-            .build_cartesian_2d(x0..x1, 0f64..y1)
-            .map_err(|e| e.to_string())?;
-        chart
-            .configure_mesh()
-            .x_desc("s")
-            .y_desc("MiB")
-            .light_line_style(WHITE)
-            .draw()
-            .map_err(|e| e.to_string())?;
+    framed(HEIGHT, (x0..x1, 0f64..y1), "MiB", None, |chart| {
         // Phase bands: alternating shades between consecutive markers.
         for (i, w) in arm.phases.windows(2).enumerate() {
             if w[1].phase.is_request() && w[1].phase == Phase::RequestBegin {
@@ -272,15 +281,8 @@ pub fn memory_chart(arm: &ArmReceipt, series: &[Point], t0_ns: u64) -> Result<St
             .map_err(|e| e.to_string())?
             .label("kernel peak of the phase")
             .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], RED.stroke_width(2)));
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(|e| e.to_string())?;
-        root.present().map_err(|e| e.to_string())?;
-    }
-    Ok(svg)
+        Ok(())
+    })
 }
 
 #[cfg(test)]
