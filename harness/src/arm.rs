@@ -161,7 +161,25 @@ fn execute_with(
     let profiled = match arm.attribution {
         AttributionMode::Off => None,
         AttributionMode::Allocations => match profile(run, dir)? {
-            (_, Ok(p)) => Some(p),
+            (_, Ok(mut p)) => match (
+                &mut p.spec,
+                toggle.and_then(BlockToggle::worker_toggles_every),
+            ) {
+                (_, None) => Some(p),
+                (HeapProfiling::Jemalloc { toggle_every, .. }, Some(every)) => {
+                    *toggle_every = Some(every);
+                    Some(p)
+                }
+                // Only jemalloc's sampling can be switched between requests.
+                (HeapProfiling::MallocStackLogging, Some(_)) => {
+                    let why = "an overhead gate with toggles = \"attribution\" switches \
+                               jemalloc's sampling between requests; macOS's malloc stack \
+                               logging cannot be switched inside a worker, so this block run \
+                               cannot measure it"
+                        .to_string();
+                    return Ok(not_runnable(arm, exe, run, &scratch, vec![why]));
+                }
+            },
             // Never run unattributed what asked to be attributed: the spec
             // it would have run with is kept, so the receipt says what was asked.
             (heap, Err(why)) => {
@@ -175,6 +193,7 @@ fn execute_with(
                     attribution: Some(HeapProfiling::Jemalloc {
                         dir: heap,
                         lg_prof_sample: LG_PROF_SAMPLE,
+                        toggle_every: toggle.and_then(BlockToggle::worker_toggles_every),
                     }),
                     worker: arm.worker.clone(),
                 };

@@ -132,6 +132,7 @@ pub fn profiled(heap_dir: &Path) -> Result<Profiled, String> {
         spec: HeapProfiling::Jemalloc {
             dir: heap_dir.to_path_buf(),
             lg_prof_sample: LG_PROF_SAMPLE,
+            toggle_every: None,
         },
         env: vec![
             ("LD_PRELOAD".into(), preload),

@@ -111,6 +111,7 @@ pub fn run_blocks(
             quads,
             block_requests: gate.block_requests,
             injected_busy_us: gate.inject_busy_us,
+            toggles: gate.toggles,
         };
         let record = run_round(arm, plan, exe, run, &dir, interrupted, progress)?;
         used += quads;
@@ -183,6 +184,7 @@ fn run_round(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reports::gate_spec::OverheadToggle;
     use std::sync::atomic::Ordering;
 
     fn marker(phase: Phase, id: Option<u64>, t: u64) -> Marker {
@@ -203,6 +205,7 @@ mod tests {
             quads: 6,
             block_requests: 2,
             injected_busy_us: 0,
+            toggles: OverheadToggle::Sampler,
         });
         let mut hook = toggle.hook();
         let mut paused = Vec::new();
@@ -233,6 +236,24 @@ mod tests {
                 (10, 5, false)
             ]
         );
+    }
+
+    #[test]
+    fn toggling_attribution_logs_the_blocks_but_never_pauses_the_sampler() {
+        let toggle = BlockToggle::new(&BlockPlan {
+            quads: 6,
+            block_requests: 2,
+            injected_busy_us: 0,
+            toggles: OverheadToggle::Attribution,
+        });
+        assert_eq!(toggle.worker_toggles_every(), Some(2));
+        let mut hook = toggle.hook();
+        for id in 0..=10u64 {
+            hook(&marker(Phase::RequestEnd, Some(id), id * 10 + 5));
+            assert!(!toggle.pause.load(Ordering::Relaxed), "request {id}");
+        }
+        let sampled: Vec<bool> = toggle.switches().iter().map(|s| s.sampled).collect();
+        assert_eq!(sampled, [false, false, true, true, false]);
     }
 
     #[test]

@@ -302,19 +302,21 @@ fn run_arms(
             && outcome.status == ArmStatus::Completed
         {
             note!(
-                "memqual: [{}/{total}] arm {}: overhead block run, {} ABBA quads of {} requests, sampler on and paused …",
+                "memqual: [{}/{total}] arm {}: overhead block run, {} ABBA quads of {} requests, {} on and off …",
                 i + 1,
                 arm.id,
                 gate.quads,
-                gate.block_requests
+                gate.block_requests,
+                gate.toggles.label()
             );
             let place = opts.progress.then_some((i + 1, total));
             let record =
                 crate::overhead::run_blocks(arm, gate, exe, run, &arm_dir, interrupted, place)?;
             note!(
-                "memqual: [{}/{total}] arm {}: sampled / unsampled latency {}",
+                "memqual: [{}/{total}] arm {}: latency with / without {} {}",
                 i + 1,
                 arm.id,
+                gate.toggles.label(),
                 match (record.ratio, record.ratio_lower, record.ratio_upper) {
                     (Some(r), Some(lo), Some(hi)) =>
                         format!("{r:.4} (95 % interval {lo:.4}..{hi:.4})"),

@@ -17,6 +17,7 @@
 //! | `qoi` | fraction | arms with a control: the share of fixtures no worse than the control's |
 //! | `<cold\|warm>-tokens-per-s`, `…-real-time-factor`, `…-encode-p50-ns`, `…-first-token-p50-ns`, `…-fallbacks` | tokens/s, ratio, ns, count | whisper arms: the first measured request, and the warm ones after it (a figure the runtime does not expose is left out) |
 //! | `sampler-overhead-ratio` | ratio | sampled / unsampled latency, ABBA blocks (95 % interval) |
+//! | `attribution-overhead-ratio` | ratio | the same with jemalloc's sampling on / off (`toggles = "attribution"`) |
 //! | `soak-<series>-slope-bytes-per-request`, `…-per-hour` | bytes | Theil–Sen slope (its bootstrap interval) |
 //! | `soak-peak-footprint-bytes`, `soak-peak-resident-bytes`, `soak-p95-latency-ns` | | soaks |
 //!
@@ -171,12 +172,13 @@ fn arm_measures(a: &ArmReceipt, phases: &[Phase]) -> BTreeMap<String, Metric> {
         }
     }
     if let Some(o) = &a.overhead {
-        m.interval(
-            "sampler-overhead-ratio",
-            o.ratio,
-            o.ratio_lower,
-            o.ratio_upper,
-        );
+        // A block run that toggled attribution measured jemalloc's
+        // sampling, not the sampler: another benchmark, another name.
+        let name = match o.plan.toggles {
+            crate::gate_spec::OverheadToggle::Sampler => "sampler-overhead-ratio",
+            crate::gate_spec::OverheadToggle::Attribution => "attribution-overhead-ratio",
+        };
+        m.interval(name, o.ratio, o.ratio_lower, o.ratio_upper);
     }
     if let Some(s) = &a.stability {
         for g in s

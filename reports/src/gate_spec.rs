@@ -206,6 +206,49 @@ pub struct OverheadGate {
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     #[schemars(range(min = INJECTED_BUSY_US.min, max = INJECTED_BUSY_US.max))]
     pub inject_busy_us: u64,
+    /// What the A and B blocks differ by: the external sampler (the
+    /// default), or allocation attribution's sampling (jemalloc's
+    /// `prof.active`, switched by the worker; the sampler runs in both).
+    #[serde(default, skip_serializing_if = "OverheadToggle::is_sampler")]
+    pub toggles: OverheadToggle,
+}
+
+/// What an overhead gate's block run switches on in A blocks and off in B.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OverheadToggle {
+    /// The external sampler (paused in B).
+    #[default]
+    Sampler,
+    /// jemalloc's sampling heap profiler (`prof.active` off in B), in an arm
+    /// with `attribution = "allocations"`. What it measures is the sampling's
+    /// cost; the allocator swap itself (jemalloc for the system's) is in
+    /// both blocks and not in the ratio.
+    Attribution,
+}
+
+impl OverheadToggle {
+    pub(crate) fn is_sampler(&self) -> bool {
+        *self == OverheadToggle::Sampler
+    }
+
+    /// What is on in A blocks and off in B, as the gate's check names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            OverheadToggle::Sampler => "the sampler",
+            OverheadToggle::Attribution => "jemalloc's allocation sampling",
+        }
+    }
+
+    /// The heading of the block run's section in reports.
+    pub fn title(self) -> &'static str {
+        match self {
+            OverheadToggle::Sampler => "Sampler overhead (ABBA blocks in one worker)",
+            OverheadToggle::Attribution => {
+                "Attribution overhead: jemalloc's sampling on / off (ABBA blocks in one worker)"
+            }
+        }
+    }
 }
 
 fn is_zero_u64(v: &u64) -> bool {
@@ -232,6 +275,7 @@ impl Default for OverheadGate {
             max_quads: None,
             block_requests: default_block_requests(),
             inject_busy_us: 0,
+            toggles: OverheadToggle::Sampler,
         }
     }
 }
@@ -440,6 +484,14 @@ impl GateSpec {
                 }
                 BLOCK_REQUESTS.check("block_requests", u64::from(o.block_requests))?;
                 INJECTED_BUSY_US.check("inject_busy_us", o.inject_busy_us)?;
+                if o.toggles == OverheadToggle::Attribution && o.inject_busy_us > 0 {
+                    return Err(FieldError::new(
+                        "inject_busy_us",
+                        "inject_busy_us burns CPU in the external sampler, which runs in both \
+                         blocks when toggles = \"attribution\"; drop one of them"
+                            .to_string(),
+                    ));
+                }
                 Ok(())
             }
             GateSpec::Parity(_) => Ok(()),

@@ -16,6 +16,7 @@
 //! during (after the grace of [`SWITCH_GRACE_NS`] or 1 %), and the first
 //! measured request (cold), are left out.
 
+use crate::gate_spec::OverheadToggle;
 use crate::record::{ArmOutcome, ArmStatus};
 use crate::stats;
 use schemars::JsonSchema;
@@ -51,7 +52,7 @@ pub const CONFIDENCE: f64 = 0.95;
 
 /// Whether block `index` (from 0) is sampled: ABBA, ABBA, …
 pub fn block_sampled(index: u64) -> bool {
-    matches!(index % 4, 0 | 3)
+    worker_contract::abba_block_a(index)
 }
 
 /// The sampler was switched on (`sampled`) or off at `at_ns` (monotonic clock),
@@ -148,6 +149,9 @@ pub struct BlockPlan {
     pub block_requests: u32,
     /// Test-only CPU time burnt per sampled tick, in µs (0 in a real run).
     pub injected_busy_us: u64,
+    /// What A blocks have on and B blocks off (the sampler when absent).
+    #[serde(default, skip_serializing_if = "OverheadToggle::is_sampler")]
+    pub toggles: OverheadToggle,
 }
 
 impl BlockPlan {
@@ -303,7 +307,12 @@ impl OverheadRecord {
             ratio_upper: upper,
             confidence: CONFIDENCE,
             problems,
-            cpu: SamplingCpu::over(&sampled_windows, rows),
+            // The sampler runs in both blocks when attribution is toggled:
+            // its CPU is no witness of what differs between them.
+            cpu: match plan.toggles {
+                OverheadToggle::Sampler => SamplingCpu::over(&sampled_windows, rows),
+                OverheadToggle::Attribution => None,
+            },
             rounds: Vec::new(),
             budget_quads: None,
         }
@@ -330,6 +339,7 @@ impl OverheadRecord {
                     quads: 0,
                     block_requests: 1,
                     injected_busy_us: 0,
+                    toggles: OverheadToggle::Sampler,
                 },
                 dir: OVERHEAD_DIR.to_string(),
                 status: ArmStatus::Failed,
@@ -635,6 +645,7 @@ mod tests {
         quads: 8,
         block_requests: 3,
         injected_busy_us: 0,
+        toggles: OverheadToggle::Sampler,
     };
 
     #[test]

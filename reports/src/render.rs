@@ -166,9 +166,13 @@ pub fn summary_markdown(r: &Receipt) -> String {
         for a in blocked {
             let Some(o) = &a.overhead else { continue };
             let f4 = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.4}"));
+            let toggled = match o.plan.toggles {
+                crate::gate_spec::OverheadToggle::Sampler => String::new(),
+                t => format!(" ({} on / off)", t.label()),
+            };
             let _ = writeln!(
                 out,
-                "| {} | {} of {} | {} | {}..{} | {} / {} / {} |",
+                "| {}{toggled} | {} of {} | {} | {}..{} | {} / {} / {} |",
                 a.id,
                 o.quad_ratios.len(),
                 o.plan.quads,

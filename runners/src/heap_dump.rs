@@ -103,6 +103,35 @@ impl HeapDumper {
         }
     }
 
+    /// Switch jemalloc's sampling on or off (`prof.active`), and read it
+    /// back: an overhead block run that believed it switched when it did not
+    /// would compare sampled requests with sampled ones.
+    pub fn set_sampling(&self, active: bool) -> Result<(), String> {
+        let mut new = active;
+        // SAFETY: `prof.active` is a `bool` read-write mallctl (jemalloc(3));
+        // we pass a pointer to one bool with its size and read nothing.
+        let code = unsafe {
+            (self.mallctl)(
+                c"prof.active".as_ptr(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                (&mut new as *mut bool).cast(),
+                std::mem::size_of::<bool>(),
+            )
+        };
+        let mut now = !active;
+        match code {
+            0 if self.read(c"prof.active", &mut now) == 0 && now == active => Ok(()),
+            0 => Err(format!(
+                "jemalloc's prof.active reads {now} after it was set to {active}"
+            )),
+            code => Err(format!(
+                "jemalloc refused prof.active = {active} (mallctl error {code}, {})",
+                std::io::Error::from_raw_os_error(code)
+            )),
+        }
+    }
+
     /// Write the heap profile of marker `seq` of `phase`, named by
     /// [`worker_contract::heap_profile_name`]; `Err` says why it is missing
     /// (jemalloc's error code: the folder gone or not writable, say).

@@ -30,6 +30,9 @@ pub struct WorkerSession {
     channel: Channel,
     markers: MarkerRecorder,
     heap: Option<crate::heap_dump::HeapDumper>,
+    /// Block length when this worker switches jemalloc's sampling between
+    /// ABBA blocks (an overhead block run with `toggles = "attribution"`).
+    heap_toggle_every: Option<u32>,
 }
 
 impl WorkerSession {
@@ -49,6 +52,7 @@ impl WorkerSession {
             channel,
             markers: MarkerRecorder::new(),
             heap: None,
+            heap_toggle_every: None,
         })
     }
 
@@ -68,8 +72,10 @@ impl WorkerSession {
             worker_contract::HeapProfiling::Jemalloc {
                 dir,
                 lg_prof_sample,
+                toggle_every,
             } => {
                 self.heap = Some(crate::heap_dump::HeapDumper::open(dir, *lg_prof_sample)?);
+                self.heap_toggle_every = *toggle_every;
             }
             // macOS: the harness captures malloc_history from outside.
             worker_contract::HeapProfiling::MallocStackLogging => {}
@@ -92,7 +98,35 @@ impl WorkerSession {
         {
             self.log(LogLevel::Warn, e)?;
         }
-        Ok(())
+        self.toggle_heap_sampling(phase, request_id)
+    }
+
+    /// In an overhead block run that toggles attribution: after the
+    /// `request_end` that closes a block, switch jemalloc's sampling for the
+    /// next one (on in A blocks, off in B), before the next request begins.
+    fn toggle_heap_sampling(
+        &mut self,
+        phase: Phase,
+        request_id: Option<u64>,
+    ) -> anyhow::Result<()> {
+        let (Some(heap), Some(every), Phase::RequestEnd, Some(id)) =
+            (&self.heap, self.heap_toggle_every, phase, request_id)
+        else {
+            return Ok(());
+        };
+        let Some(block) = worker_contract::block_starting_after(id, u64::from(every)) else {
+            return Ok(());
+        };
+        let active = worker_contract::abba_block_a(block);
+        heap.set_sampling(active)
+            .map_err(|e| anyhow::anyhow!("block {block} after request {id}: {e}"))?;
+        self.log(
+            LogLevel::Debug,
+            format!(
+                "jemalloc sampling {} for block {block} after request {id}",
+                if active { "on" } else { "off" }
+            ),
+        )
     }
 
     /// After request `request_id`'s `request_end`: wait `settle_ms`, then

@@ -567,7 +567,9 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
         }
     }
     for (arm, span) in arms.iter().zip(attribution_spans) {
-        if let Some(message) = attribution_against_control(arm, &arms) {
+        if let Some(message) =
+            attribution_against_control(arm, &arms).or_else(|| attribution_overhead_unprofiled(arm))
+        {
             return Err(at(span, message));
         }
     }
@@ -608,6 +610,26 @@ pub fn attribution_against_control(arm: &Arm, arms: &[Arm]) -> Option<String> {
             says(control)
         )
     })
+}
+
+/// Why `arm`'s overhead gate cannot toggle attribution: the arm is not profiled.
+fn attribution_overhead_unprofiled(arm: &Arm) -> Option<String> {
+    let toggles = arm
+        .gates
+        .gates
+        .iter()
+        .find_map(|g| g.as_overhead())?
+        .toggles;
+    (toggles == reports::gate_spec::OverheadToggle::Attribution
+        && arm.attribution == reports::attribution::AttributionMode::Off)
+        .then(|| {
+            format!(
+                "arm `{}`: its overhead gate has toggles = \"attribution\", which switches \
+                 jemalloc's sampling between requests, but the arm is not profiled; add \
+                 attribution = \"allocations\" to the arm",
+                arm.id
+            )
+        })
 }
 
 /// Turn allocation attribution on for every arm (`memqual run --attribution`).
@@ -867,6 +889,39 @@ plateau = { mib = 8 }
         );
     }
 
+    #[test]
+    fn an_overhead_gate_toggles_attribution_only_in_a_profiled_arm() {
+        let arm = |attribution: &str| {
+            format!(
+                "schema_version = 1\nname = \"t\"\n\
+                 [[arm]]\nid = \"a\"\n{attribution}[arm.calibrate]\nrequests = 8\n\
+                 [[arm.gate]]\nkind = \"overhead\"\ntoggles = \"attribution\"\nquads = 6\n"
+            )
+        };
+        let err = parse_t(&arm("")).unwrap_err();
+        assert!(
+            err.message.contains("add attribution = \"allocations\""),
+            "{err}"
+        );
+        assert_eq!(err.line, 4, "at the arm's id: {err}");
+        let p = parse_t(&arm("attribution = \"allocations\"\n")).unwrap();
+        let gate = p.arms[0].gates.gates[0].as_overhead().unwrap();
+        assert_eq!(
+            gate.toggles,
+            reports::gate_spec::OverheadToggle::Attribution
+        );
+        // A misspelt toggle names the ones there are.
+        let err = parse_t(
+            &arm("attribution = \"allocations\"\n")
+                .replace("toggles = \"attribution\"", "toggles = \"heap\""),
+        )
+        .unwrap_err();
+        assert!(
+            err.message.contains("sampler") && err.message.contains("attribution"),
+            "{err}"
+        );
+    }
+
     const COMMITTED_SCHEMA: &str = include_str!("../../../protocols/protocol.schema.json");
 
     #[test]
@@ -1025,6 +1080,7 @@ kind = "parity"
                     max_quads: Some(24),
                     block_requests: 2,
                     inject_busy_us: 4000,
+                    toggles: reports::gate_spec::OverheadToggle::Sampler,
                 },
             ),
         ] {

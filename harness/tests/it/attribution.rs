@@ -145,3 +145,121 @@ fn attribution_is_off_unless_asked_and_a_missing_jemalloc_is_not_runnable() {
     );
     assert!(stderr(&out).contains("NOT_RUNNABLE"), "{}", stderr(&out));
 }
+
+/// Six quads of blocks of three 60 ms requests under jemalloc (long enough
+/// that a lagging reader cannot lose a whole side of a quad to switches, as
+/// in the sampler's own overhead test), the gate toggling attribution. The
+/// tolerance is huge because this test checks the switching and the wiring;
+/// what the sampling costs is measured by protocols/attribution-overhead.toml
+/// on a quiet host, not here. The 10 ms sampler may skip a tick on a loaded
+/// machine, so validity allows any skipping.
+const TOGGLED: &str = r#"
+[sampling]
+period_ms = 10
+
+[[arm]]
+id = "cal"
+attribution = "allocations"
+[arm.calibrate]
+requests = 2
+request_ms = 60
+idle_ms = 1
+
+[[arm.gate]]
+kind = "overhead"
+toggles = "attribution"
+tolerance = 100.0
+quads = 6
+block_requests = 3
+
+[[arm.gate]]
+kind = "validity"
+max_skipped_fraction = 1.0
+"#;
+
+#[test]
+#[ignore = "needs libjemalloc2 (Debian package libjemalloc2): the worker switches jemalloc's sampling between ABBA blocks"]
+fn an_overhead_gate_toggling_attribution_switches_jemalloc_in_the_worker_not_the_sampler() {
+    use reports::overhead::{OverheadRecord, Switch, block_sampled};
+    system_jemalloc();
+    let run = run_protocol_body("run", &format!("{TOGGLED}{LENIENT_ADMISSION}"), &[]);
+    assert_eq!(run.out.status.code(), Some(0), "{}", stderr(&run.out));
+    let blocks = run.dir.join("arms/cal/overhead");
+    // The worker was told its block length, and switched at every block.
+    let spec = std::fs::read_to_string(blocks.join("spec.json")).unwrap();
+    assert!(spec.contains(r#""toggle_every": 3"#), "{spec}");
+    let switches: Vec<Switch> =
+        serde_json::from_slice(&std::fs::read(blocks.join("switches.json")).unwrap()).unwrap();
+    assert_eq!(switches.len(), 24, "{switches:?}");
+    let log = std::fs::read_to_string(blocks.join("worker.log")).unwrap();
+    let said: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.split_once("jemalloc sampling ").map(|(_, s)| s))
+        .collect();
+    let expected: Vec<String> = switches
+        .iter()
+        .map(|s| {
+            let on = if block_sampled(s.block) { "on" } else { "off" };
+            format!(
+                "{on} for block {} after request {}",
+                s.block, s.after_request
+            )
+        })
+        .collect();
+    assert_eq!(said, expected, "{log}");
+    // The sampler was never paused: every block, A or B, has rows. The
+    // last switch follows the last request (its block runs nothing, and the
+    // worker may end before the next tick), so blocks 1 to 23 are checked:
+    // three 60 ms requests each at a 10 ms period.
+    let rows = series(&blocks);
+    for (i, s) in switches.iter().enumerate().take(switches.len() - 1) {
+        let end = switches[i + 1].at_ns;
+        assert!(
+            rows.iter().any(|r| (s.at_ns..end).contains(&r.t_ns)),
+            "no sampler row in block {} ({})",
+            s.block,
+            if s.sampled { "A" } else { "B" }
+        );
+    }
+
+    // The record says what toggled and carries no sampler CPU witness; the
+    // receipt's attribution states the measured cost from it, and the gate
+    // and the page name what was switched.
+    let record: OverheadRecord =
+        serde_json::from_slice(&std::fs::read(run.dir.join("arms/cal/overhead.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        record.plan.toggles,
+        reports::gate_spec::OverheadToggle::Attribution
+    );
+    assert!(record.cpu.is_none());
+    let r = receipt(&run.dir);
+    let cost = r.arms[0]
+        .attribution
+        .measured_cost
+        .as_ref()
+        .expect("measured cost");
+    assert_eq!(
+        (Some(cost.ratio), Some(cost.ratio_upper), cost.quads),
+        (record.ratio, record.ratio_upper, 6)
+    );
+    assert_eq!(cost.evidence, "arms/cal/overhead.json");
+    let gates = r.gates.unwrap();
+    let check = &gates.arms[0].gates[0].checks[0];
+    assert!(
+        check
+            .name
+            .starts_with("latency with jemalloc's allocation sampling / without it"),
+        "{check:?}"
+    );
+    let html = std::fs::read_to_string(run.dir.join("report.html")).unwrap();
+    assert!(
+        html.contains("Attribution overhead: jemalloc"),
+        "the page names it"
+    );
+    let summary = std::fs::read_to_string(run.dir.join("summary.md")).unwrap();
+    assert!(
+        summary.contains("| cal (jemalloc's allocation sampling on / off) | 6 of 6 |"),
+        "{summary}"
+    );
+}

@@ -364,7 +364,12 @@ pub fn assemble_arm(
             resident_bytes: p.memory.resident_bytes,
         })
         .collect();
-    let attribution = crate::attribution::assemble(run, arm, spec.as_ref(), &points)?;
+    let mut attribution = crate::attribution::assemble(run, arm, spec.as_ref(), &points)?;
+    crate::attribution::with_measured_cost(
+        &mut attribution,
+        overhead.as_ref(),
+        format!("{arm}/{}", crate::overhead::OVERHEAD_FILE),
+    );
     Ok(ArmReceipt {
         id: id.to_string(),
         status,

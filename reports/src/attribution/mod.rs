@@ -67,6 +67,10 @@ pub struct AttributionReceipt {
     /// What the profiler costs the arm, as far as it is known (see docs/attribution.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<String>,
+    /// jemalloc's sampling cost as the arm's overhead gate measured it
+    /// (`toggles = "attribution"`); `None` when it was not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_cost: Option<MeasuredCost>,
     /// Per profiled phase (every phase outside requests, and the first
     /// measured request's two; `worker_contract::profiles_marker`), in
     /// marker order.
@@ -75,6 +79,26 @@ pub struct AttributionReceipt {
     /// Profiles missing or unreadable, symbols unresolved: each says which and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
+}
+
+/// The latency cost of jemalloc's sampling, from an overhead block run that
+/// switched `prof.active` on (A) and off (B) between requests of one
+/// profiled worker. The allocator swap itself (jemalloc for the system's)
+/// is in both blocks and so not in this ratio.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MeasuredCost {
+    /// Hodges–Lehmann latency ratio, sampling on over off.
+    pub ratio: f64,
+    /// Lower end of its interval.
+    pub ratio_lower: f64,
+    /// Upper end of its interval.
+    pub ratio_upper: f64,
+    /// The interval's confidence.
+    pub confidence: f64,
+    /// Complete ABBA quads behind it.
+    pub quads: u64,
+    /// The block run's summary, relative to the run directory.
+    pub evidence: String,
 }
 
 /// One phase: what malloc saw against what the kernel measured.
@@ -152,6 +176,43 @@ pub const COST_NOTE: &str = "not measured: the profiler changes the allocator (j
     of the system's), samples one allocation per 2^lg_prof_sample bytes and writes a profile \
     after each profiled marker, inside the phase that follows; compare with an arm without \
     attribution in a run of its own before trusting this arm's latency or peaks";
+
+/// Take the arm's overhead block run as the measured sampling cost when it
+/// toggled attribution and gave an interval; the `cost` statement then says
+/// what the figure covers and what it leaves out.
+pub fn with_measured_cost(
+    receipt: &mut AttributionReceipt,
+    overhead: Option<&crate::overhead::OverheadRecord>,
+    evidence: String,
+) {
+    let Some(o) = overhead.filter(|o| {
+        receipt.mode == AttributionMode::Allocations
+            && o.plan.toggles == crate::gate_spec::OverheadToggle::Attribution
+    }) else {
+        return;
+    };
+    let (Some(ratio), Some(ratio_lower), Some(ratio_upper)) =
+        (o.ratio, o.ratio_lower, o.ratio_upper)
+    else {
+        return;
+    };
+    let quads = o.quad_ratios.len() as u64;
+    receipt.cost = Some(format!(
+        "sampling measured: latency with jemalloc's sampling on / off {ratio:.4}, {:.0} % interval \
+         {ratio_lower:.4}..{ratio_upper:.4} over {quads} ABBA quads in one worker ({evidence}); not \
+         in this figure: the allocator swap (jemalloc for the system's, in both blocks) and the \
+         profiles written after markers outside requests",
+        o.confidence * 100.0
+    ));
+    receipt.measured_cost = Some(MeasuredCost {
+        ratio,
+        ratio_lower,
+        ratio_upper,
+        confidence: o.confidence,
+        quads,
+        evidence,
+    });
+}
 
 /// The attribution of the arm in `arm`, from its spec, its markers and its
 /// `heap/` folder. Problems with single profiles are recorded, not fatal.
@@ -337,6 +398,84 @@ mod tests {
         );
         assert_eq!(a.share_of_measured_growth, Some(50.0 / 300.0));
         assert_eq!(state.allocated[0].growth_bytes, 0);
+    }
+
+    fn block_run(toggles: crate::gate_spec::OverheadToggle) -> crate::overhead::OverheadRecord {
+        crate::overhead::OverheadRecord {
+            plan: crate::overhead::BlockPlan {
+                quads: 6,
+                block_requests: 1,
+                injected_busy_us: 0,
+                toggles,
+            },
+            dir: "overhead".into(),
+            status: crate::record::ArmStatus::Completed,
+            failure: vec![],
+            requests: 25,
+            sampled_requests: 12,
+            unsampled_requests: 12,
+            dropped_requests: 1,
+            quad_ratios: vec![1.01; 6],
+            ratio: Some(1.012),
+            ratio_lower: Some(1.004),
+            ratio_upper: Some(1.019),
+            confidence: 0.95,
+            problems: vec![],
+            cpu: None,
+            rounds: vec![],
+            budget_quads: Some(6),
+        }
+    }
+
+    #[test]
+    fn only_a_block_run_that_toggled_attribution_measures_its_cost() {
+        use crate::gate_spec::OverheadToggle;
+        let on = || AttributionReceipt {
+            mode: AttributionMode::Allocations,
+            cost: Some(COST_NOTE.into()),
+            ..AttributionReceipt::default()
+        };
+        let evidence = || "arms/a/overhead.json".to_string();
+        // The sampler's block run says nothing of jemalloc's sampling.
+        let mut r = on();
+        with_measured_cost(
+            &mut r,
+            Some(&block_run(OverheadToggle::Sampler)),
+            evidence(),
+        );
+        assert_eq!(
+            (r.measured_cost, r.cost.as_deref()),
+            (None, Some(COST_NOTE))
+        );
+        // An unprofiled arm has no cost to state.
+        let mut off = AttributionReceipt::default();
+        with_measured_cost(
+            &mut off,
+            Some(&block_run(OverheadToggle::Attribution)),
+            evidence(),
+        );
+        assert_eq!(off, AttributionReceipt::default());
+        // No interval, no figure.
+        let mut open = block_run(OverheadToggle::Attribution);
+        open.ratio_upper = None;
+        let mut r = on();
+        with_measured_cost(&mut r, Some(&open), evidence());
+        assert!(r.measured_cost.is_none());
+        let mut r = on();
+        with_measured_cost(
+            &mut r,
+            Some(&block_run(OverheadToggle::Attribution)),
+            evidence(),
+        );
+        let cost = r.measured_cost.expect("measured");
+        assert_eq!(
+            (cost.ratio, cost.ratio_lower, cost.ratio_upper, cost.quads),
+            (1.012, 1.004, 1.019, 6)
+        );
+        assert_eq!(cost.evidence, "arms/a/overhead.json");
+        let said = r.cost.unwrap();
+        assert!(said.starts_with("sampling measured: latency with jemalloc's sampling on / off 1.0120, 95 % interval 1.0040..1.0190 over 6 ABBA quads"), "{said}");
+        assert!(said.contains("allocator swap"), "{said}");
     }
 
     #[test]

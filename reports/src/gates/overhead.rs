@@ -17,7 +17,10 @@ impl Judge for OverheadGate {
 /// is within the limit, FAIL when its lower end is above it, otherwise NOT
 /// EVALUATED with the interval.
 fn overhead(ctx: &Context, g: &OverheadGate) -> Check {
-    let name = "latency with the sampler / without it (ABBA blocks, 95 % interval)";
+    let name = format!(
+        "latency with {} / without it (ABBA blocks, 95 % interval)",
+        g.toggles.label()
+    );
     let limit = 1.0 + g.tolerance;
     let mut c = check(name, "ratio");
     c.threshold = Some(limit);

@@ -1,5 +1,6 @@
 use super::*;
 use crate::admission::{AdmissionCheck, AdmissionRecord, AdmissionThresholds, HostObservation};
+use crate::gate_spec::OverheadToggle;
 use crate::overhead::{BlockPlan, OverheadRecord};
 use crate::quality::{Reference, Transcription};
 use crate::receipt::{ArmReceipt, PhaseRow, Receipt, SeriesSummary};
@@ -604,6 +605,7 @@ fn block_record(lower: f64, ratio: f64, upper: f64) -> OverheadRecord {
             quads: 12,
             block_requests: 3,
             injected_busy_us: 0,
+            toggles: OverheadToggle::Sampler,
         },
         dir: "overhead".into(),
         status: ArmStatus::Completed,
@@ -762,6 +764,7 @@ fn overhead_quads_are_at_least_six() {
             max_quads: None,
             block_requests: 1,
             inject_busy_us: 0,
+            toggles: OverheadToggle::Sampler,
         }
     );
 }
@@ -849,6 +852,16 @@ fn declarations_are_checked() {
         });
         assert_eq!(budget.validate().unwrap_err().key, "max_quads", "{max}");
     }
+    // Toggling attribution leaves the sampler on in both blocks, so a cost
+    // injected into the sampler would be in both: refused, naming the key.
+    let injected = GateSpec::Overhead(OverheadGate {
+        inject_busy_us: 4000,
+        toggles: OverheadToggle::Attribution,
+        ..OverheadGate::default()
+    });
+    let err = injected.validate().unwrap_err();
+    assert_eq!(err.key, "inject_busy_us");
+    assert!(err.message.contains("toggles = \"attribution\""), "{err:?}");
     let tolerance = GateSpec::Latency(LatencyGate {
         tolerance: f64::NAN,
     });

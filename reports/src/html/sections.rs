@@ -641,7 +641,7 @@ fn overhead_table(arm: &ArmReceipt) -> Markup {
     let f4 = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.4}"));
     let ratios: Vec<String> = o.quad_ratios.iter().map(|r| format!("{r:.4}")).collect();
     html! {
-        h3 { "Sampler overhead (ABBA blocks in one worker)" }
+        h3 { (o.plan.toggles.title()) }
         table {
             tr {
                 th { "status" } th { "requests" } th { "sampled" } th { "unsampled" }

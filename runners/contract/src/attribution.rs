@@ -25,6 +25,15 @@ pub enum HeapProfiling {
         /// with it.
         #[schemars(range(min = 0, max = 62))]
         lg_prof_sample: u8,
+        /// Set only in an overhead gate's block run with `toggles =
+        /// "attribution"`: after the `request_end` that closes each block of
+        /// this many requests, the worker switches jemalloc's sampling
+        /// (`prof.active`) on for A blocks and off for B ones
+        /// ([`block_starting_after`], [`abba_block_a`]), so one worker's
+        /// requests compare sampled against unsampled.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(range(min = 1))]
+        toggle_every: Option<u32>,
     },
     /// macOS: the worker runs under `MallocStackLogging=lite`, and the
     /// harness captures `malloc_history PID -allBySize` at each marker;
@@ -38,6 +47,20 @@ pub enum HeapProfiling {
 /// soak's every request would otherwise write thousands of profiles.
 pub fn profiles_marker(phase: sampler::Phase, request_id: Option<u64>) -> bool {
     !phase.is_request() || request_id == Some(0)
+}
+
+/// The ABBA block that starts after request `request_id` ends, in blocks of
+/// `block_requests` measured requests after the first (cold) one: blocks
+/// start after requests `n`, `2n`, `3n`, …; `None` after any other request.
+/// The harness's overhead block run and the worker both switch here.
+pub fn block_starting_after(request_id: u64, block_requests: u64) -> Option<u64> {
+    let per = block_requests.max(1);
+    (request_id >= 1 && request_id.is_multiple_of(per)).then_some(request_id / per)
+}
+
+/// Whether ABBA block `index` (from 0) is an A block: A B B A, A B B A, …
+pub fn abba_block_a(index: u64) -> bool {
+    matches!(index % 4, 0 | 3)
 }
 
 /// The file name of the heap profile taken right after marker `seq` of
@@ -55,6 +78,7 @@ mod tests {
         let spec = HeapProfiling::Jemalloc {
             dir: "/r/arms/a/heap".into(),
             lg_prof_sample: LG_PROF_SAMPLE,
+            toggle_every: None,
         };
         let json = serde_json::to_string(&spec).unwrap();
         assert_eq!(
@@ -68,5 +92,29 @@ mod tests {
         assert!(profiles_marker(Phase::StateReady, None));
         assert!(profiles_marker(Phase::RequestEnd, Some(0)));
         assert!(!profiles_marker(Phase::RequestBegin, Some(1)));
+    }
+
+    #[test]
+    fn blocks_start_after_every_nth_request_in_abba_order() {
+        let starts: Vec<(u64, u64)> = (0..=9)
+            .filter_map(|id| block_starting_after(id, 3).map(|b| (id, b)))
+            .collect();
+        // Request 0 is cold: block 0 is requests 1..=3, block 1 starts after 3.
+        assert_eq!(starts, [(3, 1), (6, 2), (9, 3)]);
+        assert_eq!(block_starting_after(0, 1), None);
+        assert_eq!(block_starting_after(5, 0), Some(5), "0 counts as 1");
+        let order: Vec<bool> = (0..8).map(abba_block_a).collect();
+        assert_eq!(order, [true, false, false, true, true, false, false, true]);
+        let toggled = HeapProfiling::Jemalloc {
+            dir: "/r/h".into(),
+            lg_prof_sample: 14,
+            toggle_every: Some(2),
+        };
+        let json = serde_json::to_string(&toggled).unwrap();
+        assert!(json.ends_with(r#""toggle_every":2}"#), "{json}");
+        assert_eq!(
+            serde_json::from_str::<HeapProfiling>(&json).unwrap(),
+            toggled
+        );
     }
 }

@@ -34,7 +34,10 @@ mod runtime;
 mod spec;
 mod whisper;
 
-pub use attribution::{HeapProfiling, LG_PROF_SAMPLE, heap_profile_name, profiles_marker};
+pub use attribution::{
+    HeapProfiling, LG_PROF_SAMPLE, abba_block_a, block_starting_after, heap_profile_name,
+    profiles_marker,
+};
 pub use bounds::FieldError;
 pub use calibrate::{
     CalibrationSpec, FileMap, Leak, Misbehaviour, Plateau, Reserve, ShmFile, Spike, Steps,

@@ -279,6 +279,7 @@ fn profiled(dir: &std::path::Path, heap: &std::path::Path) -> ArmSpec {
         attribution: Some(worker_contract::HeapProfiling::Jemalloc {
             dir: heap.to_path_buf(),
             lg_prof_sample: worker_contract::LG_PROF_SAMPLE,
+            toggle_every: None,
         }),
         ..spec(dir, cal)
     }
