@@ -2,7 +2,7 @@
 //! with a control and a gated candidate; see `tests/runs/README.md`):
 //! the receipt is assembled from the raw files, the page rendered, and its
 //! normalised form compared with `tests/golden/quickstart-mini.html`.
-//! Re-bless with `MEMQUAL_BLESS=1 cargo test -p reports --test page`.
+//! Re-bless with `MEMQUAL_BLESS=1 cargo test -p reports --test it page`.
 
 use reports::html::{PageData, render};
 use run_dir::{Access, RunDir};
@@ -86,7 +86,7 @@ fn the_page_matches_its_golden_file() {
             .unwrap_or(expected.lines().count().min(normalised.lines().count()));
         panic!(
             "report.html differs from {} from line {}:\n  golden: {:?}\n  now:    {:?}\n\
-             If the change is intended, re-bless: MEMQUAL_BLESS=1 cargo test -p reports --test page",
+             If the change is intended, re-bless: MEMQUAL_BLESS=1 cargo test -p reports --test it page",
             golden.display(),
             first + 1,
             expected.lines().nth(first),
