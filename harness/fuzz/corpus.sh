@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fuzz corpora travel packed: 10,000-odd small files are 65 MiB unpacked
+# The fuzz corpora travel packed: 12,000-odd small files are 73 MiB unpacked
 # and about 1 MiB as one xz archive (the inputs repeat a lot). Unpack before
 # fuzzing or replaying, pack after `cargo fuzz cmin`.
 #   harness/fuzz/corpus.sh unpack   # corpus.tar.xz -> harness/fuzz/corpus/

@@ -4,7 +4,7 @@ are these seeds after fuzzing and `cargo fuzz cmin`).
 
     seed_corpora.py CORPUS_DIR --run RUN_DIR... --ggml FILE...
 
-Writes CORPUS_DIR/<target>/ for the five targets:
+Writes CORPUS_DIR/<target>/ for six targets:
 - protocol: protocols/*.toml and each run's protocol.toml;
 - captures: sampler/tests/captures/<tool>/* and each run's tool snapshots,
   prefixed by the selector byte of their parser (see fuzz_targets/captures.rs);
@@ -12,6 +12,10 @@ Writes CORPUS_DIR/<target>/ for the five targets:
   markers with results, runtime and settled readings after their markers,
   log lines, bye), and one line of each message type;
 - ggml: the given model files;
+- heap_profile: reports/tests/heap/* and each run's jemalloc heap profiles
+  (`arms/*/heap/*.heap`), prefixed by byte 0, and malloc_history captures
+  (`*.malloc_history*.txt`), prefixed by byte 1 (see
+  fuzz_targets/heap_profile.rs);
 - run_dir: each run directory in the run_dir target's format (files
   separated by NUL, each `path\\ncontents`): whole, raw files only, one arm
   only, and with the irregular entries the target can make.
@@ -61,6 +65,9 @@ def seed_protocols(out, runs):
 def seed_captures(out, runs):
     root = REPO / "sampler/tests/captures"
     for tool_dir in sorted(d for d in root.iterdir() if d.is_dir()):
+        # Captures of what `import` does not parse (nvml, pmset) have no selector.
+        if tool_dir.name not in TOOLS:
+            continue
         selectors = [TOOLS.index(tool_dir.name)]
         if tool_dir.name == "vm_stat":
             selectors += [VM_STAT_SNAPSHOT, VM_STAT_INTERVAL]
@@ -180,6 +187,22 @@ def seed_run_dirs(out, runs):
         put(out, f"hostile-{run.name}", pack(hostile))
 
 
+# Heap profiles kept per run: the first few phases of each arm carry every
+# line shape (the header, stacks with and without counts, the maps).
+HEAP_PROFILES_PER_ARM = 3
+
+
+def seed_heap_profiles(out, runs):
+    files = sorted((REPO / "reports/tests/heap").iterdir())
+    for run in runs:
+        for arm in sorted(run.glob("arms/*/heap")):
+            files += sorted(arm.glob("*.heap"))[:HEAP_PROFILES_PER_ARM]
+            files += sorted(arm.glob("*.malloc_history*.txt"))[:HEAP_PROFILES_PER_ARM]
+    for f in files:
+        selector = 1 if "malloc_history" in f.name else 0
+        put(out, f"{selector}-{f.stem}", bytes([selector]) + f.read_bytes())
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("corpus", type=pathlib.Path)
@@ -191,6 +214,7 @@ def main():
     seed_worker_messages(args.corpus / "worker_message", args.run)
     for g in args.ggml:
         put(args.corpus / "ggml", g.stem, g.read_bytes())
+    seed_heap_profiles(args.corpus / "heap_profile", args.run)
     seed_run_dirs(args.corpus / "run_dir", args.run)
     for t in sorted(args.corpus.iterdir()):
         print(t.name, len(list(t.iterdir())), file=sys.stderr)
