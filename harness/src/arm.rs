@@ -158,28 +158,11 @@ fn execute_with(
             path: run.display(&scratch),
             error: source,
         })?;
+    let toggle_every = toggle.and_then(BlockToggle::worker_toggles_every);
     let profiled = match arm.attribution {
         AttributionMode::Off => None,
-        AttributionMode::Allocations => match profile(run, dir)? {
-            (_, Ok(mut p)) => match (
-                &mut p.spec,
-                toggle.and_then(BlockToggle::worker_toggles_every),
-            ) {
-                (_, None) => Some(p),
-                (HeapProfiling::Jemalloc { toggle_every, .. }, Some(every)) => {
-                    *toggle_every = Some(every);
-                    Some(p)
-                }
-                // Only jemalloc's sampling can be switched between requests.
-                (HeapProfiling::MallocStackLogging, Some(_)) => {
-                    let why = "an overhead gate with toggles = \"attribution\" switches \
-                               jemalloc's sampling between requests; macOS's malloc stack \
-                               logging cannot be switched inside a worker, so this block run \
-                               cannot measure it"
-                        .to_string();
-                    return Ok(not_runnable(arm, exe, run, &scratch, vec![why]));
-                }
-            },
+        AttributionMode::Allocations => match profile(run, dir, toggle_every)? {
+            (_, Ok(p)) => Some(p),
             // Never run unattributed what asked to be attributed: the spec
             // it would have run with is kept, so the receipt says what was asked.
             (heap, Err(why)) => {
@@ -193,7 +176,7 @@ fn execute_with(
                     attribution: Some(HeapProfiling::Jemalloc {
                         dir: heap,
                         lg_prof_sample: LG_PROF_SAMPLE,
-                        toggle_every: toggle.and_then(BlockToggle::worker_toggles_every),
+                        toggle_every,
                     }),
                     worker: arm.worker.clone(),
                 };
@@ -476,6 +459,7 @@ fn execute_with(
 fn profile(
     run: &RunDir,
     dir: &Rel,
+    toggle_every: Option<u32>,
 ) -> Result<(PathBuf, Result<crate::attribution::Profiled, String>), ArmSetupError> {
     let heap = crate::attribution::heap_dir(dir);
     run.create_dir(&heap)?;
@@ -484,7 +468,7 @@ fn profile(
         path: run.display(&heap),
         error: source,
     })?;
-    let profiled = crate::attribution::profiled(&path);
+    let profiled = crate::attribution::profiled(&path, toggle_every);
     Ok((path, profiled))
 }
 

@@ -116,8 +116,19 @@ pub struct Profiled {
 }
 
 /// The profiler for a worker whose profiles go to `heap_dir` (absolute).
-pub fn profiled(heap_dir: &Path) -> Result<Profiled, String> {
+/// `toggle_every`: the worker switches its sampling between ABBA blocks of
+/// this many requests (an overhead block run with `toggles =
+/// "attribution"`), which only jemalloc can do.
+pub fn profiled(heap_dir: &Path, toggle_every: Option<u32>) -> Result<Profiled, String> {
     if cfg!(target_os = "macos") {
+        if toggle_every.is_some() {
+            return Err(
+                "an overhead gate with toggles = \"attribution\" switches jemalloc's \
+                        sampling between requests; macOS's malloc stack logging cannot be \
+                        switched inside a worker, so this block run cannot measure it"
+                    .into(),
+            );
+        }
         return Ok(Profiled {
             spec: HeapProfiling::MallocStackLogging,
             env: vec![("MallocStackLogging".into(), "lite".into())],
@@ -132,7 +143,7 @@ pub fn profiled(heap_dir: &Path) -> Result<Profiled, String> {
         spec: HeapProfiling::Jemalloc {
             dir: heap_dir.to_path_buf(),
             lg_prof_sample: LG_PROF_SAMPLE,
-            toggle_every: None,
+            toggle_every,
         },
         env: vec![
             ("LD_PRELOAD".into(), preload),

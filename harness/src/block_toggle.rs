@@ -17,7 +17,7 @@ pub struct BlockToggle {
     /// blocks toggle attribution, which the worker switches itself.
     pub pause: Arc<AtomicBool>,
     /// What A blocks have on and B blocks off.
-    pub toggles: OverheadToggle,
+    toggles: OverheadToggle,
     /// Test-only CPU the sampler burns per sampled tick.
     pub busy_per_tick: Duration,
     switches: Arc<Mutex<Vec<Switch>>>,

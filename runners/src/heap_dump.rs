@@ -47,11 +47,18 @@ pub enum NotAttributable {
 pub struct HeapDumper {
     mallctl: Mallctl,
     dir: PathBuf,
+    /// In an overhead block run with `toggles = "attribution"`: the block
+    /// length after which the worker switches sampling ([`Self::set_sampling`]).
+    pub toggle_every: Option<u32>,
 }
 
 impl HeapDumper {
     /// Find `mallctl` and check that jemalloc profiles at `lg_prof_sample`.
-    pub fn open(dir: &Path, lg_prof_sample: u8) -> Result<HeapDumper, NotAttributable> {
+    pub fn open(
+        dir: &Path,
+        lg_prof_sample: u8,
+        toggle_every: Option<u32>,
+    ) -> Result<HeapDumper, NotAttributable> {
         // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only
         // looks a symbol up; a null result is handled below.
         let symbol = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"mallctl".as_ptr()) };
@@ -64,6 +71,7 @@ impl HeapDumper {
         let dumper = HeapDumper {
             mallctl,
             dir: dir.to_path_buf(),
+            toggle_every,
         };
         let mut on: u8 = 0;
         let code = dumper.read(c"opt.prof", &mut on);
@@ -173,7 +181,7 @@ mod tests {
     #[test]
     fn without_jemalloc_the_arm_is_not_attributable() {
         // The test binary runs on the system allocator: no mallctl.
-        let err = HeapDumper::open(Path::new("/nonexistent"), 14)
+        let err = HeapDumper::open(Path::new("/nonexistent"), 14, None)
             .err()
             .expect("no mallctl without jemalloc");
         assert!(matches!(err, NotAttributable::NoMallctl), "{err}");

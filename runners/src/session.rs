@@ -30,9 +30,6 @@ pub struct WorkerSession {
     channel: Channel,
     markers: MarkerRecorder,
     heap: Option<crate::heap_dump::HeapDumper>,
-    /// Block length when this worker switches jemalloc's sampling between
-    /// ABBA blocks (an overhead block run with `toggles = "attribution"`).
-    heap_toggle_every: Option<u32>,
 }
 
 impl WorkerSession {
@@ -52,7 +49,6 @@ impl WorkerSession {
             channel,
             markers: MarkerRecorder::new(),
             heap: None,
-            heap_toggle_every: None,
         })
     }
 
@@ -74,8 +70,11 @@ impl WorkerSession {
                 lg_prof_sample,
                 toggle_every,
             } => {
-                self.heap = Some(crate::heap_dump::HeapDumper::open(dir, *lg_prof_sample)?);
-                self.heap_toggle_every = *toggle_every;
+                self.heap = Some(crate::heap_dump::HeapDumper::open(
+                    dir,
+                    *lg_prof_sample,
+                    *toggle_every,
+                )?);
             }
             // macOS: the harness captures malloc_history from outside.
             worker_contract::HeapProfiling::MallocStackLogging => {}
@@ -109,9 +108,10 @@ impl WorkerSession {
         phase: Phase,
         request_id: Option<u64>,
     ) -> anyhow::Result<()> {
-        let (Some(heap), Some(every), Phase::RequestEnd, Some(id)) =
-            (&self.heap, self.heap_toggle_every, phase, request_id)
-        else {
+        let (Some(heap), Phase::RequestEnd, Some(id)) = (&self.heap, phase, request_id) else {
+            return Ok(());
+        };
+        let Some(every) = heap.toggle_every else {
             return Ok(());
         };
         let Some(block) = worker_contract::block_starting_after(id, u64::from(every)) else {
