@@ -35,6 +35,7 @@ mod lifecycle;
 mod loaded_bytes;
 mod long_form;
 mod memory_ceiling;
+mod module_deps;
 mod module_graph;
 mod overhead;
 mod prerequisites;

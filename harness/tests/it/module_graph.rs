@@ -27,19 +27,19 @@ use syn::visit::Visit;
 
 /// Where an edge was seen first.
 #[derive(Clone, Debug)]
-struct Site {
-    file: PathBuf,
-    line: usize,
+pub(crate) struct Site {
+    pub(crate) file: PathBuf,
+    pub(crate) line: usize,
 }
 
 /// A module's path from the crate root (empty: the root).
-type ModPath = Vec<String>;
+pub(crate) type ModPath = Vec<String>;
 
 /// The graph among the child modules of one parent: child -> sibling it
 /// uses -> where that was seen first.
 #[derive(Default)]
-struct Graph {
-    edges: BTreeMap<String, BTreeMap<String, Site>>,
+pub(crate) struct Graph {
+    pub(crate) edges: BTreeMap<String, BTreeMap<String, Site>>,
 }
 
 /// What one walk of a crate target collects, resolved once it is complete.
@@ -54,7 +54,7 @@ struct Crate {
     uses: Vec<(ModPath, Vec<String>, Site)>,
 }
 
-fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("harness sits inside the workspace")
@@ -62,7 +62,7 @@ fn workspace_root() -> PathBuf {
 }
 
 /// The members of the workspace, as listed in its Cargo.toml.
-fn members(root: &Path) -> Vec<PathBuf> {
+pub(crate) fn members(root: &Path) -> Vec<PathBuf> {
     let text = std::fs::read_to_string(root.join("Cargo.toml")).expect("read Cargo.toml");
     let manifest: toml::Table = text.parse().expect("parse Cargo.toml");
     manifest["workspace"]["members"]
@@ -74,7 +74,7 @@ fn members(root: &Path) -> Vec<PathBuf> {
 }
 
 /// The root files of a crate's targets.
-fn targets(member: &Path) -> Vec<PathBuf> {
+pub(crate) fn targets(member: &Path) -> Vec<PathBuf> {
     let src = member.join("src");
     let mut roots: Vec<PathBuf> = ["lib.rs", "main.rs"]
         .iter()
@@ -390,7 +390,22 @@ impl Crate {
 }
 
 /// The module graphs of one crate target, keyed by parent module.
-fn graphs_of(target: &Path) -> BTreeMap<ModPath, Graph> {
+pub(crate) fn graphs_of(target: &Path) -> BTreeMap<ModPath, Graph> {
+    walk(target).graphs()
+}
+
+/// The top-level modules of one crate target (test-only ones left out).
+pub(crate) fn top_modules(target: &Path) -> BTreeSet<String> {
+    walk(target)
+        .modules
+        .into_iter()
+        .filter(|m| m.len() == 1)
+        .map(|mut m| m.remove(0))
+        .collect()
+}
+
+/// Every module and path use of one crate target, its `mod` files followed.
+fn walk(target: &Path) -> Crate {
     let syntax = parse(target);
     let mut krate = Crate::default();
     krate.modules.insert(ModPath::new());
@@ -401,7 +416,7 @@ fn graphs_of(target: &Path) -> BTreeMap<ModPath, Graph> {
         krate: &mut krate,
     };
     walker.visit_file(&syntax);
-    krate.graphs()
+    krate
 }
 
 /// Strongly connected components with more than one module (Tarjan).
