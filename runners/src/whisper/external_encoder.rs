@@ -1045,9 +1045,17 @@ fn start(start: EncoderStart) -> anyhow::Result<Started> {
     };
     let mut engine =
         super::engine::Engine::load(&model, worker_contract::Initializer::NoState, settings)?;
+    // What loading freed goes back to the kernel before it is counted: a
+    // weight read through a staging buffer (whisper.cpp does so for a buffer
+    // that is not host memory, such as ggml's AMX weights on a CPU with AMX)
+    // leaves that buffer free in the heap, where glibc keeps it once an
+    // earlier large free raised its mmap threshold. This process stands in
+    // for Core ML's, and a lean one returns it.
+    super::residency::trim_heap();
     let model_loaded = EncoderMemory::now();
     strike(start.fault, EncoderPhase::ModelLoaded);
     engine.create_states(worker_contract::Initializer::NoState, 0)?;
+    super::residency::trim_heap();
     let state_ready = EncoderMemory::now();
     strike(start.fault, EncoderPhase::StateReady);
     let log = super::logcapture::drain();

@@ -150,7 +150,7 @@ fn sleep_until(t_ns: u64) {
 /// Give free heap pages back to the kernel. glibc keeps freed chunks in its
 /// arenas (only the top of the main heap is trimmed on its own), so without
 /// this a release lowers the footprint by whatever was mmapped alone.
-fn trim_heap() {
+pub(super) fn trim_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks glibc's own arenas; 0 keeps no pad.
     unsafe {
