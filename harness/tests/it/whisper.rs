@@ -182,6 +182,30 @@ kind = "parity"
         assert_eq!(policy.language, "en");
         assert_eq!(policy.request_mode, worker_contract::RequestMode::File);
         assert_eq!(policy.idle_policy, worker_contract::IdlePolicy::Resident);
+        // Each state timed and measured as it was made: the working one,
+        // then the extra. A state makes tiny.en's kv caches (14.95 MB by
+        // whisper.cpp's log below) and its compute buffers; the extra one
+        // makes the same, so its footprint change is within a factor of two
+        // of the first's (wide: the first may also pay one-time set-up).
+        let wanted = if a.id == "extra-state" { 2 } else { 1 };
+        assert_eq!(rt.states.len(), wanted, "{:?}", rt.states);
+        for (i, s) in rt.states.iter().enumerate() {
+            assert_eq!(s.index as usize, i);
+            assert!(s.create_ns > 0);
+        }
+        let deltas: Vec<i64> = rt
+            .states
+            .iter()
+            .map(|s| {
+                s.footprint_delta_bytes()
+                    .expect("Linux reads the footprint")
+            })
+            .collect();
+        assert!(deltas[0] > 8 << 20, "{deltas:?}");
+        if let [first, second] = deltas[..] {
+            assert!(second * 2 > first && second < first * 2, "{deltas:?}");
+        }
+        assert!(rt.states.iter().map(|s| s.create_ns).sum::<u64>() <= rt.state_ns);
         // whisper.cpp's own allocation log for tiny.en, per state.
         let s = &rt.topology.states[0];
         assert_eq!(s.kv_self.unwrap().mb, 3.15);

@@ -54,7 +54,7 @@ pub use realtime::{
 };
 pub use runtime::{
     CoremlIdentity, EncoderMemory, EncoderProcessSteps, ExternalEncoderProcess, LoggedSize,
-    ModelIdentity, PatchFile, RuntimeBuild, RuntimeReport, StateBuffers, Topology,
+    ModelIdentity, PatchFile, RuntimeBuild, RuntimeReport, StateBuffers, StateCreation, Topology,
 };
 pub use spec::{ArmSpec, Lifecycle, SamplerSchedule, WorkerSpec};
 pub use whisper::{

@@ -299,6 +299,13 @@ pub struct RuntimeReport {
     pub load_ns: u64,
     /// Wall time to create all states.
     pub state_ns: u64,
+    /// Each state's creation, in the order the worker made them (empty in
+    /// receipts from workers older than this field). With a Core ML encoder
+    /// each state loads the compiled model: the first pays Core ML's
+    /// specialization when the OS has none cached, a later one is the warm
+    /// load, and its footprint change is what one more state costs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub states: Vec<StateCreation>,
     /// The external encoder process (patched whisper.cpp,
     /// `encoder = "external_process"`): its memory is outside the worker's,
     /// and the census reports it apart.
@@ -308,6 +315,29 @@ pub struct RuntimeReport {
     /// in receipts from workers older than this field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build: Option<RuntimeBuild>,
+}
+
+/// One state's creation (`whisper_init_state`) as the worker timed and measured it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct StateCreation {
+    /// 0 for the working state, then the extras in order.
+    pub index: u32,
+    /// Wall time of the call, in ns.
+    pub create_ns: u64,
+    /// The worker's footprint just before the call; `None` where the
+    /// platform reports none.
+    pub footprint_before_bytes: Option<u64>,
+    /// The worker's footprint just after it.
+    pub footprint_after_bytes: Option<u64>,
+}
+
+impl StateCreation {
+    /// What the state added to the footprint (negative when the process
+    /// returned more than the state took); `None` without both readings.
+    pub fn footprint_delta_bytes(&self) -> Option<i64> {
+        let (before, after) = (self.footprint_before_bytes?, self.footprint_after_bytes?);
+        Some(after as i64 - before as i64)
+    }
 }
 
 /// Where a worker's runtime came from and what was switched on, so two

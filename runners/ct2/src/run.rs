@@ -261,6 +261,7 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
         topology: Topology::default(),
         load_ns,
         state_ns: 0,
+        states: Vec::new(),
         external_encoder: None,
         build: Some(worker_contract::RuntimeBuild {
             source_crate: "ct2rs".into(),

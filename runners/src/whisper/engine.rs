@@ -24,7 +24,7 @@ use super::model::{NotTheCheckedBytes, VerifiedModel};
 use std::ffi::{CStr, CString, c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use whisper_rs::whisper_rs_sys as sys;
-use worker_contract::{DecodeTimings, Decoding, Initializer};
+use worker_contract::{DecodeTimings, Decoding, Initializer, StateCreation};
 
 /// What a build adds around the context's life, called by the engine at two
 /// points. Both default to doing nothing: the stock worker has no hooks.
@@ -272,20 +272,47 @@ impl Engine {
         }
     }
 
-    /// Create the working state (for `no_state`) and `extra` more states.
+    /// Create the working state (for `no_state`) and `extra` more states;
+    /// returns each one's creation, timed and measured.
     pub fn create_states(
         &mut self,
         initializer: Initializer,
         extra: u32,
-    ) -> Result<(), EngineError> {
+    ) -> Result<Vec<StateCreation>, EngineError> {
+        let mut made = Vec::new();
         if initializer == Initializer::NoState && self.working.is_none() {
-            self.working = Some(self.new_state(0)?);
+            let (state, creation) = self.timed_state(0)?;
+            self.working = Some(state);
+            made.push(creation);
         }
         for i in 0..extra as usize {
-            let state = self.new_state(i + 1)?;
+            let (state, creation) = self.timed_state(i + 1)?;
             self.extras.push(state);
+            made.push(creation);
         }
-        Ok(())
+        Ok(made)
+    }
+
+    fn timed_state(
+        &self,
+        index: usize,
+    ) -> Result<(*mut sys::whisper_state, StateCreation), EngineError> {
+        let footprint = || {
+            sampler::snapshot_self()
+                .ok()
+                .and_then(|m| m.footprint_bytes)
+        };
+        let before = footprint();
+        let t0 = sampler::clock::monotonic_ns();
+        let state = self.new_state(index)?;
+        let create_ns = sampler::clock::monotonic_ns() - t0;
+        let creation = StateCreation {
+            index: index as u32,
+            create_ns,
+            footprint_before_bytes: before,
+            footprint_after_bytes: footprint(),
+        };
+        Ok((state, creation))
     }
 
     /// States alive now, the context's built-in one included.

@@ -451,7 +451,7 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
     });
     let state_ns = clock::monotonic_ns() - t0;
     forward_log(session, &mut log_lines)?;
-    created??;
+    let states = created??;
     let topology = Topology::from_log(log_lines.iter().map(String::as_str));
     let coreml = match &sidecar {
         Some(sidecar) => {
@@ -477,6 +477,7 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
         topology,
         load_ns,
         state_ns,
+        states,
         external_encoder,
         build: Some(runtime_build()),
     };
