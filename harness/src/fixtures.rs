@@ -293,6 +293,20 @@ pub enum FixturesCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Compile a Core ML .mlpackage into OUT_DIR with `xcrun coremlcompiler
+    /// compile` (macOS with Xcode's command-line tools only), timing the
+    /// compiler, and write what it did beside the result:
+    /// <name>.mlmodelc.compile.json holds both tree digests, the command and
+    /// its wall time. Refuses to overwrite a compiled model or its record.
+    CoremlCompile {
+        /// The .mlpackage (from `memqual fixtures coreml-encoder`).
+        package: PathBuf,
+        /// The folder to write <name>.mlmodelc into (must exist).
+        out_dir: PathBuf,
+        /// Print the record as JSON instead of a line.
+        #[arg(long)]
+        json: bool,
+    },
     /// Write a deterministic synthetic GGML Whisper model that stock
     /// whisper.cpp loads: seeded pseudo-random weights in the real container
     /// layout, at the shape --preset names. The same preset and seed always
@@ -406,6 +420,25 @@ pub fn main(command: FixturesCommand) -> anyhow::Result<()> {
                     built.variant,
                     built.bytes,
                     built.tree_sha256
+                );
+            }
+            Ok(())
+        }
+        FixturesCommand::CoremlCompile {
+            package,
+            out_dir,
+            json,
+        } => {
+            let (record, file) = crate::coreml_compile::compile(&package, &out_dir)?;
+            if json {
+                outln!("{}", serde_json::to_string_pretty(&record)?);
+            } else {
+                outln!(
+                    "{} in {:.2} s, tree SHA-256 {} (recorded in {})",
+                    record.compiled.display(),
+                    record.wall_ns as f64 / 1e9,
+                    record.compiled_tree_sha256,
+                    file.display()
                 );
             }
             Ok(())

@@ -26,6 +26,8 @@ pub mod catalogs;
 mod census;
 pub mod ci_formats;
 pub mod compare;
+/// `memqual fixtures coreml-compile`: the Core ML compiler, timed and recorded.
+pub mod coreml_compile;
 pub mod coreml_fixture;
 pub mod ct2_fixture;
 pub mod exit;

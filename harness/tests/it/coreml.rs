@@ -520,3 +520,108 @@ fn a_compiled_model_is_read_where_it_is_text_and_says_what_it_did_not_read() {
     .unwrap();
     refused(&c, &["metadata.json", "shape \"1 x 80\""]);
 }
+
+/// `memqual fixtures coreml-compile PACKAGE OUT` with `PATH` set to `path`.
+fn compile_with_path(path: &Path, package: &Path, out: &Path) -> Output {
+    Command::new(crate::common::MEMQUAL)
+        .args(["fixtures", "coreml-compile", s(package), s(out), "--json"])
+        .env("PATH", path)
+        .output()
+        .expect("memqual runs")
+}
+
+/// A stand-in for Xcode's `xcrun` in `dir`: for `coremlcompiler compile PKG
+/// OUT` it writes OUT/<name>.mlmodelc as the real compiler names it, or,
+/// when `fail` is set, says why on stderr and exits 3.
+fn stand_in_xcrun(dir: &Path, fail: bool) {
+    let body = if fail {
+        "echo 'coremlcompiler: error: model is invalid' >&2\nexit 3\n".to_string()
+    } else {
+        "[ \"$1 $2\" = 'coremlcompiler compile' ] || exit 9\n\
+         name=$(basename \"$3\" .mlpackage)\n\
+         mkdir \"$4/$name.mlmodelc\" && printf 'compiled %s' \"$name\" > \"$4/$name.mlmodelc/model.mil\"\n"
+            .to_string()
+    };
+    let script = dir.join("xcrun");
+    std::fs::write(&script, format!("#!/bin/sh\n{body}")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// The compile is timed and recorded beside the compiled model with both
+/// tree digests; a failing compiler, a missing one, a second compile into
+/// the same place and a package that is not one are each refused by name.
+#[test]
+fn coreml_compile_records_the_compilers_time_and_both_digests() {
+    let dir = tempfile::tempdir().unwrap();
+    let package = dir.path().join("ggml-mini.en-encoder.mlpackage");
+    copy_tree(&committed_miniature(), &package);
+    let (bin, out) = (dir.path().join("bin"), dir.path().join("out"));
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    // The shell the stand-in needs, and nothing called xcrun but it.
+    let path =
+        std::env::join_paths([bin.as_path(), Path::new("/bin"), Path::new("/usr/bin")]).unwrap();
+    let path = Path::new(&path);
+
+    stand_in_xcrun(&bin, false);
+    let run = compile_with_path(path, &package, &out);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let printed: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    // Named as whisper.cpp looks for it: the package's name, dots kept.
+    let compiled = out.join("ggml-mini.en-encoder.mlmodelc");
+    assert_eq!(
+        std::fs::read_to_string(compiled.join("model.mil")).unwrap(),
+        "compiled ggml-mini.en-encoder"
+    );
+    let record_file = out.join("ggml-mini.en-encoder.mlmodelc.compile.json");
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&record_file).unwrap()).unwrap();
+    assert_eq!(record, printed);
+    let digest = |p: &Path| sampler::captures::tree_digest(p).unwrap().sha256;
+    assert_eq!(record["compiled_tree_sha256"], digest(&compiled));
+    assert_eq!(record["package_tree_sha256"], digest(&package));
+    assert_eq!(record["compiled"], s(&compiled));
+    assert_eq!(record["command"][0], "xcrun");
+    assert_eq!(record["command"][3], s(&package));
+    assert!(record["wall_ns"].as_u64().unwrap() > 0);
+
+    // Nothing is overwritten.
+    let again = compile_with_path(path, &package, &out);
+    assert!(!again.status.success());
+    assert!(
+        stderr(&again).contains("already exists"),
+        "{}",
+        stderr(&again)
+    );
+
+    // A failing compiler: its exit and last stderr line, and no record.
+    std::fs::remove_dir_all(&compiled).unwrap();
+    std::fs::remove_file(&record_file).unwrap();
+    stand_in_xcrun(&bin, true);
+    let failed = compile_with_path(path, &package, &out);
+    assert!(!failed.status.success());
+    let text = stderr(&failed);
+    assert!(
+        text.contains("exit status: 3") && text.contains("model is invalid"),
+        "{text}"
+    );
+    assert!(!record_file.exists());
+
+    // No compiler at all (any host but a Mac with Xcode's tools).
+    std::fs::remove_file(bin.join("xcrun")).unwrap();
+    let missing = compile_with_path(path, &package, &out);
+    assert!(
+        stderr(&missing).contains("only on macOS"),
+        "{}",
+        stderr(&missing)
+    );
+
+    // Not a package.
+    let not = compile_with_path(path, &out, &out);
+    assert!(
+        stderr(&not).contains("not an .mlpackage directory"),
+        "{}",
+        stderr(&not)
+    );
+}
