@@ -253,3 +253,21 @@ fn the_check_names_a_planted_edge_and_a_stale_listing() {
 fn declared_from_render(deps: &Deps) -> Deps {
     declared(&render(deps)).expect("the rendered table parses")
 }
+
+/// A table that cannot be read is refused with the line to fix.
+#[test]
+fn a_malformed_table_is_refused_with_its_line() {
+    let table = |rows: &str| format!("intro\n{BEGIN}\n{rows}{END}\n");
+    let early = declared(&table("| `a` | — |\n")).unwrap_err();
+    assert_eq!(
+        early,
+        "ARCHITECTURE.md:3: a row before any crate target heading"
+    );
+    let twice = declared(&table("#### `x/lib.rs`\n| `a` | — |\n| `a` | `b` |\n")).unwrap_err();
+    assert_eq!(
+        twice,
+        "ARCHITECTURE.md:5: `a` listed twice under `x/lib.rs`"
+    );
+    let unmarked = declared("no markers here").unwrap_err();
+    assert!(unmarked.contains("module-deps:begin"), "{unmarked}");
+}
