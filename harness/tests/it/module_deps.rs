@@ -21,16 +21,16 @@ const BEGIN: &str = "<!-- module-deps:begin -->";
 const END: &str = "<!-- module-deps:end -->";
 
 /// Crate target (its root file from the workspace root) -> module -> the
-/// siblings it uses.
+/// siblings the table lets it use.
 type Deps = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
 
-/// Each used edge's first site, as `file:line`, by (target, from, to).
-type Sites = BTreeMap<(String, String, String), String>;
+/// Crate target -> module -> each sibling it uses -> where that is first
+/// seen, as `file:line`.
+type Edges = BTreeMap<String, BTreeMap<String, BTreeMap<String, String>>>;
 
-/// The top-level dependencies the code has, and where each edge is first seen.
-fn actual(root: &Path, targets_of: &[std::path::PathBuf]) -> (Deps, Sites) {
-    let mut deps = Deps::new();
-    let mut sites = Sites::new();
+/// The top-level dependencies the code has.
+fn actual(root: &Path, targets_of: &[std::path::PathBuf]) -> Edges {
+    let mut deps = Edges::new();
     for target in targets_of {
         let shown = target
             .strip_prefix(root)
@@ -46,23 +46,20 @@ fn actual(root: &Path, targets_of: &[std::path::PathBuf]) -> (Deps, Sites) {
         let top = graphs.get(&Vec::new()).unwrap_or(&empty);
         let entry = deps.entry(shown.clone()).or_default();
         for module in modules {
-            let uses: BTreeSet<String> = top
+            let uses = top
                 .edges
                 .get(&module)
-                .map(|to| to.keys().cloned().collect())
-                .unwrap_or_default();
-            for to in &uses {
-                let site = &top.edges[&module][to];
-                let file = site.file.strip_prefix(root).unwrap_or(&site.file);
-                sites.insert(
-                    (shown.clone(), module.clone(), to.clone()),
-                    format!("{}:{}", file.display(), site.line),
-                );
-            }
+                .into_iter()
+                .flatten()
+                .map(|(to, site)| {
+                    let file = site.file.strip_prefix(root).unwrap_or(&site.file);
+                    (to.clone(), format!("{}:{}", file.display(), site.line))
+                })
+                .collect();
             entry.insert(module, uses);
         }
     }
-    (deps, sites)
+    deps
 }
 
 /// The table between the markers: `#### `target`` headings, then rows
@@ -116,7 +113,7 @@ fn declared(text: &str) -> Result<Deps, String> {
 }
 
 /// Every way the code and the table disagree, one line each.
-fn disagreements(actual: &Deps, declared: &Deps, sites: &Sites) -> Vec<String> {
+fn disagreements(actual: &Edges, declared: &Deps) -> Vec<String> {
     let mut out = Vec::new();
     for target in declared.keys().filter(|t| !actual.contains_key(*t)) {
         out.push(format!(
@@ -138,13 +135,12 @@ fn disagreements(actual: &Deps, declared: &Deps, sites: &Sites) -> Vec<String> {
                 out.push(format!("{target}: `{module}` is not listed"));
                 continue;
             };
-            for to in uses.difference(allowed) {
-                let site = &sites[&(target.clone(), module.clone(), to.clone())];
+            for (to, site) in uses.iter().filter(|(to, _)| !allowed.contains(*to)) {
                 out.push(format!(
                     "{target}: `{module}` uses `{to}` at {site}, which the table does not allow"
                 ));
             }
-            for to in allowed.difference(uses) {
+            for to in allowed.iter().filter(|to| !uses.contains_key(*to)) {
                 out.push(format!(
                     "{target}: `{module}` is listed as using `{to}`, but no code does any more"
                 ));
@@ -155,7 +151,7 @@ fn disagreements(actual: &Deps, declared: &Deps, sites: &Sites) -> Vec<String> {
 }
 
 /// The table as ARCHITECTURE.md holds it, from the code's dependencies.
-fn render(deps: &Deps) -> String {
+fn render(deps: &Edges) -> String {
     let mut text = String::from(BEGIN);
     text.push('\n');
     for (target, modules) in deps {
@@ -164,7 +160,7 @@ fn render(deps: &Deps) -> String {
             let uses = if uses.is_empty() {
                 "—".to_string()
             } else {
-                uses.iter()
+                uses.keys()
                     .map(|u| format!("`{u}`"))
                     .collect::<Vec<_>>()
                     .join(", ")
@@ -186,14 +182,14 @@ fn the_top_level_modules_use_only_what_architecture_md_lists() {
     let root = workspace_root();
     let path = root.join("ARCHITECTURE.md");
     let text = std::fs::read_to_string(&path).expect("read ARCHITECTURE.md");
-    let (actual, sites) = actual(&root, &workspace_targets(&root));
+    let actual = actual(&root, &workspace_targets(&root));
     assert!(
         actual.len() >= 6,
         "only {} crate targets with modules",
         actual.len()
     );
     let declared = declared(&text).unwrap_or_else(|e| panic!("{e}"));
-    let problems = disagreements(&actual, &declared, &sites);
+    let problems = disagreements(&actual, &declared);
     if !problems.is_empty() && std::env::var_os("MEMQUAL_BLESS").is_some() {
         let start = text.find(BEGIN).expect("checked by declared");
         let end = text.find(END).expect("checked by declared") + END.len();
@@ -230,13 +226,13 @@ fn the_check_names_a_planted_edge_and_a_stale_listing() {
     )
     .unwrap();
     std::fs::write(src.join("new.rs"), "").unwrap();
-    let (actual, sites) = actual(dir.path(), &[src.join("lib.rs")]);
+    let actual = actual(dir.path(), &[src.join("lib.rs")]);
     let table = format!(
         "x\n{BEGIN}\n#### `src/lib.rs`\n\n| module | may use |\n|---|---|\n\
          | `low` | `mid` |\n| `mid` | `low` |\n| `top` | `mid` |\n{END}\n"
     );
-    let declared = declared(&table).unwrap();
-    let problems = disagreements(&actual, &declared, &sites);
+    let listed = declared(&table).unwrap();
+    let problems = disagreements(&actual, &listed);
     assert_eq!(
         problems,
         [
@@ -246,12 +242,8 @@ fn the_check_names_a_planted_edge_and_a_stale_listing() {
         ],
     );
     // What bless writes is what the check then accepts.
-    let blessed = declared_from_render(&actual);
-    assert!(disagreements(&actual, &blessed, &sites).is_empty());
-}
-
-fn declared_from_render(deps: &Deps) -> Deps {
-    declared(&render(deps)).expect("the rendered table parses")
+    let blessed = declared(&render(&actual)).expect("the rendered table parses");
+    assert!(disagreements(&actual, &blessed).is_empty());
 }
 
 /// A table that cannot be read is refused with the line to fix.
