@@ -26,6 +26,13 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use whisper_rs::whisper_rs_sys as sys;
 use worker_contract::{DecodeTimings, Decoding, Initializer, StateCreation};
 
+/// This process's footprint now; `None` where the platform reports none.
+fn footprint_now() -> Option<u64> {
+    sampler::snapshot_self()
+        .ok()
+        .and_then(|m| m.footprint_bytes)
+}
+
 /// What a build adds around the context's life, called by the engine at two
 /// points. Both default to doing nothing: the stock worker has no hooks.
 pub trait EngineHook: Sync {
@@ -280,37 +287,39 @@ impl Engine {
         extra: u32,
     ) -> Result<Vec<StateCreation>, EngineError> {
         let mut made = Vec::new();
+        // One footprint reading per boundary: a state's "after" is the next
+        // one's "before" (nothing runs between them), so the measured path
+        // reads /proc once per state, not twice.
+        let mut footprint = footprint_now();
         if initializer == Initializer::NoState && self.working.is_none() {
-            let (state, creation) = self.timed_state(0)?;
+            let (state, creation) = self.timed_state(0, &mut footprint)?;
             self.working = Some(state);
             made.push(creation);
         }
         for i in 0..extra as usize {
-            let (state, creation) = self.timed_state(i + 1)?;
+            let (state, creation) = self.timed_state(i + 1, &mut footprint)?;
             self.extras.push(state);
             made.push(creation);
         }
         Ok(made)
     }
 
+    /// Create state `index`; `footprint` is the reading before it and
+    /// becomes the one after.
     fn timed_state(
         &self,
         index: usize,
+        footprint: &mut Option<u64>,
     ) -> Result<(*mut sys::whisper_state, StateCreation), EngineError> {
-        let footprint = || {
-            sampler::snapshot_self()
-                .ok()
-                .and_then(|m| m.footprint_bytes)
-        };
-        let before = footprint();
         let t0 = sampler::clock::monotonic_ns();
         let state = self.new_state(index)?;
         let create_ns = sampler::clock::monotonic_ns() - t0;
+        let before = std::mem::replace(footprint, footprint_now());
         let creation = StateCreation {
             index: index as u32,
             create_ns,
             footprint_before_bytes: before,
-            footprint_after_bytes: footprint(),
+            footprint_after_bytes: *footprint,
         };
         Ok((state, creation))
     }
