@@ -13,13 +13,15 @@ use sha2::{Digest, Sha256};
 use std::path::Path;
 
 /// The patches, then the sources copied as they are: apply.cmake's order.
-pub const PATCHES: [&str; 6] = [
+pub const PATCHES: [&str; 8] = [
     "0001-external-encoder-only.patch",
     "0002-bounded-state.patch",
     "0003-coreml-fail-closed.patch",
     "0004-encoder-only-process.patch",
     "0005-lean-encoder-pair.patch",
+    "0006-coreml-placement.patch",
     "whisper-memqual-output.h",
+    "whisper-memqual-placement.h",
 ];
 
 /// `package`'s version and checksum in the lock file's text; empty when the

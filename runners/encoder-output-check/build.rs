@@ -1,10 +1,15 @@
-//! Compiles the patch set's output-check header twice, as C and as C++ (the
+//! Compiles the patch set's portable headers (the output checks and the
+//! Core ML placement summary) twice, as C and as C++ (the
 //! patched whisper.cpp includes it from C++ and Objective-C++), with warnings
 //! as errors, behind a few exported wrappers the tests call.
 
 fn main() {
-    let header = "../whisper-patch/whisper-memqual-output.h";
-    println!("cargo:rerun-if-changed={header}");
+    for header in [
+        "../whisper-patch/whisper-memqual-output.h",
+        "../whisper-patch/whisper-memqual-placement.h",
+    ] {
+        println!("cargo:rerun-if-changed={header}");
+    }
     println!("cargo:rerun-if-changed=src/shim.c");
     println!("cargo:rerun-if-changed=src/shim_cpp.cpp");
     cc::Build::new()

@@ -9,11 +9,14 @@ set(MEMQUAL_PATCHES
     "${CMAKE_CURRENT_LIST_DIR}/0002-bounded-state.patch"
     "${CMAKE_CURRENT_LIST_DIR}/0003-coreml-fail-closed.patch"
     "${CMAKE_CURRENT_LIST_DIR}/0004-encoder-only-process.patch"
-    "${CMAKE_CURRENT_LIST_DIR}/0005-lean-encoder-pair.patch")
-# Copied into src/ as is: the encoder-output checks, one portable header that
-# runners/encoder-output-check compiles and tests on any host.
+    "${CMAKE_CURRENT_LIST_DIR}/0005-lean-encoder-pair.patch"
+    "${CMAKE_CURRENT_LIST_DIR}/0006-coreml-placement.patch")
+# Copied into src/ as is: the encoder-output checks and the Core ML placement
+# summary, portable headers that runners/encoder-output-check compiles and
+# tests on any host.
 set(MEMQUAL_SOURCES
-    "${CMAKE_CURRENT_LIST_DIR}/whisper-memqual-output.h")
+    "${CMAKE_CURRENT_LIST_DIR}/whisper-memqual-output.h"
+    "${CMAKE_CURRENT_LIST_DIR}/whisper-memqual-placement.h")
 
 # whisper-rs-sys turns Core ML's fallback to the native encoder on; the patch
 # set never falls back (and src/whisper.cpp refuses to compile if it is on).

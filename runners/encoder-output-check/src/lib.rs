@@ -9,8 +9,13 @@
 //! whose strides lay it out without overlap inside its buffer; anything else is
 //! an [`Refusal`] naming the expected and received values. [`copy`] then
 //! writes it row-major, stride-aware.
+//!
+//! The Core ML placement summary (`whisper-memqual-placement.h`) is
+//! compiled and exposed the same way: [`placement`].
 
 use std::ffi::{CString, c_char, c_void};
+
+pub mod placement;
 
 /// `WHISPER_MEMQUAL_OUTPUT_MAX_RANK`.
 pub const MAX_RANK: usize = 8;
@@ -180,16 +185,22 @@ impl Refusal {
     /// A status the header returned, with the message it wrote into `msg`
     /// (up to its NUL; the whole buffer if it wrote none).
     fn from_header(code: i32, msg: &[c_char]) -> Self {
-        let bytes: Vec<u8> = msg
-            .iter()
-            .map(|&c| c as u8)
-            .take_while(|&b| b != 0)
-            .collect();
         Refusal {
             status: Status::from_code(code),
-            message: String::from_utf8_lossy(&bytes).into_owned(),
+            message: header_text(msg),
         }
     }
+}
+
+/// The message a header function wrote into `msg`, up to its NUL (the
+/// whole buffer if it wrote none).
+pub fn header_text(msg: &[c_char]) -> String {
+    let bytes: Vec<u8> = msg
+        .iter()
+        .map(|&c| c as u8)
+        .take_while(|&b| b != 0)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// The expected output: the declared feature name (`None` accepts any),
