@@ -33,6 +33,8 @@ pub struct ReaderReport {
     pub bye: bool,
     /// The worker sent its `runtime` report (written to `runtime.json`).
     pub runtime: bool,
+    /// The worker sent Core ML's placement (`coreml-placement.json`).
+    pub placement: bool,
     /// Accepted phase markers.
     pub markers: u64,
     /// Accepted `result` messages.
@@ -201,6 +203,24 @@ impl State {
                             .insert(self.run.appender(&self.dir.join(files::SETTLED))?),
                     };
                     out.append_json(&s)?;
+                }
+            }
+            WorkerMessage::Placement(p) => {
+                // The compute plan loads the model again: only once the
+                // measured phases are over, once.
+                if !self.tracker.is_complete() {
+                    self.violation(line_no, "`placement` before `teardown_done`".into());
+                } else if matches!(p, worker_contract::CoremlPlacement::AfterTeardown) {
+                    self.violation(
+                        line_no,
+                        "`placement` says `after_teardown`, which only a runtime report may".into(),
+                    );
+                } else if self.report.placement {
+                    self.violation(line_no, "a second `placement`".into());
+                } else {
+                    self.run
+                        .write_json(&self.dir.join(files::COREML_PLACEMENT), &p)?;
+                    self.report.placement = true;
                 }
             }
             WorkerMessage::Error(e) => {
@@ -526,6 +546,44 @@ mod tests {
             r.violations,
             ["message line 10: `bye` before `teardown_done`"]
         );
+    }
+
+    #[test]
+    fn placement_comes_once_after_teardown_and_is_written_for_the_receipt() {
+        let planned = r#"{"type":"placement","status":"not_attributable","reason":"not attributable: MLComputePlan needs macOS 14.4 or iOS 17.4"}"#;
+        let mut lines = full_run();
+        lines.insert(10, planned.into()); // after teardown_done, before bye
+        let (r, dir) = feed(&lines);
+        assert!(r.violations.is_empty(), "{:?}", r.violations);
+        assert!(r.placement);
+        let text = std::fs::read_to_string(dir.path().join(files::COREML_PLACEMENT)).unwrap();
+        let p: worker_contract::CoremlPlacement = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            p,
+            worker_contract::CoremlPlacement::not_attributable(
+                "not attributable: MLComputePlan needs macOS 14.4 or iOS 17.4"
+            )
+        );
+
+        // Inside the measured phases, twice, or the runtime report's promise: refused.
+        let mut lines = full_run();
+        lines.insert(8, planned.into()); // after request 0's result, before idle_end
+        lines.insert(11, planned.into());
+        lines.insert(12, planned.into());
+        lines.insert(
+            13,
+            r#"{"type":"placement","status":"after_teardown"}"#.into(),
+        );
+        let (r, dir) = feed(&lines);
+        assert_eq!(
+            r.violations,
+            [
+                "message line 9: `placement` before `teardown_done`",
+                "message line 13: a second `placement`",
+                "message line 14: `placement` says `after_teardown`, which only a runtime report may",
+            ]
+        );
+        assert!(dir.path().join(files::COREML_PLACEMENT).exists());
     }
 
     #[test]

@@ -113,7 +113,7 @@ pub use receipt::Receipt;
 
 /// Version of the receipt format, `major.minor`: the major changes when a
 /// field changes meaning or disappears, the minor when fields are added.
-pub const RECEIPT_FORMAT_VERSION: &str = "4.8";
+pub const RECEIPT_FORMAT_VERSION: &str = "4.9";
 
 /// The JSON Schema of `receipt.json`, generated from the types (committed as
 /// `reports/receipt.schema.json`).

@@ -172,6 +172,13 @@ impl WorkerSession {
         Ok(())
     }
 
+    /// Send the `placement` message: Core ML's compute plan, after
+    /// `teardown_done`. Fails when fd 3 cannot be written.
+    pub fn placement(&mut self, placement: worker_contract::CoremlPlacement) -> anyhow::Result<()> {
+        self.channel.send(&WorkerMessage::Placement(placement))?;
+        Ok(())
+    }
+
     /// Send an `error` message: the failure the worker reports before exiting.
     /// Fails when fd 3 cannot be written.
     pub fn error(&mut self, message: impl Into<String>) -> anyhow::Result<()> {

@@ -230,7 +230,7 @@ pub fn patched_worker() -> PathBuf {
                 .join(&profile)
                 .join("memqual-whisper-patched");
             let package = Path::new(env!("CARGO_MANIFEST_DIR")).join("../runners/patched");
-            let cargo = |args: &[&str]| {
+            let cargo = |args: &[&str]| -> std::process::Output {
                 let mut cmd =
                     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
                 cmd.args(args)
@@ -242,18 +242,29 @@ pub fn patched_worker() -> PathBuf {
                 if profile == "release" {
                     cmd.arg("--release");
                 }
-                let out = cmd.output().unwrap();
+                cmd.output().unwrap()
+            };
+            let must = |args: &[&str]| {
+                let out = cargo(args);
                 assert!(
                     out.status.success(),
                     "cargo {args:?} in runners/patched failed: {}",
                     String::from_utf8_lossy(&out.stderr)
                 );
             };
-            cargo(&["build", "--locked"]);
-            let fresh = Command::new(&exe).arg("--capabilities").output().unwrap();
-            if !fresh.status.success() {
-                cargo(&["clean", "-p", "whisper-rs-sys"]);
-                cargo(&["build", "--locked"]);
+            // whisper-rs-sys cannot see the patch set change: a library
+            // patched with an older set fails to link (a new symbol) or is
+            // refused by the worker (its digest), and is rebuilt once.
+            let built = cargo(&["build", "--locked"]).status.success()
+                && Command::new(&exe)
+                    .arg("--capabilities")
+                    .output()
+                    .unwrap()
+                    .status
+                    .success();
+            if !built {
+                must(&["clean", "-p", "whisper-rs-sys"]);
+                must(&["build", "--locked"]);
             }
             exe
         })

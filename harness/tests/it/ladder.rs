@@ -119,7 +119,9 @@ fn external_encoder_only_loading_keeps_the_stock_tokens_and_drops_the_encoder_we
                 "0003-coreml-fail-closed.patch",
                 "0004-encoder-only-process.patch",
                 "0005-lean-encoder-pair.patch",
-                "whisper-memqual-output.h"
+                "0006-coreml-placement.patch",
+                "whisper-memqual-output.h",
+                "whisper-memqual-placement.h"
             ]
         );
         let mut manifest = String::new();

@@ -42,6 +42,9 @@ pub const SPEC: &str = "spec.json";
 pub const HELLO: &str = "hello.json";
 /// Per arm: the whisper worker's runtime identity and topology.
 pub const RUNTIME: &str = "runtime.json";
+/// Per arm (a worker that asks Core ML): the encoder's compute plan, sent
+/// after `teardown_done`.
+pub const COREML_PLACEMENT: &str = "coreml-placement.json";
 /// Per arm: how the arm ended.
 pub const ARM: &str = "arm.json";
 /// Per arm: one phase marker per line.
@@ -144,6 +147,7 @@ pub const ALL: &[&str] = &[
     SPEC,
     HELLO,
     RUNTIME,
+    COREML_PLACEMENT,
     ARM,
     MARKERS,
     RESULTS,

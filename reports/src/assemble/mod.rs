@@ -5,6 +5,7 @@
 //! [`crate::receipt`]; everything that reads raw data to fill them lives here.
 
 mod device_memory;
+mod placement;
 pub mod speech;
 
 use crate::held_memory::{HeldMemoryDeltas, PhaseHeldDeltas};
@@ -293,7 +294,10 @@ pub fn assemble_arm(
         .map(|s| s.system_period_ns)
         .filter(|ns| *ns > 0);
     let phases = phase_rows(&markers, &intervals, page_bytes);
-    let runtime: Option<RuntimeReport> = run.read_json(&arm.join(files::RUNTIME))?;
+    let mut runtime: Option<RuntimeReport> = run.read_json(&arm.join(files::RUNTIME))?;
+    if let Some(coreml) = runtime.as_mut().and_then(|r| r.coreml.as_mut()) {
+        coreml.placement = placement::settled(run, arm, &coreml.placement)?;
+    }
     let fixtures = match spec.as_ref().map(|s| &s.worker) {
         Some(WorkerSpec::Whisper(w)) => w
             .fixtures

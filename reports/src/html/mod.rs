@@ -33,6 +33,7 @@ mod arm_chart;
 mod attribution;
 pub mod compare;
 pub mod compare_charts;
+mod coreml;
 mod device;
 pub mod ladder_chart;
 mod residency;

@@ -18,8 +18,8 @@ pub const PATCH_CAPABILITIES: &[&str] = &[
 ];
 
 /// What it returns in a Core ML build (`WHISPER_COREML`): the fail-closed
-/// Core ML encoder, external-encoder-only loading with it, and the arm's
-/// compute units.
+/// Core ML encoder, external-encoder-only loading with it, the arm's
+/// compute units, and the compute plan's placement (0006).
 pub const PATCH_CAPABILITIES_COREML: &[&str] = &[
     "loader:external_encoder_only",
     "encoder:external_process",
@@ -29,6 +29,7 @@ pub const PATCH_CAPABILITIES_COREML: &[&str] = &[
     "encoder:coreml_fail_closed",
     "loader:external_encoder_only_coreml",
     "coreml:compute_units",
+    "coreml:placement",
 ];
 
 /// What a whisper.cpp worker built with cargo `features` (`metal`,
@@ -165,11 +166,12 @@ mod tests {
     /// The capability strings `whisper_memqual_capabilities()` returns, read
     /// from the last patch of the set that rewrites it (0002 adds the CPU
     /// list; 0003 splits it by `WHISPER_USE_COREML`; 0004 adds encoder-only
-    /// loading).
+    /// loading; 0006 placement).
     fn patch_capability_lists() -> (Vec<String>, Vec<String>) {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../whisper-patch");
         let signature = "const char * whisper_memqual_capabilities(void) {";
         let patch = [
+            "0006-coreml-placement.patch",
             "0004-encoder-only-process.patch",
             "0003-coreml-fail-closed.patch",
         ]

@@ -29,6 +29,7 @@ pub mod capabilities;
 mod channel;
 mod lifeline;
 mod message;
+mod placement;
 mod realtime;
 mod runtime;
 mod spec;
@@ -49,6 +50,7 @@ pub use message::{
     Bye, CalibrationResult, DecodeError, Hello, LogLevel, LogMessage, RequestResult, ResultBody,
     Settled, WorkerError, WorkerMessage, decode_line,
 };
+pub use placement::{CoremlPlacement, DeviceCounts, DeviceShares, OperationKind, PlannedPlacement};
 pub use realtime::{
     IdlePolicy, RequestMode, RequestTiming, gap_before, validate as validate_realtime,
 };
@@ -74,6 +76,7 @@ pub use whisper::{
 /// markers may be `release` and `reload`; results may carry `timing`.
 /// 6: a whisper spec's `cancel` and a fixture's `conversion`; the `cancelled` result body.
 /// 6: a transcription result's optional `decode` (timings and fallbacks).
+/// 6: the `placement` message after `teardown_done` (Core ML's compute plan).
 pub const CONTRACT_VERSION: u32 = 6;
 
 /// The file descriptor workers write their messages to.

@@ -1,6 +1,6 @@
 //! Messages a worker writes to fd 3, one JSON object per line.
 
-use crate::{RequestTiming, RuntimeReport, TranscriptionResult};
+use crate::{CoremlPlacement, RequestTiming, RuntimeReport, TranscriptionResult};
 use sampler::{Marker, TaskMemory};
 use serde::{Deserialize, Serialize};
 
@@ -22,14 +22,25 @@ pub enum WorkerMessage {
     Runtime(Box<RuntimeReport>),
     /// The worker's memory `settle_ms` after a `request_end` (soak only).
     Settled(Settled),
+    /// Where Core ML plans to run the encoder: at most once, after
+    /// `teardown_done` and before `bye` (the plan loads the model again).
+    Placement(CoremlPlacement),
     /// The last message, after `teardown_done`: the worker finished its protocol.
     Bye(Bye),
 }
 
 impl WorkerMessage {
     /// The `type` tags the contract knows.
-    pub const TYPES: [&'static str; 8] = [
-        "hello", "marker", "log", "result", "error", "runtime", "settled", "bye",
+    pub const TYPES: [&'static str; 9] = [
+        "hello",
+        "marker",
+        "log",
+        "result",
+        "error",
+        "runtime",
+        "settled",
+        "placement",
+        "bye",
     ];
 
     /// The message's `type` tag on the wire (one of [`Self::TYPES`]).
@@ -42,6 +53,7 @@ impl WorkerMessage {
             WorkerMessage::Error(_) => "error",
             WorkerMessage::Runtime(_) => "runtime",
             WorkerMessage::Settled(_) => "settled",
+            WorkerMessage::Placement(_) => "placement",
             WorkerMessage::Bye(_) => "bye",
         }
     }

@@ -234,7 +234,7 @@ pub struct ModelIdentity {
 }
 
 /// The Core ML sidecar actually used.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CoremlIdentity {
     /// The `-encoder.mlmodelc` path whisper.cpp opened (from its log).
     pub path: String,
@@ -254,9 +254,10 @@ pub struct CoremlIdentity {
     /// count, strides) before it is copied: the patched set's fail-closed
     /// encoder. Stock whisper.cpp copies it unchecked.
     pub output_checked: bool,
-    /// Where Core ML placed the encoder's operations, or why that is not
-    /// attributable. Placement is never inferred from timing.
-    pub placement: String,
+    /// Where Core ML plans to run the encoder's operations (its compute
+    /// plan), or why that is not attributable. Placement is never inferred
+    /// from timing.
+    pub placement: crate::CoremlPlacement,
     /// SHA-256 over the sorted tree (`sampler::captures::tree_digest`).
     pub tree_sha256: String,
     /// Regular files in the digested tree.

@@ -58,11 +58,10 @@ pub struct CoremlSetup {
     pub fallback_allowed: bool,
     /// Every prediction's output is checked before it is copied.
     pub output_checked: bool,
+    /// The build asks Core ML for its compute plan after `teardown_done`
+    /// ([`super::placement`]).
+    pub asks_placement: bool,
 }
-
-/// Why placement is not in the receipt: no build of the worker asks Core ML.
-pub const PLACEMENT_NOT_ATTRIBUTABLE: &str = "not attributable: the worker does not query \
-     MLComputePlan, and placement is never inferred from timing";
 
 /// The sidecar resolved, linked into scratch and digested before the load.
 #[derive(Debug)]
@@ -127,6 +126,11 @@ impl Sidecar {
         Ok(out)
     }
 
+    /// The real tree (every link resolved), as Core ML's compute plan opens it.
+    pub fn resolved(&self) -> &Path {
+        &self.resolved
+    }
+
     /// The sidecar whisper.cpp logged opening, checked to be the linked tree
     /// with the same digest as before the load.
     pub fn identity(
@@ -168,7 +172,7 @@ impl Sidecar {
             compute_units_from_arm: setup.from_arm,
             fallback_allowed: setup.fallback_allowed,
             output_checked: setup.output_checked,
-            placement: PLACEMENT_NOT_ATTRIBUTABLE.into(),
+            placement: super::placement::at_state_ready(setup.asks_placement),
             tree_sha256: after.sha256,
             files: after.files,
             bytes: after.file_bytes,
@@ -241,6 +245,7 @@ mod tests {
         from_arm: false,
         fallback_allowed: true,
         output_checked: false,
+        asks_placement: false,
     };
 
     fn tree(root: &Path) -> PathBuf {
@@ -370,14 +375,21 @@ mod tests {
             from_arm: true,
             fallback_allowed: false,
             output_checked: true,
+            asks_placement: true,
         };
         let id = sidecar.identity(&logged(LINK_NAME), &setup).unwrap();
         assert_eq!(id.compute_units, "MLComputeUnitsCPUAndNeuralEngine");
         assert!(id.compute_units_from_arm && id.output_checked && !id.fallback_allowed);
-        assert!(
-            id.placement.starts_with("not attributable"),
-            "{}",
-            id.placement
+        assert_eq!(
+            id.placement,
+            worker_contract::CoremlPlacement::AfterTeardown
+        );
+        let stock = sidecar.identity(&logged(LINK_NAME), &STOCK).unwrap();
+        assert_eq!(
+            stock.placement,
+            worker_contract::CoremlPlacement::not_attributable(
+                super::super::placement::NOT_QUERIED
+            )
         );
     }
 

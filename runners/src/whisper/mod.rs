@@ -34,6 +34,7 @@ pub mod model;
 pub mod patch;
 #[cfg(feature = "whisper-patch")]
 mod patched;
+pub mod placement;
 pub mod request;
 pub mod residency;
 pub mod transcript;
@@ -278,6 +279,7 @@ fn coreml_setup(spec: &WhisperSpec) -> coreml::CoremlSetup {
         from_arm: spec.coreml_compute_units.is_some(),
         fallback_allowed: !fail_closed,
         output_checked: fail_closed,
+        asks_placement: placement::asks(&capabilities()),
     }
 }
 
@@ -593,7 +595,47 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
     }
     forward_log(session, &mut log_lines)?;
     session.mark(Phase::TeardownDone, None)?;
+    if let Some(sidecar) = &sidecar {
+        report_placement(spec, sidecar, session)?;
+    }
     Ok(request_id)
+}
+
+/// After `teardown_done`, where the build asks: Core ML's compute plan for
+/// the sidecar with the arm's compute units (it loads the model once more,
+/// so never inside the measured phases), timed and sent to the harness.
+fn report_placement(
+    spec: &WhisperSpec,
+    sidecar: &coreml::Sidecar,
+    session: &mut WorkerSession,
+) -> anyhow::Result<()> {
+    let setup = coreml_setup(spec);
+    if !setup.asks_placement {
+        return Ok(());
+    }
+    let t0 = clock::monotonic_ns();
+    #[cfg(feature = "whisper-patch")]
+    let answer = patch::coreml_placement(sidecar.resolved(), setup.compute_units);
+    #[cfg(not(feature = "whisper-patch"))]
+    let answer = Err((
+        -1,
+        format!("{} has no patched library", sidecar.resolved().display()),
+    ));
+    let placed = placement::from_library(answer, setup.compute_units);
+    session.log(
+        LogLevel::Info,
+        format!(
+            "placement: MLComputePlan for {} took {:.1} ms: {}",
+            sidecar.resolved().display(),
+            (clock::monotonic_ns() - t0) as f64 / 1e6,
+            match &placed {
+                worker_contract::CoremlPlacement::Planned(p) => p.line(),
+                worker_contract::CoremlPlacement::NotAttributable { reason } => reason.clone(),
+                worker_contract::CoremlPlacement::AfterTeardown => "deferred".into(),
+            }
+        ),
+    )?;
+    session.placement(placed)
 }
 
 /// What `memqual artifact estimate` predicts for a state sized by `bounds`

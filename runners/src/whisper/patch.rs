@@ -99,6 +99,13 @@ unsafe extern "C" {
         out_len: usize,
     ) -> c_int;
     fn whisper_memqual_runtime_init() -> c_int;
+    fn whisper_memqual_coreml_placement(
+        path_mlmodelc: *const c_char,
+        compute_units: i32,
+        out: *mut encoder_output_check::placement::RawPlacement,
+        error: *mut c_char,
+        error_len: usize,
+    ) -> c_int;
     fn whisper_memqual_capabilities() -> *const c_char;
     fn whisper_memqual_patch_digest() -> *const c_char;
 }
@@ -250,6 +257,37 @@ impl EngineHook for LoadPlanHook {
     fn before_load(&self) -> Result<(), String> {
         configure_next_load()
     }
+}
+
+/// What Core ML's compute plan says of the compiled model at `mlmodelc` with
+/// `units` (patch 0006): the library's summary, or its status (1: no plan on
+/// this system, -1: it failed) with what it wrote of why. It loads the model
+/// once more: call it only after the measured phases.
+pub fn coreml_placement(
+    mlmodelc: &std::path::Path,
+    units: worker_contract::CoremlComputeUnits,
+) -> Result<encoder_output_check::placement::RawPlacement, (i32, String)> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(mlmodelc.as_os_str().as_bytes())
+        .map_err(|_| (-1, format!("{} holds a NUL byte", mlmodelc.display())))?;
+    let mut out = encoder_output_check::placement::RawPlacement::zeroed();
+    let mut error = vec![0 as c_char; 1024];
+    // SAFETY: `path` is NUL-terminated; `out` is a writable struct of the
+    // header's layout (checked by encoder-output-check's tests); `error` holds
+    // the length passed.
+    let rc = unsafe {
+        whisper_memqual_coreml_placement(
+            path.as_ptr(),
+            units.patch_code(),
+            &mut out,
+            error.as_mut_ptr(),
+            error.len(),
+        )
+    };
+    if rc == 0 {
+        return Ok(out);
+    }
+    Err((rc, encoder_output_check::header_text(&error)))
 }
 
 /// What external-encoder-only loading discarded from `ctx`: (tensors, bytes).

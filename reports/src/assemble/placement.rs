@@ -1,0 +1,57 @@
+//! The Core ML placement a receipt states. A runtime report sent at
+//! `state_ready` can only promise it (`after_teardown`: the compute plan
+//! loads the model again, so the worker asks once the measured phases are
+//! over); the answer is the worker's later `placement` message, which the
+//! harness wrote to `coreml-placement.json`.
+
+use crate::ReportError;
+use crate::record::files;
+use run_dir::{Rel, RunDir};
+use worker_contract::CoremlPlacement;
+
+/// Why a promised placement never came.
+pub const NEVER_SENT: &str = "not attributable: the worker ended without sending Core ML's \
+     compute plan after teardown_done";
+
+/// The placement for the receipt: the promise replaced by what the worker
+/// sent, or by [`NEVER_SENT`]; anything else stands as the runtime report
+/// gave it.
+pub fn settled(
+    run: &RunDir,
+    arm: &Rel,
+    at_state_ready: &CoremlPlacement,
+) -> Result<CoremlPlacement, ReportError> {
+    if *at_state_ready != CoremlPlacement::AfterTeardown {
+        return Ok(at_state_ready.clone());
+    }
+    let sent: Option<CoremlPlacement> = run.read_json(&arm.join(files::COREML_PLACEMENT))?;
+    Ok(sent.unwrap_or_else(|| CoremlPlacement::not_attributable(NEVER_SENT)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing;
+
+    #[test]
+    fn a_promise_is_kept_by_the_file_or_stated_as_never_kept() {
+        let (_tmp, run) = testing::run();
+        let arm = testing::arm(&run, "a");
+        let stock = CoremlPlacement::not_attributable("not attributable: a stock build");
+        assert_eq!(settled(&run, &arm, &stock).unwrap(), stock);
+        assert_eq!(
+            settled(&run, &arm, &CoremlPlacement::AfterTeardown).unwrap(),
+            CoremlPlacement::not_attributable(NEVER_SENT)
+        );
+        let sent =
+            CoremlPlacement::not_attributable("not attributable: MLComputePlan needs macOS 14.4");
+        run.write_json(&arm.join(files::COREML_PLACEMENT), &sent)
+            .unwrap();
+        assert_eq!(
+            settled(&run, &arm, &CoremlPlacement::AfterTeardown).unwrap(),
+            sent
+        );
+        // The file never overrides what the runtime report settled itself.
+        assert_eq!(settled(&run, &arm, &stock).unwrap(), stock);
+    }
+}
