@@ -277,11 +277,11 @@ fn comparison_summary(c: &ControlComparison) -> ComparisonSummary {
     }
 }
 
-fn first_token_difference(p: &reports::quality::ParityReport) -> Option<String> {
+fn first_token_difference(p: &quality::ParityReport) -> Option<String> {
     let token = |t: Option<i32>| t.map_or("end".to_string(), |t| t.to_string());
     p.mismatches.iter().find_map(|m| {
         m.differences.iter().find_map(|d| match d {
-            reports::quality::Difference::TokenIds { index, a, b, .. } => Some(format!(
+            quality::Difference::TokenIds { index, a, b, .. } => Some(format!(
                 "{} at token {index}: {} vs {}",
                 m.fixture_id,
                 token(*a),

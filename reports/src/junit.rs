@@ -111,12 +111,9 @@ fn figures(arm: &ArmReceipt) -> Vec<(String, String)> {
     if let Some(q) = &s.quality.qoi {
         out.push((
             "qoi".to_string(),
-            crate::quality::qoi_text::share_text(q.qoi, q.no_worse, q.fixtures),
+            quality::qoi_text::share_text(q.qoi, q.no_worse, q.fixtures),
         ));
-        out.push((
-            "qoi.worse".to_string(),
-            crate::quality::qoi_text::worse_text(q),
-        ));
+        out.push(("qoi.worse".to_string(), quality::qoi_text::worse_text(q)));
     }
     if let Some(t) = &s.throughput {
         for row in crate::throughput::rows(t) {

@@ -17,9 +17,9 @@
 //!   and first request apart from steady latency, exact transcripts, quality
 //!   against the references, and parity with a control arm.
 //! - [`stats`]: small pure statistics (median, percentile, least squares).
-//! - [`quality`]: transcript quality — WER per slice and category with a
-//!   documented normalisation, exact parity between arms, determinism
-//!   across repetitions, silence false alarms.
+//! - transcript quality (WER per slice and category with a documented
+//!   normalisation, exact parity between arms, determinism across
+//!   repetitions, silence false alarms) is the [`quality`] crate's.
 //!
 //! - [`snapshots`]: tool snapshots (smaps_rollup, cgroup files, vmmap, …)
 //!   at phase boundaries, their cost, and requests whose latency they overlap.
@@ -88,7 +88,6 @@ pub mod html;
 pub mod junit;
 pub mod latency_chart;
 pub mod overhead;
-pub mod quality;
 pub mod receipt;
 pub mod record;
 pub mod render;

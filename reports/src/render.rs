@@ -99,12 +99,12 @@ pub fn summary_markdown(r: &Receipt) -> String {
         .map(|a| (a.id.as_str(), &a.attribution))
         .collect();
     out.push_str(&crate::attribution::markdown(&attributed));
-    let qois: Vec<(&str, &crate::quality::QoiReport)> = r
+    let qois: Vec<(&str, &quality::QoiReport)> = r
         .arms
         .iter()
         .filter_map(|a| Some((a.id.as_str(), a.speech.as_ref()?.quality.qoi.as_ref()?)))
         .collect();
-    out.push_str(&crate::quality::qoi_text::markdown(&qois));
+    out.push_str(&quality::qoi_text::markdown(&qois));
     let throughputs: Vec<(&str, &crate::throughput::Throughput)> = r
         .arms
         .iter()

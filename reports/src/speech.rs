@@ -3,8 +3,8 @@
 //! per request, quality against the references, and the comparison with the
 //! arm's control (exact parity, memory by phase against logged buffers).
 
-use crate::quality::{self, Reference, Transcription};
 use crate::stats;
+use quality::{self, Reference, Transcription};
 use sampler::Phase;
 use serde::{Deserialize, Serialize};
 use worker_contract::{

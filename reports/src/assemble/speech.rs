@@ -2,7 +2,6 @@
 //! arms: exact parity of outputs, memory by phase, and the buffers
 //! whisper.cpp logged.
 
-use crate::quality;
 use crate::receipt::{ArmReceipt, PhaseRow};
 use crate::speech::{ControlComparison, ControlResults, PhaseDelta};
 use sampler::Phase;

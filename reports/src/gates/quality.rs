@@ -127,13 +127,13 @@ fn exact(
     ctx: &Context,
     control: &Located,
     g: &QualityGate,
-    aw: &crate::quality::WerReport,
-    cw: &crate::quality::WerReport,
+    aw: &::quality::WerReport,
+    cw: &::quality::WerReport,
 ) -> Vec<Check> {
     let mut checks = Vec::new();
     for category in &g.exact_categories {
         let name = format!("`{category}` words exactly as the control");
-        let slices = |w: &crate::quality::WerReport| {
+        let slices = |w: &::quality::WerReport| {
             w.slices
                 .iter()
                 .enumerate()

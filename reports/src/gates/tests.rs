@@ -2,10 +2,10 @@ use super::*;
 use crate::admission::{AdmissionCheck, AdmissionRecord, AdmissionThresholds, HostObservation};
 use crate::gate_spec::OverheadToggle;
 use crate::overhead::{BlockPlan, OverheadRecord};
-use crate::quality::{Reference, Transcription};
 use crate::receipt::{ArmReceipt, PhaseRow, Receipt, SeriesSummary};
 use crate::record::{ArmStatus, RunInfo};
 use crate::speech::{ControlResults, QualityReport, SpeechLatency, SpeechReceipt};
+use ::quality::{Reference, Transcription};
 use sampler::{Phase, TaskMemory};
 
 const MIB: u64 = 1 << 20;

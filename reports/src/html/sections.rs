@@ -864,7 +864,7 @@ fn wer_table(arm: &ArmReceipt) -> Markup {
 
 /// QoI against the control: overall, per category, and the fixtures that got worse.
 fn qoi_table(arm: &ArmReceipt) -> Markup {
-    use crate::quality::qoi_text::{categories_text, share_text, worse_text};
+    use quality::qoi_text::{categories_text, share_text, worse_text};
     let Some(q) = arm.speech.as_ref().and_then(|s| s.quality.qoi.as_ref()) else {
         return html! {};
     };

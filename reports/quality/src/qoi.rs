@@ -245,7 +245,7 @@ pub fn markdown(with: &[(&str, &QoiReport)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quality::{Reference, Transcription, wer_report};
+    use crate::{Reference, Transcription, wer_report};
 
     fn reference(id: &str, category: &str, text: &str) -> Reference {
         Reference {
