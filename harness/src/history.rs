@@ -209,7 +209,7 @@ pub fn chart(past: &[Night], current: &Night) -> reports::soak_history::SoakHist
 }
 
 fn median(v: Vec<f64>) -> Option<f64> {
-    reports::stats::median(&v)
+    analysis::stats::median(&v)
 }
 
 /// Thresholds of the regression check (from the protocol's `[soak]` table).

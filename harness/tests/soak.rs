@@ -4,8 +4,8 @@
 
 mod common;
 
+use analysis::growth::Classification;
 use common::*;
-use reports::growth::Classification;
 use reports::stability::Stability;
 use sampler::Phase;
 use std::path::{Path, PathBuf};
@@ -70,7 +70,7 @@ fn soak(calibrate: &str, requests: u64) -> Soak {
     }
 }
 
-fn series<'a>(s: &'a Stability, name: &str) -> &'a reports::growth::SeriesGrowth {
+fn series<'a>(s: &'a Stability, name: &str) -> &'a analysis::growth::SeriesGrowth {
     s.worker_series
         .iter()
         .chain(&s.system_series)

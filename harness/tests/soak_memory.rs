@@ -75,7 +75,7 @@ fn write_run(dir: &RunDir, ticks: u64) {
         }
     }
     let settings = reports::stability::SoakSettings {
-        growth: reports::growth::GrowthSettings::default(),
+        growth: analysis::growth::GrowthSettings::default(),
         system_slope_bytes_per_request: 16_384.0,
         settle_ms: 0,
         lifecycle: None,

@@ -25,8 +25,8 @@
 //! Values that are not finite are left out: JSON cannot carry them.
 
 use crate::gates::GateSpec;
-use crate::growth::Slope;
 use crate::receipt::{ArmReceipt, Receipt};
+use analysis::growth::Slope;
 use sampler::Phase;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -7,7 +7,7 @@
 
 use crate::receipt::{ArmReceipt, PhaseRow};
 use crate::record::ArmStatus;
-use crate::stats;
+use analysis::stats;
 use sampler::{Phase, TaskMemory};
 use serde::{Deserialize, Serialize};
 use worker_contract::{CalibrationSpec, MIB, Spike, WorkerSpec};

@@ -16,9 +16,9 @@
 
 use crate::calibration::CalibrationCheck;
 use crate::gates::{ArmVerdict, Check, GateReport, Outcome};
-use crate::growth::Classification;
 use crate::receipt::{ArmReceipt, Receipt};
 use crate::record::ArmStatus;
+use analysis::growth::Classification;
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
 fn number(v: Option<f64>, unit: &str) -> String {
@@ -116,9 +116,9 @@ fn figures(arm: &ArmReceipt) -> Vec<(String, String)> {
         out.push(("qoi.worse".to_string(), quality::qoi_text::worse_text(q)));
     }
     if let Some(t) = &s.throughput {
-        for row in crate::throughput::rows(t) {
+        for row in analysis::throughput::rows(t) {
             let [group, rest @ ..] = row;
-            for (head, value) in crate::throughput::HEADS[1..].iter().zip(rest) {
+            for (head, value) in analysis::throughput::HEADS[1..].iter().zip(rest) {
                 out.push((format!("{group}.{head}"), value));
             }
         }

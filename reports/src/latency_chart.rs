@@ -2,7 +2,7 @@
 //! per steady request on its own row, the first measured request (cold
 //! costs) on a row apart, and vertical marks at the steady p50, p95 and max.
 
-use crate::stats;
+use analysis::stats;
 use plotters::prelude::*;
 
 const WIDTH: u32 = 960;

@@ -16,20 +16,18 @@
 //! - [`speech`]: whisper arms — runtime identity and topology, cold load
 //!   and first request apart from steady latency, exact transcripts, quality
 //!   against the references, and parity with a control arm.
-//! - [`stats`]: small pure statistics (median, percentile, least squares).
 //! - transcript quality (WER per slice and category with a documented
 //!   normalisation, exact parity between arms, determinism across
 //!   repetitions, silence false alarms) is the [`quality`] crate's.
+//! - the statistics beneath the receipt (median and percentile, Theil–Sen
+//!   growth with bootstrap intervals, covariates of the series, the real
+//!   resolution of cached counters, decode throughput) are the [`analysis`]
+//!   crate's.
 //!
 //! - [`snapshots`]: tool snapshots (smaps_rollup, cgroup files, vmmap, …)
 //!   at phase boundaries, their cost, and requests whose latency they overlap.
-//! - [`freshness`]: the real resolution of macOS system page counters
-//!   that XNU serves from a cache.
 //! - [`census`]: processes beside the worker whose memory moved during an
 //!   arm, attributed only against a matched control arm.
-//! - [`growth`]: growth across many requests — Theil–Sen slopes with
-//!   bootstrap intervals, minima per cycle, plateau / step / linear growth /
-//!   inconclusive, and system growth while the worker stays flat.
 //! - [`stability`]: a soak arm's verdict from its run directory (the
 //!   receipt's `stability` section, which a `stability` gate reads).
 //! - [`soak_history`]: past soaks of the same protocol and arm, as the
@@ -73,15 +71,12 @@ pub mod cancel;
 pub mod ceiling;
 pub mod census;
 pub mod compare;
-pub mod covariates;
 pub mod device_memory;
 mod error;
 pub mod fleet;
 pub mod fleet_html;
-pub mod freshness;
 pub mod gate_spec;
 pub mod gates;
-pub mod growth;
 pub mod held_memory;
 pub mod host;
 pub mod html;
@@ -101,8 +96,6 @@ pub mod soak_history;
 pub mod speech;
 pub mod stability;
 pub mod state_accounting;
-pub mod stats;
-pub mod throughput;
 pub mod verdict;
 
 pub use assemble::{assemble, assemble_with_series, reassess_integrity};

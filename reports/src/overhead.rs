@@ -18,7 +18,7 @@
 
 use crate::gate_spec::OverheadToggle;
 use crate::record::{ArmOutcome, ArmStatus};
-use crate::stats;
+use analysis::stats;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

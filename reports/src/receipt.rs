@@ -260,7 +260,7 @@ pub struct SeriesSummary {
     pub system: SystemDeltas,
     /// macOS: the real resolution of the system page counters.
     #[serde(default)]
-    pub system_freshness: Option<crate::freshness::SystemFreshness>,
+    pub system_freshness: Option<analysis::freshness::SystemFreshness>,
     /// The accelerator, said once per arm by the external sampler: the
     /// devices it read through NVML, or why the series has no device
     /// columns (`no accelerator: …`). Absent in runs made before it existed.

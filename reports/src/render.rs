@@ -105,12 +105,12 @@ pub fn summary_markdown(r: &Receipt) -> String {
         .filter_map(|a| Some((a.id.as_str(), a.speech.as_ref()?.quality.qoi.as_ref()?)))
         .collect();
     out.push_str(&quality::qoi_text::markdown(&qois));
-    let throughputs: Vec<(&str, &crate::throughput::Throughput)> = r
+    let throughputs: Vec<(&str, &analysis::throughput::Throughput)> = r
         .arms
         .iter()
         .filter_map(|a| Some((a.id.as_str(), a.speech.as_ref()?.throughput.as_ref()?)))
         .collect();
-    out.push_str(&crate::throughput::markdown(&throughputs));
+    out.push_str(&analysis::throughput::markdown(&throughputs));
     let soaks: Vec<(&str, &crate::stability::Stability)> = r
         .arms
         .iter()

@@ -8,7 +8,7 @@
 //! next `request_begin` or `idle_end`; its footprint is the external
 //! series' `footprint_bytes` on the rows inside it.
 
-use crate::stats;
+use analysis::stats;
 use sampler::{Marker, Phase};
 use serde::{Deserialize, Serialize};
 use worker_contract::{IdlePolicy, RequestMode, RequestResult, WhisperSpec, gap_before};

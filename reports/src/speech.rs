@@ -3,7 +3,7 @@
 //! per request, quality against the references, and the comparison with the
 //! arm's control (exact parity, memory by phase against logged buffers).
 
-use crate::stats;
+use analysis::stats;
 use quality::{self, Reference, Transcription};
 use sampler::Phase;
 use serde::{Deserialize, Serialize};
@@ -64,7 +64,7 @@ pub struct SpeechReceipt {
     /// and temperature fallbacks: the first request apart from the warm
     /// ones. `None` without a transcription.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub throughput: Option<crate::throughput::Throughput>,
+    pub throughput: Option<analysis::throughput::Throughput>,
     /// WER, determinism and silence false alarms against the references.
     pub quality: QualityReport,
     /// Inputs the worker converted to 16 kHz mono (a user's fixture set), with
@@ -244,7 +244,7 @@ pub fn assemble(
     Some(SpeechReceipt {
         runtime,
         latency,
-        throughput: crate::throughput::Throughput::of(&done),
+        throughput: analysis::throughput::Throughput::of(&done),
         transcripts,
         quality,
         converted_inputs,

@@ -19,8 +19,9 @@
 //! fresh context lands its buffers differently and that placement is not
 //! growth.
 
-use crate::growth::{self, Classification, GrowthSettings, Point, SeriesGrowth};
-use crate::{ReportError, stats};
+use crate::ReportError;
+use analysis::growth::{self, Classification, GrowthSettings, Point, SeriesGrowth};
+use analysis::stats;
 use run_dir::{Rel, RunDir};
 use sampler::{Marker, Phase, SeriesRow, TaskMemory};
 use serde::{Deserialize, Serialize};
@@ -134,7 +135,7 @@ pub struct Stability {
     /// The host's thermal and power state over the soak, and whether it
     /// changed (a confound of the verdict); `None` without series rows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub covariates: Option<crate::covariates::SoakCovariates>,
+    pub covariates: Option<analysis::covariates::SoakCovariates>,
     /// `request_end` markers seen.
     pub requests: u64,
     /// The worst of the worker's judged series: `worker_series` and
@@ -327,7 +328,7 @@ fn system_points(
     run: &RunDir,
     series: &Rel,
     ends: &[(u64, u64)],
-    covariates: &mut crate::covariates::Accumulator,
+    covariates: &mut analysis::covariates::Accumulator,
 ) -> Result<Vec<Vec<Point>>, ReportError> {
     let picks: Vec<Pick> = SYSTEM
         .iter()
@@ -526,7 +527,7 @@ pub fn analyse_arm(
         .iter()
         .map(|m| (m.request_id.unwrap_or(m.seq), m.t_ns))
         .collect();
-    let mut covariates = crate::covariates::Accumulator::default();
+    let mut covariates = analysis::covariates::Accumulator::default();
     let mut sys = system_points(
         run,
         &arm.join(crate::record::files::SERIES),
@@ -595,7 +596,7 @@ pub fn analyse_arm(
 }
 
 /// A slope in KiB, then `unit`, then its interval: `12.3 KiB/cycle [11.0, 13.5]`.
-pub fn kib_with_interval(b: &crate::growth::Slope, unit: &str) -> String {
+pub fn kib_with_interval(b: &analysis::growth::Slope, unit: &str) -> String {
     format!(
         "{:.1}{unit} [{:.1}, {:.1}]",
         b.estimate / 1024.0,
@@ -626,7 +627,7 @@ mod tests {
         crate::testing::csv(&run, &path, [row(100, 1), row(200, 2), row(300, 3)]);
         // Ends at 50 (before any row: none), 100 (exactly row 1), 250, 299, 900.
         let ends = [(0, 50), (1, 100), (2, 250), (3, 299), (4, 900)];
-        let mut cov = crate::covariates::Accumulator::default();
+        let mut cov = analysis::covariates::Accumulator::default();
         let p = system_points(&run, &path, &ends, &mut cov).unwrap();
         assert_eq!(cov.finish().readings, 3, "each row is a fresh reading here");
         let shmem: Vec<(u64, f64)> = p[3].iter().map(|p| (p.request, p.bytes)).collect();

@@ -2,7 +2,7 @@
 //! analysis settings it gives. Owned by the protocol format (the soak
 //! command reads it, the loader validates it).
 
-use reports::growth::GrowthSettings;
+use analysis::growth::GrowthSettings;
 use reports::stability::{LifecycleSettings, SoakMode, SoakSettings};
 use schemars::JsonSchema;
 use serde::Deserialize;

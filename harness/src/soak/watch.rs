@@ -5,8 +5,8 @@
 //! once at `idle_end`. Its memory stays bounded however long the soak runs.
 
 use crate::progress::{MarkerTail, humanize, mib};
+use analysis::growth;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use reports::growth;
 use reports::record::files;
 use run_dir::{Rel, RunDir};
 use sampler::{Marker, Phase};

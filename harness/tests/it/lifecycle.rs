@@ -6,7 +6,7 @@
 //! `plateau` that every cycle frees.
 
 use crate::common::*;
-use reports::growth::Classification;
+use analysis::growth::Classification;
 use reports::stability::{LifecycleFloors, SoakMode, Stability};
 use sampler::Phase;
 use std::path::PathBuf;
@@ -61,7 +61,7 @@ fn floors(s: &Stability) -> &LifecycleFloors {
     s.lifecycle.as_ref().expect("a lifecycle section")
 }
 
-fn floor_resident(s: &Stability) -> &reports::growth::SeriesGrowth {
+fn floor_resident(s: &Stability) -> &analysis::growth::SeriesGrowth {
     floors(s)
         .floor_series
         .iter()

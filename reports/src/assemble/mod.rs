@@ -13,7 +13,8 @@ use crate::receipt::*;
 use crate::record::{ArmOutcome, ArmStatus, RunInfo, files};
 use crate::series::{SeriesPoint, SeriesPoints};
 use crate::speech::ControlResults;
-use crate::{RECEIPT_FORMAT_VERSION, ReportError, stats};
+use crate::{RECEIPT_FORMAT_VERSION, ReportError};
+use analysis::stats;
 use run_dir::{Rel, RunDir};
 use sampler::{Marker, Phase, SeriesRow, SystemLevels};
 use worker_contract::{ArmSpec, RequestResult, RuntimeReport, WorkerSpec};
@@ -64,7 +65,7 @@ fn scan_series(
     let mut cpu_sum = 0f64;
     let (mut first, mut prev): (Option<SeriesRow>, Option<SeriesRow>) = (None, None);
     let mut next_marker = 0usize;
-    let mut freshness = crate::freshness::FreshnessScan::default();
+    let mut freshness = analysis::freshness::FreshnessScan::default();
     // One reused byte record: a soak's series is hundreds of thousands of
     // rows, and a fresh record (validated as UTF-8) per row was most of the
     // parse.

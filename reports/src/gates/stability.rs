@@ -12,7 +12,7 @@ impl Judge for StabilityGate {
 }
 
 /// `0.00 KiB/request [low, high]` of a slope, or why there is none.
-fn slope_text(s: &crate::growth::SeriesGrowth) -> String {
+fn slope_text(s: &analysis::growth::SeriesGrowth) -> String {
     match s.tail_bytes_per_request {
         Some(t) => format!(
             "tail slope {:.2} KiB/request [{:.2}, {:.2}]",
@@ -29,7 +29,7 @@ fn slope_text(s: &crate::growth::SeriesGrowth) -> String {
 fn series_check(
     ctx: &Context,
     pointer: &str,
-    s: &crate::growth::SeriesGrowth,
+    s: &analysis::growth::SeriesGrowth,
     threshold: f64,
 ) -> Check {
     series_check_per(ctx, pointer, s, threshold, "request")
@@ -40,11 +40,11 @@ fn series_check(
 fn series_check_per(
     ctx: &Context,
     pointer: &str,
-    s: &crate::growth::SeriesGrowth,
+    s: &analysis::growth::SeriesGrowth,
     threshold: f64,
     unit: &str,
 ) -> Check {
-    use crate::growth::Classification;
+    use analysis::growth::Classification;
     let mut c = check(format!("{} growth", s.series), "bytes");
     c.threshold = Some(threshold);
     c.measured = s.tail_bytes_per_request.map(|t| t.estimate);
@@ -76,7 +76,7 @@ fn stability(ctx: &Context) -> Vec<Check> {
     let system_threshold = s.settings.system_slope_bytes_per_request;
     // The settled series count toward the worker verdict, so each gets a
     // check of its own beside the request_end series.
-    let worker_checks = |field: &str, series: &[crate::growth::SeriesGrowth]| -> Vec<Check> {
+    let worker_checks = |field: &str, series: &[analysis::growth::SeriesGrowth]| -> Vec<Check> {
         series
             .iter()
             .enumerate()
@@ -147,7 +147,7 @@ fn stability(ctx: &Context) -> Vec<Check> {
                 .chain(&s.settled_series)
                 .chain(&s.system_series)
                 .chain(&s.device_series)
-                .filter(|g| g.classification == crate::growth::Classification::LinearGrowth)
+                .filter(|g| g.classification == analysis::growth::Classification::LinearGrowth)
                 .map(|g| format!("{} {}", g.series, slope_text(g)))
                 .collect();
             c.note = format!(

@@ -887,7 +887,7 @@ fn declarations_are_checked() {
 /// A soak section: worker resident from `worker(i)`, shared memory from
 /// `shmem(i)`, 300 requests, judged with the default thresholds.
 fn soaked(worker: impl Fn(u64) -> f64, shmem: impl Fn(u64) -> f64) -> crate::stability::Stability {
-    use crate::growth::{self, GrowthSettings, Point};
+    use analysis::growth::{self, GrowthSettings, Point};
     let settings = crate::stability::SoakSettings {
         growth: GrowthSettings::default(),
         system_slope_bytes_per_request: 16_384.0,
@@ -985,7 +985,7 @@ fn stability_passes_a_plateau_and_fails_a_leak() {
 
 #[test]
 fn stability_checks_the_settled_series_beside_the_request_end_ones() {
-    use crate::growth::{self, Point};
+    use analysis::growth::{self, Point};
     let flat = |_| 40.0 * MIB as f64;
     let mut soak = soaked(flat, flat);
     // Memory that stays after each request's settle period: 64 KiB per request.

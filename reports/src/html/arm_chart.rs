@@ -85,7 +85,7 @@ fn x_range(arm: &ArmReceipt, series: &[Point], t0_ns: u64) -> (f64, f64) {
 }
 
 /// One covariate's value in a reading, for the chart.
-type Reading = fn(&crate::covariates::CovariateSample) -> Option<f64>;
+type Reading = fn(&analysis::covariates::CovariateSample) -> Option<f64>;
 
 /// The soak's covariate as a row under the memory chart, on its time axis:
 /// the hottest thermal zone (°C) where readable, else the thermal pressure
@@ -93,7 +93,7 @@ type Reading = fn(&crate::covariates::CovariateSample) -> Option<f64>;
 /// marked in red. `Ok(None)` when no covariate was readable.
 pub fn covariate_row(
     arm: &ArmReceipt,
-    covariates: &crate::covariates::SoakCovariates,
+    covariates: &analysis::covariates::SoakCovariates,
     series: &[Point],
     t0_ns: u64,
 ) -> Result<Option<String>, String> {

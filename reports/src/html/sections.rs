@@ -888,8 +888,8 @@ fn throughput_table(arm: &ArmReceipt) -> Markup {
     html! {
         h3 { "Decode throughput and fallbacks" }
         table.throughput {
-            tr { @for h in crate::throughput::HEADS { th { (h) } } }
-            @for row in crate::throughput::rows(t) {
+            tr { @for h in analysis::throughput::HEADS { th { (h) } } }
+            @for row in analysis::throughput::rows(t) {
                 tr { @for cell in &row { td { (cell) } } }
             }
         }

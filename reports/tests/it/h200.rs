@@ -3,8 +3,8 @@
 //! `tests/runs/README.md`): the receipt, the GPU calibration checks and the
 //! device-leak soak are rebuilt here from the raw files alone.
 
+use analysis::growth::Classification;
 use reports::calibration::check_arm;
-use reports::growth::Classification;
 use reports::verdict::Outcome;
 use run_dir::{Access, RunDir};
 use std::path::Path;

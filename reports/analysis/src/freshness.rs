@@ -26,14 +26,15 @@ pub struct SystemFreshness {
 
 /// Accumulates [`SystemFreshness`] over a series read once, in order.
 #[derive(Debug, Default)]
-pub(crate) struct FreshnessScan {
+pub struct FreshnessScan {
     rows: u64,
     cached_rows: u64,
     samples: Vec<u64>,
 }
 
 impl FreshnessScan {
-    pub(crate) fn push(&mut self, row: &SeriesRow) {
+    /// Take one series row, in order.
+    pub fn push(&mut self, row: &SeriesRow) {
         let Some(sampled) = row.sys_vm_sampled_ns else {
             return;
         };
@@ -47,7 +48,7 @@ impl FreshnessScan {
     }
 
     /// `None` when no row carried a sample time (Linux: always fresh).
-    pub(crate) fn finish(self) -> Option<SystemFreshness> {
+    pub fn finish(self) -> Option<SystemFreshness> {
         if self.rows == 0 {
             return None;
         }
