@@ -24,8 +24,17 @@ pub fn settled(
     if *at_state_ready != CoremlPlacement::AfterTeardown {
         return Ok(at_state_ready.clone());
     }
-    let sent: Option<CoremlPlacement> = run.read_json(&arm.join(files::COREML_PLACEMENT))?;
-    Ok(sent.unwrap_or_else(|| CoremlPlacement::not_attributable(NEVER_SENT)))
+    let path = arm.join(files::COREML_PLACEMENT);
+    match run.read_json(&path)? {
+        None => Ok(CoremlPlacement::not_attributable(NEVER_SENT)),
+        // The harness never writes a promise there (its reader refuses one):
+        // the file was edited, and a receipt must not pass it on as settled.
+        Some(CoremlPlacement::AfterTeardown) => Err(ReportError::Invalid {
+            path: run.display(&path),
+            reason: "holds `after_teardown`, a promise, where the worker's answer belongs".into(),
+        }),
+        Some(sent) => Ok(sent),
+    }
 }
 
 #[cfg(test)]
@@ -53,5 +62,18 @@ mod tests {
         );
         // The file never overrides what the runtime report settled itself.
         assert_eq!(settled(&run, &arm, &stock).unwrap(), stock);
+        // A promise where the answer belongs is refused, naming the file.
+        run.write_json(
+            &arm.join(files::COREML_PLACEMENT),
+            &CoremlPlacement::AfterTeardown,
+        )
+        .unwrap();
+        let err = settled(&run, &arm, &CoremlPlacement::AfterTeardown)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("coreml-placement.json") && err.contains("a promise"),
+            "{err}"
+        );
     }
 }

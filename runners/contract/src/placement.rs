@@ -47,17 +47,17 @@ impl<'de> Deserialize<'de> for CoremlPlacement {
             AfterTeardown,
             NotAttributable { reason: String },
         }
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Either {
-            Sentence(String),
-            Tagged(Tagged),
-        }
-        Ok(match Either::deserialize(d)? {
-            Either::Sentence(reason) => Self::NotAttributable { reason },
-            Either::Tagged(Tagged::Planned(p)) => Self::Planned(p),
-            Either::Tagged(Tagged::AfterTeardown) => Self::AfterTeardown,
-            Either::Tagged(Tagged::NotAttributable { reason }) => Self::NotAttributable { reason },
+        // Through a value, so that a malformed object reports the tagged
+        // form's own error (the field, the unknown status) rather than an
+        // untagged enum's "did not match any variant".
+        let tagged = match serde_json::Value::deserialize(d)? {
+            serde_json::Value::String(reason) => return Ok(Self::NotAttributable { reason }),
+            value => Tagged::deserialize(value).map_err(serde::de::Error::custom)?,
+        };
+        Ok(match tagged {
+            Tagged::Planned(p) => Self::Planned(p),
+            Tagged::AfterTeardown => Self::AfterTeardown,
+            Tagged::NotAttributable { reason } => Self::NotAttributable { reason },
         })
     }
 }
@@ -208,7 +208,18 @@ mod tests {
             serde_json::to_string(&CoremlPlacement::AfterTeardown).unwrap(),
             r#"{"status":"after_teardown"}"#
         );
-        assert!(serde_json::from_str::<CoremlPlacement>(r#"{"status":"guessed"}"#).is_err());
+        // A malformed object names what is wrong with it.
+        let err = |json: &str| {
+            serde_json::from_str::<CoremlPlacement>(json)
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(
+            err(r#"{"status":"guessed"}"#).contains("unknown variant `guessed`"),
+            "{}",
+            err(r#"{"status":"guessed"}"#)
+        );
+        assert!(err(r#"{"status":"not_attributable"}"#).contains("missing field `reason`"));
         assert!(serde_json::from_str::<CoremlPlacement>("3").is_err());
     }
 
