@@ -380,7 +380,10 @@ impl RunDir {
             .map(Some)
             .map_err(|e| RunDirError::Record {
                 path: self.display(rel),
-                line: e.line() as u64,
+                // serde_json gives line 0 to an error a type raises about
+                // the value as a whole (after parsing it): that value is
+                // the file's, which starts on line 1.
+                line: (e.line() as u64).max(1),
                 reason: e.to_string(),
             })
     }

@@ -75,5 +75,18 @@ mod tests {
             err.contains("coreml-placement.json") && err.contains("a promise"),
             "{err}"
         );
+        // A status no worker sends is named, on the file's first line.
+        run.write_json(
+            &arm.join(files::COREML_PLACEMENT),
+            &serde_json::json!({"status": "guessed"}),
+        )
+        .unwrap();
+        let err = settled(&run, &arm, &CoremlPlacement::AfterTeardown)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("coreml-placement.json:1:") && err.contains("unknown variant `guessed`"),
+            "{err}"
+        );
     }
 }
