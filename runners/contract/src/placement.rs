@@ -34,6 +34,16 @@ impl CoremlPlacement {
             reason: reason.into(),
         }
     }
+
+    /// One line for a log or summary: the plan's [`PlannedPlacement::line`],
+    /// the promise, or the reason.
+    pub fn line(&self) -> String {
+        match self {
+            Self::Planned(p) => p.line(),
+            Self::AfterTeardown => "asked after teardown_done".into(),
+            Self::NotAttributable { reason } => reason.clone(),
+        }
+    }
 }
 
 /// Receipts before format 4.9 stated placement as one sentence; such a
@@ -185,6 +195,18 @@ pub struct OperationKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_placement_has_a_line_for_the_log() {
+        assert_eq!(
+            CoremlPlacement::not_attributable("MLComputePlan needs macOS 14.4").line(),
+            "MLComputePlan needs macOS 14.4"
+        );
+        assert_eq!(
+            CoremlPlacement::AfterTeardown.line(),
+            "asked after teardown_done"
+        );
+    }
 
     #[test]
     fn a_sentence_from_an_older_receipt_reads_as_not_attributable() {

@@ -455,12 +455,13 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
     forward_log(session, &mut log_lines)?;
     let states = created??;
     let topology = Topology::from_log(log_lines.iter().map(String::as_str));
+    let setup = coreml_setup(spec);
     let coreml = match &sidecar {
         Some(sidecar) => {
             topology
                 .coreml_engaged()
                 .map_err(|e| anyhow::anyhow!("Core ML requested but not engaged: {e}"))?;
-            Some(sidecar.identity(&topology, &coreml_setup(spec))?)
+            Some(sidecar.identity(&topology, &setup)?)
         }
         None => None,
     };
@@ -596,7 +597,7 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
     forward_log(session, &mut log_lines)?;
     session.mark(Phase::TeardownDone, None)?;
     if let Some(sidecar) = &sidecar {
-        report_placement(spec, sidecar, session)?;
+        report_placement(&setup, sidecar, session)?;
     }
     Ok(request_id)
 }
@@ -605,11 +606,10 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
 /// the sidecar with the arm's compute units (it loads the model once more,
 /// so never inside the measured phases), timed and sent to the harness.
 fn report_placement(
-    spec: &WhisperSpec,
+    setup: &coreml::CoremlSetup,
     sidecar: &coreml::Sidecar,
     session: &mut WorkerSession,
 ) -> anyhow::Result<()> {
-    let setup = coreml_setup(spec);
     if !setup.asks_placement {
         return Ok(());
     }
@@ -628,11 +628,7 @@ fn report_placement(
             "placement: MLComputePlan for {} took {:.1} ms: {}",
             sidecar.resolved().display(),
             (clock::monotonic_ns() - t0) as f64 / 1e6,
-            match &placed {
-                worker_contract::CoremlPlacement::Planned(p) => p.line(),
-                worker_contract::CoremlPlacement::NotAttributable { reason } => reason.clone(),
-                worker_contract::CoremlPlacement::AfterTeardown => "deferred".into(),
-            }
+            placed.line()
         ),
     )?;
     session.placement(placed)
