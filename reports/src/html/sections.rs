@@ -937,10 +937,10 @@ fn arm_details(r: &Receipt, arm: &ArmReceipt, data: &PageData) -> Markup {
             (transcript_diff(r, arm))
             (wer_table(arm))
             (qoi_table(arm))
-            @if let Some(c) = arm.speech.as_ref().and_then(|s| s.runtime.as_ref()).and_then(|rt| rt.coreml.as_ref()) {
-                (super::coreml::placement(&c.placement))
-            }
             @if let Some(rt) = arm.speech.as_ref().and_then(|s| s.runtime.as_ref()) {
+                @if let Some(c) = &rt.coreml {
+                    (super::coreml::placement(&c.placement))
+                }
                 @if let Ok(v) = serde_json::to_value(rt) {
                     details.runtime {
                         summary { "Runtime and topology (every field)" }
