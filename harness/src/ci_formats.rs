@@ -111,13 +111,13 @@ pub fn emit(
     soak_regressions: &[String],
 ) -> Result<(), Failure> {
     if let Some(path) = &outputs.junit {
-        let report = reports::junit::report(receipt, calibration, soak_regressions);
-        let xml = reports::junit::to_xml(&report).map_err(harness)?;
+        let report = render::junit::report(receipt, calibration, soak_regressions);
+        let xml = render::junit::to_xml(&report).map_err(harness)?;
         write_file(path, xml.as_bytes()).map_err(harness)?;
         note!("memqual: JUnit report written to {}", path.display());
     }
     if let Some(path) = &outputs.bmf {
-        let bmf = reports::bmf::build(receipt);
+        let bmf = render::bmf::build(receipt);
         let text = serde_json::to_string_pretty(&bmf)
             .context("cannot serialize the BMF metrics")
             .map_err(harness)?;

@@ -1,5 +1,5 @@
 //! `memqual compare A B [--json] [--max-regression PCT]`: each arm's key
-//! metrics A → B ([`reports::compare`]), as a table or JSON; with
+//! metrics A → B ([`fleet::compare`]), as a table or JSON; with
 //! `--max-regression`, exit 1 naming every key metric that got worse by
 //! more than PCT percent (or was measured in A and is missing in B).
 //!
@@ -9,7 +9,7 @@
 
 use crate::exit::{self, Failure};
 use crate::{console, review};
-use reports::compare::{Comparison, KEY_METRICS};
+use ::fleet::compare::{Comparison, KEY_METRICS};
 use std::fmt::Write;
 use std::path::Path;
 
@@ -156,7 +156,7 @@ pub fn human(c: &Comparison) -> String {
 /// `memqual compare`.
 pub fn command(a: &Path, b: &Path, json: bool, max_regression: Option<f64>) -> Result<u8, Failure> {
     let ((ra, seal_a), (rb, seal_b)) = (review::read_receipt(a)?, review::read_receipt(b)?);
-    let mut c = reports::compare::compare(
+    let mut c = ::fleet::compare::compare(
         (&a.display().to_string(), &ra),
         (&b.display().to_string(), &rb),
         max_regression,

@@ -13,8 +13,8 @@
 use crate::exit::{self, Failure, failed, harness, usage};
 use crate::protocol::LoadedProtocol;
 use crate::{ci_formats, console};
+use ::fleet::fleet::{self, FleetInput};
 use anyhow::{Context, anyhow};
-use reports::fleet::{self, FleetInput};
 use reports::record::{ShardInfo, files};
 use run_dir::names::fleet as names;
 use run_dir::{Access, Rel, RunDir, RunDirError, limits};
@@ -279,7 +279,7 @@ fn write(dir: &RunDir, runs: &[RunDir], report: &mut fleet::FleetReport) -> anyh
     )?;
     dir.write_bytes(
         &Rel::file(names::HTML),
-        reports::fleet_html::page(report).as_bytes(),
+        render::fleet_html::page(report).as_bytes(),
     )?;
     fleet::seal(dir, report)?;
     Ok(())

@@ -1,7 +1,7 @@
 //! `memqual ladder-chart --out FILE.html RUN_DIR…`: one page with a panel
 //! per run, side by side, each drawing per arm the worker's memory and its
 //! external encoder process's memory at `model_loaded`, `state_ready` and
-//! the request peak, stacked ([`reports::html::ladder_chart`]).
+//! the request peak, stacked ([`render::html::ladder_chart`]).
 //!
 //! Every run's receipt is read and its seal verified as `memqual compare`
 //! reads them ([`review::read_receipt`]); a run whose seal does not hold is
@@ -11,7 +11,7 @@
 use crate::exit::{self, Failure, failed, harness, usage};
 use crate::{ci_formats, review};
 use anyhow::anyhow;
-use reports::html::ladder_chart::{LadderPanel, page};
+use render::html::ladder_chart::{LadderPanel, page};
 use std::path::{Path, PathBuf};
 
 /// The most problems named per run whose seal does not hold.

@@ -83,7 +83,7 @@ fn refusal(dir: &Path, check: &RawCheck, reseal: bool) -> Option<String> {
 /// `memqual report DIR [--reseal]`.
 pub fn report(dir: &Path, reseal: bool) -> Result<u8, Failure> {
     let run = open(dir, Access::Rebuild)?;
-    if reports::fleet::is_fleet(&run) {
+    if ::fleet::fleet::is_fleet(&run) {
         return Err(usage(anyhow!(
             "{} is a fleet directory (memqual merge), not a run directory: nothing to rebuild; \
              `memqual verify {}` checks its seal",
@@ -154,7 +154,7 @@ pub fn verify(dir: &Path, pubkey: Option<&Path>, json: bool) -> Result<u8, Failu
         .transpose()
         .map_err(usage)?;
     let run = open(dir, Access::Read)?;
-    let fleet = reports::fleet::is_fleet(&run);
+    let fleet = ::fleet::fleet::is_fleet(&run);
     if fleet && key.is_some() {
         return Err(usage(anyhow!(
             "{} is a fleet directory (memqual merge), which carries no signature:              `memqual merge --pubkey` checked each run's",
@@ -162,7 +162,7 @@ pub fn verify(dir: &Path, pubkey: Option<&Path>, json: bool) -> Result<u8, Failu
         )));
     }
     let v = if fleet {
-        reports::fleet::verify(&run)
+        ::fleet::fleet::verify(&run)
     } else {
         reports::seal::verify(&run, key.as_ref())
     };

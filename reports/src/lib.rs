@@ -42,19 +42,11 @@
 //!   `overhead` gate judges.
 //! - [`admission`]: the quiet-host admission record.
 //! - [`host`]: host and runtime identity (`host.json`).
-//! - [`html`]: `report.html`, self-contained, comparison first: rendered
-//!   from the receipt and run-directory data only, through maud templates
-//!   (escaped) with plotters SVG charts and `assets/report.css`.
-//! - [`latency_chart`]: the per-arm latency distribution (strip plot).
-//! - [`render`]: `summary.md`, `phases.csv`, `trace.json` (Chrome trace).
 //! - [`seal`]: the manifest of every file, the receipt's own digest, and
 //!   `verify`; [`sign`]: minisign signatures of the receipt.
-//! - [`junit`]: JUnit XML (one test case per gate check); [`bmf`]: the
-//!   run's metrics in Bencher Metric Format; [`compare`]: two runs' key
-//!   metrics side by side, with regressions beyond a limit.
-//! - [`fleet`]: several sealed runs of one protocol merged into one report
-//!   (host × arm, spread across hosts, what fails), sealed;
-//!   [`fleet_html`]: its page.
+//! - every output format (`report.html`, `summary.md`, `phases.csv`,
+//!   `trace.json`, JUnit, BMF, the fleet page) is the `render` crate's;
+//!   runs compared and merged across hosts are the `fleet` crate's.
 //!
 //! Every file is read through [`run_dir::RunDir`], which owns the run
 //! directory's names, refuses links and special files, and bounds reads.
@@ -65,27 +57,19 @@
 pub mod admission;
 pub mod assemble;
 pub mod attribution;
-pub mod bmf;
 pub mod calibration;
 pub mod cancel;
 pub mod ceiling;
 pub mod census;
-pub mod compare;
 pub mod device_memory;
 mod error;
-pub mod fleet;
-pub mod fleet_html;
 pub mod gate_spec;
 pub mod gates;
 pub mod held_memory;
 pub mod host;
-pub mod html;
-pub mod junit;
-pub mod latency_chart;
 pub mod overhead;
 pub mod receipt;
 pub mod record;
-pub mod render;
 pub mod request_policy;
 pub mod residency;
 pub mod seal;
@@ -144,17 +128,7 @@ pub(crate) mod testing {
 
     /// A receipt with nothing measured, for sealing tests.
     pub fn receipt() -> crate::Receipt {
-        crate::Receipt {
-            format_version: crate::RECEIPT_FORMAT_VERSION.into(),
-            run: crate::record::RunInfo::default(),
-            arms: Vec::new(),
-            comparisons: Vec::new(),
-            identity: None,
-            admission: None,
-            integrity: crate::receipt::Integrity::default(),
-            gates: None,
-            seal: None,
-        }
+        crate::Receipt::unmeasured()
     }
 
     /// A CSV file of `rows`, with its header.

@@ -105,12 +105,36 @@ pub struct ArmReceipt {
     pub attribution: crate::attribution::AttributionReceipt,
 }
 
+impl Receipt {
+    /// A receipt of this format with nothing measured: no arms, no gates,
+    /// no seal (what tests and tools fill in field by field).
+    pub fn unmeasured() -> Self {
+        Receipt {
+            format_version: crate::RECEIPT_FORMAT_VERSION.into(),
+            run: RunInfo::default(),
+            arms: Vec::new(),
+            comparisons: Vec::new(),
+            identity: None,
+            admission: None,
+            integrity: Integrity::default(),
+            gates: None,
+            seal: None,
+        }
+    }
+}
+
 impl ArmReceipt {
     /// The first marker of `phase` (for request phases: of that request).
     pub fn phase(&self, phase: Phase, request_id: Option<u64>) -> Option<&PhaseRow> {
         self.phases
             .iter()
             .find(|p| p.phase == phase && (request_id.is_none() || p.request_id == request_id))
+    }
+
+    /// The kernel peak at `state_ready`: footprint where reported, else resident.
+    pub fn state_ready_peak(&self) -> Option<u64> {
+        let m = &self.phase(Phase::StateReady, None)?.memory;
+        m.footprint_peak_bytes.or(m.resident_peak_bytes)
     }
 }
 
@@ -162,10 +186,10 @@ pub struct PhaseRow {
     pub system: Option<crate::held_memory::PhaseHeldDeltas>,
 }
 
-#[cfg(test)]
 impl ArmReceipt {
-    /// A test's completed arm: `phases`, `requests` requests, nothing else.
-    pub(crate) fn completed(id: &str, phases: Vec<PhaseRow>, requests: u64) -> ArmReceipt {
+    /// A completed arm built by hand (tests, charts of hand-made receipts):
+    /// `phases`, `requests` requests, nothing else.
+    pub fn completed(id: &str, phases: Vec<PhaseRow>, requests: u64) -> ArmReceipt {
         ArmReceipt {
             id: id.into(),
             status: ArmStatus::Completed,
@@ -194,11 +218,10 @@ impl ArmReceipt {
     }
 }
 
-#[cfg(test)]
 impl PhaseRow {
-    /// A test's marker row: `memory` at `phase` (request phases: request
-    /// 0), one sample, no series.
-    pub(crate) fn of(phase: Phase, seq: u64, memory: TaskMemory) -> PhaseRow {
+    /// A marker row built by hand: `memory` at `phase` (request phases:
+    /// request 0), one sample, no series.
+    pub fn of(phase: Phase, seq: u64, memory: TaskMemory) -> PhaseRow {
         PhaseRow {
             phase,
             seq,

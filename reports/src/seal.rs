@@ -85,7 +85,8 @@ fn unlisted(rel: &str, sealed: &str) -> bool {
     rel == sealed || rel == files::MANIFEST || rel == files::SIGNATURE
 }
 
-pub(crate) fn canonical<T: Serialize>(what: &'static str, value: &T) -> Result<String, SealError> {
+/// `value` as RFC 8785 canonical JSON; `what` names it in the error.
+pub fn canonical<T: Serialize>(what: &'static str, value: &T) -> Result<String, SealError> {
     canonical_json(value).map_err(|reason| SealError::Serialize { what, reason })
 }
 
@@ -111,7 +112,7 @@ pub fn manifest(run: &RunDir) -> Result<Manifest, SealError> {
 
 /// The manifest of a directory whose sealed document is `sealed`, taking
 /// the digests in `known` (path → size, SHA-256) for files of that size.
-pub(crate) fn manifest_of(
+pub fn manifest_of(
     run: &RunDir,
     sealed: &str,
     known: &BTreeMap<&str, (u64, &str)>,
@@ -233,10 +234,12 @@ impl Verification {
     }
 }
 
-pub(crate) struct Problems(pub(crate) Vec<Problem>);
+/// The problems a verification found so far, in the order found.
+pub struct Problems(pub Vec<Problem>);
 
 impl Problems {
-    pub(crate) fn add(&mut self, path: &str, kind: &str, detail: impl Into<String>) {
+    /// One more problem: the file, its kind, what is wrong.
+    pub fn add(&mut self, path: &str, kind: &str, detail: impl Into<String>) {
         self.0.push(Problem {
             path: path.to_string(),
             kind: kind.to_string(),
@@ -298,7 +301,7 @@ fn check_receipt(run: &RunDir, problems: &mut Problems) -> Option<(Receipt, Vec<
 }
 
 /// Read the manifest and check it against the seal's digest of it.
-pub(crate) fn check_manifest(
+pub fn check_manifest(
     run: &RunDir,
     sealed: Option<&str>,
     problems: &mut Problems,
@@ -362,12 +365,7 @@ pub fn verify(run: &RunDir, pubkey: Option<&minisign::PublicKey>) -> Verificatio
 
 /// Every listed file against its digest; anything present but unlisted or
 /// irregular is a problem. `sealed` is the document that seals the manifest.
-pub(crate) fn check_files(
-    run: &RunDir,
-    manifest: &Manifest,
-    sealed: &str,
-    problems: &mut Problems,
-) {
+pub fn check_files(run: &RunDir, manifest: &Manifest, sealed: &str, problems: &mut Problems) {
     let mut listed: BTreeMap<&str, &ManifestEntry> = BTreeMap::new();
     for entry in &manifest.files {
         match Rel::parse(&entry.path) {

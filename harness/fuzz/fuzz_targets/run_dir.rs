@@ -105,7 +105,7 @@ fuzz_target!(|data: &[u8]| {
         let _ = run.recoveries();
     }
     if let Ok((receipt, _seal)) = harness::review::read_receipt(&root) {
-        let c = reports::compare::compare(("a", &receipt), ("b", &receipt), Some(0.0));
+        let c = fleet::compare::compare(("a", &receipt), ("b", &receipt), Some(0.0));
         let _ = harness::compare::human(&c);
         assert!(
             c.regressions.is_empty(),

@@ -5,9 +5,9 @@
 //! progress, completions and the man page.
 
 use crate::common::*;
+use fleet::fleet::FleetReport;
 use quick_junit::{Report, TestCaseStatus};
 use reports::Receipt;
-use reports::fleet::FleetReport;
 use reports::gates::Outcome;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -375,7 +375,7 @@ fn junit_bmf_and_the_step_summary_of_a_gated_run() {
     // BMF: valid against the schema; the numbers are the receipt's.
     let value = valid_bmf(&bmf);
     for a in &receipt.arms {
-        let peak = reports::render::state_ready_peak(a);
+        let peak = a.state_ready_peak();
         let m = &value[format!("memqual/test/{}", a.id)];
         match peak {
             Some(p) => assert_eq!(m["state-ready-peak-bytes"]["value"], p as f64, "{}", a.id),
@@ -622,7 +622,7 @@ fn compare_prints_json_and_fails_on_a_regression_beyond_the_limit() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let (ra, rb) = (receipt(&a), receipt(&b));
-    let peak = |r: &Receipt| reports::render::state_ready_peak(&r.arms[0]).unwrap() as f64;
+    let peak = |r: &Receipt| r.arms[0].state_ready_peak().unwrap() as f64;
     let m = &json["arms"][0]["metrics"][0];
     assert_eq!(json["arms"][0]["arm"], "a");
     assert_eq!(m["metric"], "state_ready_peak_bytes");
@@ -835,7 +835,7 @@ plateau = { mib = 4 }
     assert_eq!(f.boots[0].host, "lab");
     assert_eq!(
         f.boots[0].boots,
-        [reports::fleet::Boot {
+        [fleet::fleet::Boot {
             boot_id: Some(boot_id.clone()),
             runs: vec![1, 2],
         }]
@@ -853,6 +853,7 @@ plateau = { mib = 4 }
     assert!(md.contains(&format!("| lab | {boot_id} | 1, 2 |")), "{md}");
     let html = std::fs::read_to_string(fleet.join("fleet.html")).unwrap();
     assert!(html.contains("id=\"boots\""), "{html}");
+    assert!(html.contains(&boot_id), "{html}");
     let out = memqual(&["verify", path(&fleet)]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }
@@ -949,7 +950,7 @@ fn merge_three_runs_into_one_sealed_fleet_report() {
             .iter()
             .map(|r| {
                 let a = r.arms.iter().find(|a| a.id == arm).unwrap();
-                reports::render::state_ready_peak(a).unwrap() as f64
+                a.state_ready_peak().unwrap() as f64
             })
             .collect();
         values.sort_by(f64::total_cmp);

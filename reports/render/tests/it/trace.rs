@@ -11,11 +11,11 @@ const MIB: f64 = 1048576.0;
 
 #[test]
 fn the_trace_counters_step_through_every_series_row() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/runs/quickstart-mini");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/runs/quickstart-mini");
     let run = RunDir::open(&dir, Access::Read).expect("the committed run opens");
     let receipt = reports::assemble(&run).expect("the receipt assembles");
     let series = points_by_arm(&run, receipt.arms.iter().map(|a| a.id.as_str())).unwrap();
-    let text = reports::render::trace_json(&receipt, &series).unwrap();
+    let text = render::outputs::trace_json(&receipt, &series).unwrap();
     let trace: serde_json::Value = serde_json::from_str(&text).unwrap();
     let events = trace["traceEvents"].as_array().unwrap();
 

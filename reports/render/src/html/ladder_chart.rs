@@ -25,10 +25,10 @@
 //!   reads another process at the marker; no kernel peak is kept for it.
 
 use super::compare::MIB;
-use crate::receipt::{ArmReceipt, Receipt};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
+use reports::receipt::{ArmReceipt, Receipt};
 use sampler::Phase;
 
 /// The worker's colour on every ladder chart.
@@ -531,8 +531,8 @@ pub fn page(panels: &[LadderPanel]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::census::{CensusReceipt, EncoderProcessMemory, PhaseMemory};
-    use crate::receipt::PhaseRow;
+    use reports::census::{CensusReceipt, EncoderProcessMemory, PhaseMemory};
+    use reports::receipt::PhaseRow;
     use sampler::TaskMemory;
 
     const MIB_U: u64 = 1 << 20;
@@ -599,7 +599,7 @@ mod tests {
     }
 
     fn receipt(arms: Vec<ArmReceipt>) -> Receipt {
-        let mut r = crate::testing::receipt();
+        let mut r = reports::Receipt::unmeasured();
         r.run.protocol_name = "tiny-ladder".into();
         r.run.arms = arms.iter().map(|a| a.id.clone()).collect();
         r.arms = arms;

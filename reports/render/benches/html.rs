@@ -3,7 +3,7 @@
 //! Issue target: ≤ 2 s and ≤ 3 MB.
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use reports::html::{PageData, Point, render};
+use render::html::{PageData, Point, render};
 use reports::receipt::{ArmReceipt, PhaseRow, Receipt, SeriesSummary};
 use reports::record::{ArmStatus, RunInfo};
 use sampler::{Phase, TaskMemory};

@@ -11,11 +11,11 @@
 use super::PageData;
 use super::compare::{self, Cell, GateCard, MIB, MatrixRow, MemoryFigure, StateCost, Unit};
 use super::compare_charts::{self, ArmCurve, ArmLatency, Palette};
-use crate::gates::{Check, Outcome};
-use crate::receipt::{ArmReceipt, Receipt};
-use crate::soak_history::SoakHistory;
-use crate::stability::Stability;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
+use reports::gates::{Check, Outcome};
+use reports::receipt::{ArmReceipt, Receipt};
+use reports::soak_history::SoakHistory;
+use reports::stability::Stability;
 use sampler::Phase;
 use std::collections::BTreeMap;
 
@@ -679,7 +679,7 @@ fn overhead_table(arm: &ArmReceipt) -> Markup {
 }
 
 /// A lifecycle soak's cycles, its judged floor series and every floor.
-fn lifecycle_floors(l: &crate::stability::LifecycleFloors) -> Markup {
+fn lifecycle_floors(l: &reports::stability::LifecycleFloors) -> Markup {
     let mib = |b: u64| format!("{:.1}", b as f64 / 1_048_576.0);
     html! {
         p {
@@ -723,7 +723,7 @@ fn lifecycle_floors(l: &crate::stability::LifecycleFloors) -> Markup {
 
 /// A soak arm's growth table and, with a history, slope and peak per night.
 fn soak_section(s: &Stability, history: Option<&SoakHistory>) -> Markup {
-    let verdict = crate::stability::verdict_text(s.stable);
+    let verdict = reports::stability::verdict_text(s.stable);
     html! {
         h3 { "Soak" }
         p { "mode " code { (s.mode.name()) } " · " (s.requests) " requests · worker " (s.worker.name()) " · " (verdict) }
@@ -755,7 +755,7 @@ fn soak_section(s: &Stability, history: Option<&SoakHistory>) -> Markup {
                 (h.nights.len()) " soaks of " code { (h.protocol) } " arm " code { (h.arm) }
                 ", oldest first; this run large and blue, regressions red."
             }
-            @match crate::soak_history::charts(h) {
+            @match reports::soak_history::charts(h) {
                 Ok(svgs) => {
                     @for (name, s) in ["slope", "peak"].iter().zip(svgs) {
                         div id={ "soak-history-" (name) } { (PreEscaped(s)) }
@@ -779,8 +779,8 @@ fn transcript_diff(r: &Receipt, arm: &ArmReceipt) -> Markup {
     let (Some(a), Some(c)) = (&arm.speech, &control.speech) else {
         return html! {};
     };
-    let first = |rows: &[crate::speech::TranscriptRow]| {
-        let mut by: BTreeMap<String, crate::speech::TranscriptRow> = BTreeMap::new();
+    let first = |rows: &[reports::speech::TranscriptRow]| {
+        let mut by: BTreeMap<String, reports::speech::TranscriptRow> = BTreeMap::new();
         for t in rows {
             let keep = by
                 .get(&t.result.fixture_id)
@@ -910,7 +910,7 @@ fn arm_details(r: &Receipt, arm: &ArmReceipt, data: &PageData) -> Markup {
         section.arm id={ "arm-" (arm.id) } {
             h2 { "Arm " code { (arm.id) } ": " (format!("{:?}", arm.status)) }
             @for f in &arm.failure { p.fail { (f) } }
-            @if let Some(c) = &arm.memory_ceiling { p.ceiling { (crate::ceiling::line(c)) } }
+            @if let Some(c) = &arm.memory_ceiling { p.ceiling { (reports::ceiling::line(c)) } }
             @if let Some((t0, points)) = data.series.get(&arm.id) {
                 (svg(super::arm_chart::memory_chart(arm, points, *t0), "chart"))
                 @if let Some(c) = arm.stability.as_ref().and_then(|s| s.covariates.as_ref()) {

@@ -24,9 +24,9 @@
 //! Measure names are kebab case, at most 64 characters (Bencher's limit).
 //! Values that are not finite are left out: JSON cannot carry them.
 
-use crate::gates::GateSpec;
-use crate::receipt::{ArmReceipt, Receipt};
 use analysis::growth::Slope;
+use reports::gates::GateSpec;
+use reports::receipt::{ArmReceipt, Receipt};
 use sampler::Phase;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -175,8 +175,8 @@ fn arm_measures(a: &ArmReceipt, phases: &[Phase]) -> BTreeMap<String, Metric> {
         // A block run that toggled attribution measured jemalloc's
         // sampling, not the sampler: another benchmark, another name.
         let name = match o.plan.toggles {
-            crate::gate_spec::OverheadToggle::Sampler => "sampler-overhead-ratio",
-            crate::gate_spec::OverheadToggle::Attribution => "attribution-overhead-ratio",
+            reports::gate_spec::OverheadToggle::Sampler => "sampler-overhead-ratio",
+            reports::gate_spec::OverheadToggle::Attribution => "attribution-overhead-ratio",
         };
         m.interval(name, o.ratio, o.ratio_lower, o.ratio_upper);
     }

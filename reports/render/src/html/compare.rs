@@ -5,9 +5,9 @@
 //! state buffers against the resident memory measured, and the identity and
 //! topology keys that differ between arms.
 
-use crate::gates::{GateResult, GateSpec, Outcome, memory_field_name, memory_field_value};
-use crate::receipt::{ArmReceipt, Receipt};
-use crate::record::ArmStatus;
+use reports::gates::{GateResult, GateSpec, Outcome, memory_field_name, memory_field_value};
+use reports::receipt::{ArmReceipt, Receipt};
+use reports::record::ArmStatus;
 use sampler::Phase;
 use std::collections::BTreeMap;
 
@@ -325,7 +325,7 @@ impl MemoryFigure {
     }
 }
 
-fn arm_peaks(arm: &ArmReceipt, field: crate::gates::MemoryField) -> ArmPeaks {
+fn arm_peaks(arm: &ArmReceipt, field: reports::gates::MemoryField) -> ArmPeaks {
     ArmPeaks {
         arm: arm.id.clone(),
         per_group: PHASE_GROUPS
@@ -393,7 +393,7 @@ pub fn gate_pictures(r: &Receipt) -> GatePictures<'_> {
         for gate in &v.gates {
             match &gate.spec {
                 GateSpec::Memory(g) => {
-                    let field = crate::gates::resolve_memory_field(arm, g.phase, g.field);
+                    let field = reports::gates::resolve_memory_field(arm, g.phase, g.field);
                     let field_name = memory_field_name(field).to_string();
                     let control = v.control.clone().filter(|_| g.ceiling_mib.is_none());
                     let check = gate.checks.first();

@@ -2,7 +2,7 @@
 //! (or shards of one), merged into one table (`memqual merge`).
 //!
 //! - Hosts are keyed by their label (`--host-label`, recorded in
-//!   `host.json`), else their hostname ([`crate::host::HostIdentity::key`]).
+//!   `host.json`), else their hostname ([`reports::host::HostIdentity::key`]).
 //! - One cell per host × arm: the arm's status, verdict, failed gates and
 //!   key metrics ([`crate::compare::KEY_METRICS`]). When several runs of a
 //!   host measured the same arm, the run that owns the arm (not the one that
@@ -26,10 +26,10 @@
 //! manifest the way a receipt does ([`seal`], [`verify`]).
 
 use crate::compare::KEY_METRICS;
-use crate::gates::Outcome;
-use crate::receipt::{ArmReceipt, Receipt};
-use crate::record::{ArmStatus, ShardInfo, files};
-use crate::seal::{self, Problems, SealError, Verification, canonical};
+use reports::gates::Outcome;
+use reports::receipt::{ArmReceipt, Receipt};
+use reports::record::{ArmStatus, ShardInfo, files};
+use reports::seal::{self, Problems, SealError, Verification, canonical};
 use run_dir::digest::sha256_hex;
 use run_dir::names::fleet as names;
 use run_dir::{Rel, RunDir, limits};
@@ -864,15 +864,15 @@ pub fn verify(run: &RunDir) -> Verification {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::{HostIdentity, Identity};
-    use crate::receipt::Seal;
+    use reports::host::{HostIdentity, Identity};
+    use reports::receipt::Seal;
 
     const BOOT_A: &str = "6f1d7c1e-0000-4000-8000-00000000000a";
     const BOOT_B: &str = "6f1d7c1e-0000-4000-8000-00000000000b";
 
     /// A sealed run of protocol `p` on host `label`, started at `started`.
     fn run(dir: &str, label: &str, boot: Option<&str>, started: &str) -> FleetInput {
-        let mut r = crate::testing::receipt();
+        let mut r = reports::Receipt::unmeasured();
         r.run.protocol_name = "p".into();
         r.run.protocol_sha256 = "00".repeat(32);
         r.run.started_utc = started.into();
@@ -936,9 +936,6 @@ mod tests {
         assert!(md.contains(&format!("| lab | {BOOT_A} | 1, 2 |")), "{md}");
         assert!(md.contains(&format!("| lab | {BOOT_B} | 3 |")), "{md}");
         assert!(md.contains("**Rebooted between runs:** lab"), "{md}");
-        let html = crate::fleet_html::page(&f);
-        assert!(html.contains("id=\"boots\""), "{html}");
-        assert!(html.contains(BOOT_B), "{html}");
     }
 
     #[test]

@@ -27,7 +27,7 @@ fn sealed_run(files: usize, bytes: usize) -> (tempfile::TempDir, PathBuf, u64) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");
     copy_tree(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/runs/quickstart-mini"),
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/runs/quickstart-mini"),
         &dir,
     );
     let run = RunDir::open(&dir, Access::Rebuild).unwrap();
@@ -42,7 +42,7 @@ fn sealed_run(files: usize, bytes: usize) -> (tempfile::TempDir, PathBuf, u64) {
     let check = run.check_raw().unwrap();
     run.update_raw_seal(&check, None).unwrap();
     let mut receipt = reports::assemble(&run).unwrap();
-    reports::render::write_all(&run, &receipt).unwrap();
+    render::outputs::write_all(&run, &receipt).unwrap();
     reports::seal::seal(&run, &mut receipt).unwrap();
     let listed = reports::seal::manifest(&run)
         .unwrap()

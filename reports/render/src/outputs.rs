@@ -5,8 +5,8 @@
 //! counters from the series, slices for phases and requests; Perfetto
 //! opens it). All are rebuilt from the run directory alone.
 
-use crate::ReportError;
-use crate::receipt::{ArmReceipt, Receipt};
+use reports::ReportError;
+use reports::receipt::{ArmReceipt, Receipt};
 use run_dir::{Rel, RunDir};
 use sampler::Phase;
 use std::fmt::Write;
@@ -22,12 +22,6 @@ fn mib(bytes: Option<u64>) -> String {
 
 fn ms(ns: Option<f64>) -> String {
     ns.map_or("–".into(), |n| format!("{:.1}", n / 1e6))
-}
-
-/// The arm's kernel peak at `state_ready`: footprint where reported, else resident.
-pub fn state_ready_peak(a: &ArmReceipt) -> Option<u64> {
-    let m = &a.phase(Phase::StateReady, None)?.memory;
-    m.footprint_peak_bytes.or(m.resident_peak_bytes)
 }
 
 /// `summary.md`.
@@ -74,7 +68,7 @@ pub fn summary_markdown(r: &Receipt) -> String {
             "| {} | {:?} | {} | {} | {} / {} / {} | {} |",
             a.id,
             a.status,
-            mib(state_ready_peak(a)),
+            mib(a.state_ready_peak()),
             mib(a.series.max_resident_bytes),
             ms(p50),
             ms(p95),
@@ -84,21 +78,21 @@ pub fn summary_markdown(r: &Receipt) -> String {
     }
     for a in &r.arms {
         if let Some(c) = &a.memory_ceiling {
-            let _ = writeln!(out, "\n`{}`: {}.", a.id, crate::ceiling::line(c));
+            let _ = writeln!(out, "\n`{}`: {}.", a.id, reports::ceiling::line(c));
         }
     }
-    let residencies: Vec<(&str, &crate::residency::ResidencyReceipt)> = r
+    let residencies: Vec<(&str, &reports::residency::ResidencyReceipt)> = r
         .arms
         .iter()
         .filter_map(|a| a.residency.as_ref().map(|s| (a.id.as_str(), s)))
         .collect();
-    out.push_str(&crate::residency::markdown(&residencies));
-    let attributed: Vec<(&str, &crate::attribution::AttributionReceipt)> = r
+    out.push_str(&reports::residency::markdown(&residencies));
+    let attributed: Vec<(&str, &reports::attribution::AttributionReceipt)> = r
         .arms
         .iter()
         .map(|a| (a.id.as_str(), &a.attribution))
         .collect();
-    out.push_str(&crate::attribution::markdown(&attributed));
+    out.push_str(&reports::attribution::markdown(&attributed));
     let qois: Vec<(&str, &quality::QoiReport)> = r
         .arms
         .iter()
@@ -111,12 +105,12 @@ pub fn summary_markdown(r: &Receipt) -> String {
         .filter_map(|a| Some((a.id.as_str(), a.speech.as_ref()?.throughput.as_ref()?)))
         .collect();
     out.push_str(&analysis::throughput::markdown(&throughputs));
-    let soaks: Vec<(&str, &crate::stability::Stability)> = r
+    let soaks: Vec<(&str, &reports::stability::Stability)> = r
         .arms
         .iter()
         .filter_map(|a| Some((a.id.as_str(), a.stability.as_ref()?)))
         .collect();
-    out.push_str(&crate::stability::markdown(&soaks));
+    out.push_str(&reports::stability::markdown(&soaks));
     if let Some(g) = &r.gates {
         let _ = writeln!(out, "\n## Gates\n");
         let _ = writeln!(
@@ -167,7 +161,7 @@ pub fn summary_markdown(r: &Receipt) -> String {
             let Some(o) = &a.overhead else { continue };
             let f4 = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.4}"));
             let toggled = match o.plan.toggles {
-                crate::gate_spec::OverheadToggle::Sampler => String::new(),
+                reports::gate_spec::OverheadToggle::Sampler => String::new(),
                 t => format!(" ({} on / off)", t.label()),
             };
             let _ = writeln!(
@@ -312,7 +306,7 @@ pub fn phases_csv(r: &Receipt) -> Result<String, ReportError> {
 /// row. An 8-hour soak's plateau is mostly such rows.
 pub fn trace_json(
     r: &Receipt,
-    series: &crate::series::SeriesPoints,
+    series: &reports::series::SeriesPoints,
 ) -> Result<String, ReportError> {
     use serde_json::json;
     let mut events = Vec::new();
@@ -323,7 +317,7 @@ pub fn trace_json(
                            "args": {"name": a.id}}),
         ));
         let rows = series.get(&a.id).map_or(&[][..], Vec::as_slice);
-        let drawn = |row: &crate::series::SeriesPoint| (row.resident_bytes, row.footprint_bytes);
+        let drawn = |row: &reports::series::SeriesPoint| (row.resident_bytes, row.footprint_bytes);
         let last = rows.iter().rposition(|row| drawn(row) != (None, None));
         let mut shown = None;
         for (k, row) in rows.iter().enumerate() {
@@ -422,16 +416,16 @@ struct CounterArgs {
 
 /// Write every derived report into the run directory, each atomically.
 pub fn write_all(run: &RunDir, r: &Receipt) -> Result<(), ReportError> {
-    let series = crate::series::points_by_arm(run, r.arms.iter().map(|a| a.id.as_str()))?;
+    let series = reports::series::points_by_arm(run, r.arms.iter().map(|a| a.id.as_str()))?;
     write_all_with(run, r, &series)
 }
 
 /// [`write_all`] with each arm's series already read
-/// ([`crate::assemble_with_series`]).
+/// ([`reports::assemble_with_series`]).
 pub fn write_all_with(
     run: &RunDir,
     r: &Receipt,
-    series: &crate::series::SeriesPoints,
+    series: &reports::series::SeriesPoints,
 ) -> Result<(), ReportError> {
     let write = |name: &str, text: String| run.write_bytes(&Rel::file(name), text.as_bytes());
     write(names::SUMMARY, summary_markdown(r))?;

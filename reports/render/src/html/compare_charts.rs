@@ -7,9 +7,9 @@
 
 use super::arm_chart::{Point, envelope};
 use super::compare::{LatencyMark, MIB, MemoryFigure, PHASE_GROUPS};
-use crate::receipt::{ArmReceipt, Receipt};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
+use reports::receipt::{ArmReceipt, Receipt};
 use sampler::Phase;
 
 /// Full-width pictures: the page scales them down to its column.

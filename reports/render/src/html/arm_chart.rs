@@ -2,9 +2,9 @@
 //! phase bands, the external series, the in-process markers and each
 //! phase's kernel peak on one axis, with [`envelope`] bounding long series.
 
-use crate::receipt::ArmReceipt;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
+use reports::receipt::ArmReceipt;
 use sampler::Phase;
 
 /// Chart width in pixels; also the number of envelope buckets.

@@ -2,9 +2,9 @@
 //! device memory at each phase, the GPU context's baseline, and where the
 //! model and the state went.
 
-use crate::device_memory::Split;
-use crate::receipt::ArmReceipt;
 use maud::{Markup, html};
+use reports::device_memory::Split;
+use reports::receipt::ArmReceipt;
 
 fn mib(bytes: u64) -> String {
     format!("{:.1}", bytes as f64 / 1048576.0)

@@ -7,12 +7,12 @@
 //! report's columns ([`crate::fleet`]).
 //!
 //! Figures are only as good as the seal over them: `memqual compare`
-//! verifies each run's seal first ([`crate::seal::verify`]) and records the
+//! verifies each run's seal first ([`reports::seal::verify`]) and records the
 //! result with [`Comparison::mark_seals`], so a run whose seal is broken is
 //! named and its figures are marked unverified.
 
-use crate::gates::Outcome;
-use crate::receipt::{ArmReceipt, Receipt};
+use reports::gates::Outcome;
+use reports::receipt::{ArmReceipt, Receipt};
 use serde::{Deserialize, Serialize};
 
 /// One key metric: its name (as in `--json`) and unit.
@@ -47,7 +47,7 @@ pub const KEY_METRICS: [KeyMetric; 3] = [
         name: "state_ready_peak_bytes",
         unit: "bytes",
         label: "state_ready peak",
-        value: |a| crate::render::state_ready_peak(a).map(|v| v as f64),
+        value: |a| a.state_ready_peak().map(|v| v as f64),
     },
     KeyMetric {
         name: "max_resident_bytes",
@@ -87,11 +87,11 @@ pub struct SealStatus {
     pub verified: bool,
     /// What the check found wrong (empty when verified), as `memqual verify
     /// --json` lists it.
-    pub problems: Vec<crate::seal::Problem>,
+    pub problems: Vec<reports::seal::Problem>,
 }
 
-impl From<&crate::seal::Verification> for SealStatus {
-    fn from(v: &crate::seal::Verification) -> Self {
+impl From<&reports::seal::Verification> for SealStatus {
+    fn from(v: &reports::seal::Verification) -> Self {
         SealStatus {
             verified: v.holds(),
             problems: v.problems.clone(),
@@ -180,7 +180,7 @@ pub struct Comparison {
 impl Comparison {
     /// Record the seal checks of run A and run B (their figures are
     /// verified only when their seal holds).
-    pub fn mark_seals(&mut self, a: &crate::seal::Verification, b: &crate::seal::Verification) {
+    pub fn mark_seals(&mut self, a: &reports::seal::Verification, b: &reports::seal::Verification) {
         self.a.seal = Some(a.into());
         self.b.seal = Some(b.into());
         self.figures_verified = self.a.verified() && self.b.verified();

@@ -5,7 +5,7 @@
 //! run-directory data it draws ([`PageData`], read through
 //! [`run_dir::RunDir`] by [`PageData::read`]) and nothing else. HTML comes
 //! from maud templates ([`sections`]), which escape every value; the CSS
-//! is `reports/assets/report.css`, inlined.
+//! is `reports/render/assets/report.css`, inlined.
 //!
 //! Layout, top to bottom:
 //! - the verdict: the run verdict and each gated arm's gates;
@@ -41,10 +41,10 @@ mod sections;
 
 pub use arm_chart::{Point, envelope, memory_chart};
 
-use crate::ReportError;
-use crate::receipt::Receipt;
-use crate::series::SeriesPoint;
-use crate::soak_history::SoakHistory;
+use reports::ReportError;
+use reports::receipt::Receipt;
+use reports::series::SeriesPoint;
+use reports::soak_history::SoakHistory;
 use run_dir::{Rel, RunDir};
 use std::collections::BTreeMap;
 
@@ -67,7 +67,7 @@ pub struct PageData {
 impl PageData {
     /// Every arm's series and latencies, and the soak history.
     pub fn read(run: &RunDir, r: &Receipt) -> Result<PageData, ReportError> {
-        let series = crate::series::points_by_arm(run, r.arms.iter().map(|a| a.id.as_str()))?;
+        let series = reports::series::points_by_arm(run, r.arms.iter().map(|a| a.id.as_str()))?;
         PageData::read_with(run, r, &series)
     }
 
@@ -76,7 +76,7 @@ impl PageData {
     pub fn read_with(
         run: &RunDir,
         r: &Receipt,
-        series: &crate::series::SeriesPoints,
+        series: &reports::series::SeriesPoints,
     ) -> Result<PageData, ReportError> {
         let mut data = PageData::default();
         for arm in &r.arms {
@@ -87,7 +87,7 @@ impl PageData {
             data.latencies_ns
                 .insert(arm.id.clone(), read_latencies(run, &arm.id)?);
         }
-        data.history = crate::soak_history::read(run)?;
+        data.history = reports::soak_history::read(run)?;
         Ok(data)
     }
 }
@@ -111,7 +111,7 @@ fn page_points(raw: &[SeriesPoint]) -> (Option<u64>, Vec<Point>) {
 pub fn read_latencies(run: &RunDir, arm: &str) -> Result<Vec<u64>, ReportError> {
     let mut out = Vec::new();
     run.for_each_jsonl(
-        &run.arm(arm)?.join(crate::record::files::RESULTS),
+        &run.arm(arm)?.join(reports::record::files::RESULTS),
         |_, r: worker_contract::RequestResult| {
             out.push(r.latency_ns);
             Ok(())

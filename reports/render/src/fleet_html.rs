@@ -1,9 +1,9 @@
 //! `fleet.html`: the fleet report as one offline page (maud templates, so
 //! every host label, arm id and note is escaped).
 
-use crate::fleet::{Cell, FleetReport, boot_name, cell_text, format_value};
-use crate::gates::Outcome;
+use fleet::fleet::{Cell, FleetReport, boot_name, cell_text, format_value};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
+use reports::gates::Outcome;
 
 const CSS: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}\
 table{border-collapse:collapse;margin:.5em 0 1.5em}\

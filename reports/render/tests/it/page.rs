@@ -2,14 +2,14 @@
 //! with a control and a gated candidate; see `tests/runs/README.md`):
 //! the receipt is assembled from the raw files, the page rendered, and its
 //! normalised form compared with `tests/golden/quickstart-mini.html`.
-//! Re-bless with `MEMQUAL_BLESS=1 cargo test -p reports --test it page`.
+//! Re-bless with `MEMQUAL_BLESS=1 cargo test -p render --test it page`.
 
-use reports::html::{PageData, render};
+use render::html::{PageData, render};
 use run_dir::{Access, RunDir};
 use std::path::{Path, PathBuf};
 
 fn committed_run() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/runs/quickstart-mini")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/runs/quickstart-mini")
 }
 
 fn page() -> (reports::Receipt, String) {
@@ -86,7 +86,7 @@ fn the_page_matches_its_golden_file() {
             .unwrap_or(expected.lines().count().min(normalised.lines().count()));
         panic!(
             "report.html differs from {} from line {}:\n  golden: {:?}\n  now:    {:?}\n\
-             If the change is intended, re-bless: MEMQUAL_BLESS=1 cargo test -p reports --test it page",
+             If the change is intended, re-bless: MEMQUAL_BLESS=1 cargo test -p render --test it page",
             golden.display(),
             first + 1,
             expected.lines().nth(first),
@@ -158,7 +158,7 @@ fn values_are_escaped_by_the_templates() {
 
 #[test]
 fn the_matrix_and_the_identity_diff_name_the_one_real_difference() {
-    use reports::html::compare;
+    use render::html::compare;
     let (receipt, _) = page();
     let m = compare::matrix(&receipt);
     let names: Vec<&str> = m.columns.iter().map(|c| c.name).collect();

@@ -2,9 +2,9 @@
 //! sites holding the most heap at its end and those that allocated the
 //! most within it, against the growth the kernel measured.
 
-use crate::attribution::{AttributionMode, PhaseAttribution, Site};
-use crate::receipt::ArmReceipt;
 use maud::{Markup, html};
+use reports::attribution::{AttributionMode, PhaseAttribution, Site};
+use reports::receipt::ArmReceipt;
 
 fn mib(bytes: f64) -> String {
     format!("{:.2}", bytes / 1048576.0)

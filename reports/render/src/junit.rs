@@ -14,12 +14,12 @@
 //!
 //! Written with `quick-junit` (nextest's serializer).
 
-use crate::calibration::CalibrationCheck;
-use crate::gates::{ArmVerdict, Check, GateReport, Outcome};
-use crate::receipt::{ArmReceipt, Receipt};
-use crate::record::ArmStatus;
 use analysis::growth::Classification;
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
+use reports::calibration::CalibrationCheck;
+use reports::gates::{ArmVerdict, Check, GateReport, Outcome};
+use reports::receipt::{ArmReceipt, Receipt};
+use reports::record::ArmStatus;
 
 fn number(v: Option<f64>, unit: &str) -> String {
     match (v, unit) {
@@ -103,7 +103,7 @@ fn figures(arm: &ArmReceipt) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = arm
         .memory_ceiling
         .iter()
-        .map(|c| ("memory_ceiling".to_string(), crate::ceiling::line(c)))
+        .map(|c| ("memory_ceiling".to_string(), reports::ceiling::line(c)))
         .collect();
     let Some(s) = &arm.speech else {
         return out;
@@ -267,9 +267,11 @@ pub fn report(
 }
 
 /// [`report`] as XML text.
-pub fn to_xml(report: &Report) -> Result<String, crate::ReportError> {
-    report.to_string().map_err(|e| crate::ReportError::Invalid {
-        path: "junit".into(),
-        reason: e.to_string(),
-    })
+pub fn to_xml(report: &Report) -> Result<String, reports::ReportError> {
+    report
+        .to_string()
+        .map_err(|e| reports::ReportError::Invalid {
+            path: "junit".into(),
+            reason: e.to_string(),
+        })
 }
