@@ -4,12 +4,12 @@
 use crate::block_toggle::BlockToggle;
 use crate::probes::MarkerHook;
 use crate::probes::Probes;
-use crate::protocol::Arm;
 use crate::reader::{ChannelReader, Event, ReaderReport};
 use crate::watchdog::Watchdog;
 use command_fds::{CommandFdExt, FdMapping};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
+use protocol::Arm;
 use reports::attribution::AttributionMode;
 use reports::record::{ArmOutcome, ArmStatus, ExitInfo, files};
 use run_dir::{CsvAppender, Rel, RunDir, RunDirError};
@@ -324,7 +324,7 @@ fn execute_with(
         let _ = waiter_tx.send(Event::Exited(child.wait()));
     });
 
-    let deadline = crate::limits::deadline_after(arm.timeout);
+    let deadline = protocol::limits::deadline_after(arm.timeout);
     let mut timed_out = false;
     let mut killed_for_violation = false;
     let mut killed_for_interrupt = false;
@@ -668,7 +668,7 @@ mod tests {
     fn a_ceiling_without_the_external_sampler_is_refused_before_the_worker_starts() {
         let text = "schema_version = 1\nname = \"t\"\n[[arm]]\nid = \"a\"\n\
                     memory_ceiling = \"64 MiB\"\n[arm.calibrate]\n";
-        let protocol = crate::protocol::parse_without_catalogs(text).unwrap();
+        let protocol = protocol::parse_without_catalogs(text).unwrap();
         let tmp = tempfile::tempdir().unwrap();
         let run = RunDir::create(&tmp.path().join("run")).unwrap();
         let dir = Rel::parse("a").unwrap();

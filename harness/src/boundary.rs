@@ -12,6 +12,7 @@
 //! ([`MarkerFilter`]): a soak of thousands of requests would otherwise mean
 //! thousands of observations.
 
+use protocol::marker_filter::MarkerFilter;
 use reports::snapshots::Trigger;
 use run_dir::{Appender, Rel, RunDir};
 use sampler::{Marker, Phase, clock};
@@ -73,51 +74,6 @@ pub(crate) struct BoundaryWorker {
     filter: MarkerFilter,
     latest: LatestPhase,
     handle: JoinHandle<Vec<String>>,
-}
-
-/// Which phase markers trigger an observation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct MarkerFilter {
-    /// Observe at phase markers at all.
-    pub at_phases: bool,
-    /// Observe the `request_begin`/`request_end` markers of every n-th
-    /// measured request (the 1st, the n+1-th, …); `None`: of none.
-    pub every_n_requests: Option<u64>,
-}
-
-impl MarkerFilter {
-    pub(crate) const ALL: MarkerFilter = MarkerFilter {
-        at_phases: true,
-        every_n_requests: Some(1),
-    };
-}
-
-impl MarkerFilter {
-    /// From a protocol table's `at_request_markers` / `every_n_requests`;
-    /// `table` names it in the error.
-    pub(crate) fn from_plan(
-        table: &str,
-        at_phases: bool,
-        at_request_markers: bool,
-        every_n_requests: Option<u64>,
-    ) -> Result<Self, worker_contract::FieldError> {
-        let key = format!("{table}.every_n_requests");
-        let every_n_requests = match (at_request_markers, every_n_requests) {
-            (false, Some(n)) => {
-                return Err(worker_contract::FieldError::new(
-                    &key,
-                    format!("{key} = {n} needs at_request_markers = true"),
-                ));
-            }
-            (false, None) => None,
-            (true, Some(n)) => Some(crate::limits::EVERY_N_REQUESTS.check(&key, n)?),
-            (true, None) => Some(1),
-        };
-        Ok(MarkerFilter {
-            at_phases,
-            every_n_requests,
-        })
-    }
 }
 
 /// A [`MarkerFilter`] applied to the marker stream in order.

@@ -2,11 +2,10 @@
 //! manifest) and named models (memqual's model cache).
 
 use crate::fixtures::ModelName;
-use crate::whisper_arm::{FixtureCatalog, ModelCatalog};
 use anyhow::Context;
 use clap::ValueEnum;
+use protocol::whisper_arm::{FixtureCatalog, ModelCatalog};
 use std::path::PathBuf;
-use worker_contract::FixtureInput;
 
 /// Every slice of the fixtures manifest (`MEMQUAL_FIXTURES` or the committed folder).
 pub fn fixture_catalog() -> anyhow::Result<FixtureCatalog> {
@@ -17,22 +16,7 @@ pub fn fixture_catalog() -> anyhow::Result<FixtureCatalog> {
             speech_fixtures::audio_dir().display()
         )
     })?;
-    let slices = fixtures
-        .slices()
-        .iter()
-        .map(|s| FixtureInput {
-            id: s.id.clone(),
-            category: s.category.as_str().to_string(),
-            path: fixtures.path_of(s),
-            sha256: s.sha256.clone(),
-            reference: s.reference.clone(),
-            conversion: None,
-        })
-        .collect();
-    Ok(FixtureCatalog {
-        slices,
-        dir: Some(fixtures.dir.clone()),
-    })
+    Ok(FixtureCatalog::of(&fixtures))
 }
 
 /// Named models in memqual's cache.
@@ -73,5 +57,35 @@ impl ModelCatalog for ModelCache {
             .filter_map(|m| m.to_possible_value().map(|v| v.get_name().to_string()))
             .chain([crate::ct2_fixture::TINY_EN_CT2.to_string()])
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use protocol::{ParseContext, load};
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn every_committed_protocol_loads_with_the_real_catalogs() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../protocols");
+        let fixtures = fixture_catalog().unwrap();
+        let mut seen = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "toml") {
+                continue;
+            }
+            let mut ctx = ParseContext {
+                overrides: BTreeMap::new(),
+                base_dir: PathBuf::new(),
+                fixtures: &fixtures,
+                models: &ModelCache,
+                physical_memory: crate::host::physical_memory_bytes(),
+            };
+            load(&path, &mut ctx).unwrap_or_else(|e| panic!("{e}"));
+            seen += 1;
+        }
+        assert!(seen >= 10, "only {seen} protocols in {dir}");
     }
 }

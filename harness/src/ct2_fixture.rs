@@ -14,8 +14,7 @@ use std::fs::File;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-/// The name `memqual fixtures model` and protocols use.
-pub const TINY_EN_CT2: &str = "tiny.en-ct2";
+pub use protocol::whisper_arm::TINY_EN_CT2;
 
 /// The wheel member each pinned file comes from; `None`: memqual writes it.
 const MEMBERS: &[(&str, Option<&str>)] = &[

@@ -11,10 +11,10 @@
 //! the fleet report shows the owning shard's measurement.
 
 use crate::exit::{self, Failure, failed, harness, usage};
-use crate::protocol::LoadedProtocol;
 use crate::{ci_formats, console};
 use ::fleet::fleet::{self, FleetInput};
 use anyhow::{Context, anyhow};
+use protocol::LoadedProtocol;
 use reports::record::{ShardInfo, files};
 use run_dir::names::fleet as names;
 use run_dir::{Access, Rel, RunDir, RunDirError, limits};
@@ -304,7 +304,7 @@ mod tests {
             arm("c", Some("b")),
             arm("d", None)
         );
-        crate::protocol::parse_without_catalogs(&text).unwrap()
+        protocol::parse_without_catalogs(&text).unwrap()
     }
 
     fn ids(p: &LoadedProtocol) -> Vec<&str> {

@@ -5,10 +5,10 @@
 
 use ::harness::{
     artifact, bisect, calibrate, compare, exit, fixtures, fleet, history, host, import,
-    ladder_chart, lifeline, limits, manual, note, out, probe_verdict, protocol, review, session,
-    soak, version,
+    ladder_chart, lifeline, manual, note, out, probe_verdict, review, session, soak, version,
 };
 use clap::{CommandFactory, Parser, Subcommand};
+use protocol::limits;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -8,8 +8,8 @@
 
 use crate::arm;
 use crate::block_toggle::BlockToggle;
-use crate::protocol::Arm;
 use anyhow::Context;
+use protocol::Arm;
 use reports::gate_spec::OverheadGate;
 use reports::overhead::{
     BlockPlan, OVERHEAD_DIR, OVERHEAD_FILE, OverheadRecord, RequestWindow, SWITCHES_FILE,

@@ -3,8 +3,8 @@
 
 use crate::boundary::{BoundarySender, BoundaryWorker, Job};
 use crate::census::Census;
-use crate::protocol::Arm;
 use crate::snapshots::Snapshotter;
+use protocol::Arm;
 use reports::snapshots::{PROBES, ProbeSettings, Trigger};
 use run_dir::{Rel, RunDir};
 use sampler::{Marker, clock};

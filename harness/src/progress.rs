@@ -9,8 +9,8 @@
 //! the arm ends. A thread tails the arm's `markers.jsonl` (every marker is
 //! read, however short its phase), so nothing here touches the worker.
 
-use crate::protocol::Arm;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use protocol::Arm;
 use reports::record::files;
 use run_dir::{Rel, RunDir};
 use sampler::{Marker, Phase};

@@ -1,10 +1,10 @@
 //! The dispatcher: one run directory, arms strictly one at a time, progress
 //! on stderr, the receipt at the end.
 
-use crate::protocol::LoadedProtocol;
 use crate::worker_dir::WorkerDir;
 use crate::{admission, arm, host};
 use anyhow::Context;
+use protocol::LoadedProtocol;
 use reports::admission::AdmissionRecord;
 use reports::record::{ArmOutcome, ArmStatus, RunInfo, files};
 use reports::series::SeriesPoints;

@@ -4,8 +4,9 @@
 //! itself, which is only that pipeline plus its summary.
 
 use crate::exit::{self, Failure, harness, usage};
-use crate::{catalogs, ci_formats, fixtures, fleet, host, protocol, run, summary, whisper_arm};
+use crate::{catalogs, ci_formats, fixtures, fleet, host, run, summary};
 use anyhow::Context;
+use protocol::whisper_arm;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 

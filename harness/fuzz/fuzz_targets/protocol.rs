@@ -9,9 +9,9 @@
 
 #![no_main]
 
-use harness::protocol::{self, ParseContext};
+use protocol::ParseContext;
 use harness::soak;
-use harness::whisper_arm::FixtureCatalog;
+use protocol::whisper_arm::FixtureCatalog;
 use libfuzzer_sys::fuzz_target;
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -134,17 +134,17 @@ pub enum ArtifactCommand {
         /// The GGML model file.
         model: PathBuf,
         /// Audio positions the state is sized for, 1 to 1500 (default: the header's).
-        #[arg(long, value_name = "N", value_parser = crate::limits::int_flag(crate::limits::AUDIO_POSITIONS))]
+        #[arg(long, value_name = "N", value_parser = protocol::limits::int_flag(protocol::limits::AUDIO_POSITIONS))]
         audio_ctx: Option<u64>,
         /// Text positions the state is sized for, 1 to 448 (default: the header's).
-        #[arg(long, value_name = "N", value_parser = crate::limits::int_flag(crate::limits::TEXT_POSITIONS))]
+        #[arg(long, value_name = "N", value_parser = protocol::limits::int_flag(protocol::limits::TEXT_POSITIONS))]
         text_ctx: Option<u64>,
         /// Decoders (beam size or best-of), 1 to 8; more than one grows the self cache.
-        #[arg(long, value_name = "N", value_parser = crate::limits::int_flag(crate::limits::BEAMS))]
+        #[arg(long, value_name = "N", value_parser = protocol::limits::int_flag(protocol::limits::BEAMS))]
         beams: Option<u64>,
         /// Tokens per decoder batch the logits capacity holds, 1 to 448 (the
         /// patched worker's `state_bounds.max_batch`; default: the text context).
-        #[arg(long, value_name = "N", value_parser = crate::limits::int_flag(crate::limits::TEXT_POSITIONS))]
+        #[arg(long, value_name = "N", value_parser = protocol::limits::int_flag(protocol::limits::TEXT_POSITIONS))]
         max_batch: Option<u64>,
         /// Print the result as JSON.
         #[arg(long)]

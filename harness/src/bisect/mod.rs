@@ -15,10 +15,10 @@ pub mod summary;
 
 use crate::exit::{self, Failure, harness, usage};
 use crate::probe_verdict::{self, Judged};
-use crate::protocol::LoadedProtocol;
+use crate::run;
 use crate::session::{self, INTERRUPTED, SessionOptions};
-use crate::{protocol, run};
 use anyhow::{Context, anyhow};
+use protocol::LoadedProtocol;
 use run_dir::names::bisect as names;
 use run_dir::{Rel, RunDir};
 use search::{Ending, Said, Search};

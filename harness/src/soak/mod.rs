@@ -10,11 +10,11 @@
 pub mod nightly;
 pub(crate) mod watch;
 
-use crate::limits::{SOAK_DURATION_S, SOAK_GRACE};
 use crate::progress::mib;
-use crate::protocol::{LoadedProtocol, SoakDecl};
 use crate::run::{self, RunResult};
 use anyhow::{Context, bail};
+use protocol::limits::{SOAK_DURATION_S, SOAK_GRACE};
+use protocol::{LoadedProtocol, SoakDecl};
 use reports::stability::SoakMode;
 use run_dir::{Rel, RunDir};
 use std::path::PathBuf;

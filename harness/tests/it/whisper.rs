@@ -445,14 +445,14 @@ fn coreml_ladder_specs(
     protocol: &str,
 ) -> Vec<(String, Option<String>, worker_contract::WhisperSpec)> {
     let fixtures = harness::catalogs::fixture_catalog().unwrap();
-    let mut ctx = harness::protocol::ParseContext {
+    let mut ctx = protocol::ParseContext {
         overrides: [("models".to_string(), "/m".to_string())].into(),
         base_dir: PathBuf::from("/"),
         fixtures: &fixtures,
         models: &harness::catalogs::ModelCache,
         physical_memory: None,
     };
-    let loaded = harness::protocol::load(Path::new(protocol), &mut ctx).unwrap();
+    let loaded = protocol::load(Path::new(protocol), &mut ctx).unwrap();
     loaded
         .arms
         .into_iter()

@@ -22,14 +22,8 @@ pub const SOAK_REQUESTS: IntBound = IntBound::new(1, 10_000_000, "at most 10 mil
 /// A soak's timeout is its duration plus this much for the last request.
 pub const SOAK_GRACE: Duration = Duration::from_secs(600);
 
-/// Snapshot cadence: 1 ms to a day.
-pub const EVERY_MS: IntBound = IntBound::new(1, 86_400_000, "milliseconds, at most 1 day");
-
 /// Every n-th request's markers: 1 to 10 million.
 pub const EVERY_N_REQUESTS: IntBound = IntBound::new(1, 10_000_000, "at most 10 million");
-
-/// Census threshold in MiB: 0 to 1 TiB.
-pub const THRESHOLD_MIB: FloatBound = FloatBound::closed(0.0, 1_048_576.0, "MiB, at most 1 TiB");
 
 /// `idle_s` of a whisper arm: at most an hour.
 pub const IDLE_S: FloatBound = FloatBound::closed(0.0, 3600.0, "seconds, at most 1 hour");

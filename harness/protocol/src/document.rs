@@ -7,7 +7,8 @@ mod soak;
 pub use soak::{CYCLES, SoakDecl};
 
 use crate::census::CensusPlan;
-use crate::limits::{PERIOD_MS, TIMEOUT_S};
+use crate::limits::TIMEOUT_S;
+use crate::sampling::{Defaults, Sampling};
 use crate::snapshots::SnapshotPlan;
 use crate::spans::Spans;
 use crate::whisper_arm::{FixtureCatalog, ModelCatalog, ModelRef, WhisperArmDecl};
@@ -62,62 +63,6 @@ pub struct Protocol {
     pub census: CensusPlan,
     /// How `memqual soak` judges growth (thresholds, warm-up, history).
     pub soak: Option<SoakDecl>,
-}
-
-/// External sampler settings.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Sampling {
-    /// Tick period in milliseconds (default 50).
-    #[serde(default = "default_period_ms")]
-    #[schemars(range(min = crate::limits::PERIOD_MS.min, max = crate::limits::PERIOD_MS.max))]
-    pub period_ms: u64,
-    /// How often the system files (meminfo, vmstat, PSI; the host's
-    /// counters on macOS) are read, in milliseconds (default 1000, or
-    /// `period_ms` if longer); the ticks between repeat the last reading.
-    /// The worker's own files are read every tick.
-    #[serde(default = "default_system_period_ms")]
-    #[schemars(range(min = crate::limits::PERIOD_MS.min, max = crate::limits::PERIOD_MS.max))]
-    pub system_period_ms: u64,
-}
-
-fn default_period_ms() -> u64 {
-    50
-}
-
-fn default_system_period_ms() -> u64 {
-    1000
-}
-
-impl Default for Sampling {
-    fn default() -> Self {
-        Sampling {
-            period_ms: default_period_ms(),
-            system_period_ms: default_system_period_ms(),
-        }
-    }
-}
-
-/// Settings every arm inherits unless it sets its own.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Defaults {
-    /// Seconds an arm may run before its worker's process group is killed (default 300).
-    #[serde(default = "default_timeout_s")]
-    #[schemars(range(min = crate::limits::TIMEOUT_S.min, max = crate::limits::TIMEOUT_S.max))]
-    pub arm_timeout_s: u64,
-}
-
-fn default_timeout_s() -> u64 {
-    300
-}
-
-impl Default for Defaults {
-    fn default() -> Self {
-        Defaults {
-            arm_timeout_s: default_timeout_s(),
-        }
-    }
 }
 
 /// One arm as declared: exactly one worker table (`calibrate` or `whisper`).
@@ -236,7 +181,7 @@ pub struct LoadedProtocol {
     pub arms: Vec<Arm>,
     /// The `[soak]` table, if any (`memqual soak` uses defaults without it).
     pub soak: Option<SoakDecl>,
-    /// Set by `--shard I/N`: `arms` then holds that share (see [`crate::fleet`]).
+    /// Set by `--shard I/N`: `arms` then holds that share (the harness's `fleet` module).
     pub shard: Option<reports::record::ShardInfo>,
 }
 
@@ -258,9 +203,8 @@ pub struct ParseContext<'a> {
 }
 
 /// Parse `text` with no fixtures, no named models and the host's RAM
-/// unknown: the context unit tests outside this module need.
-#[cfg(test)]
-pub(crate) fn parse_without_catalogs(text: &str) -> Result<LoadedProtocol, ProtocolError> {
+/// unknown: the context unit tests outside this crate need.
+pub fn parse_without_catalogs(text: &str) -> Result<LoadedProtocol, ProtocolError> {
     let ctx = ParseContext {
         overrides: BTreeMap::new(),
         base_dir: PathBuf::from("."),
@@ -390,16 +334,12 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
     if raw.arms.is_empty() {
         return Err(located(None, "the protocol declares no [[arm]]".into()));
     }
-    PERIOD_MS
-        .check("period_ms", raw.sampling.period_ms)
-        .map_err(|e| in_table("sampling", e))?;
-    PERIOD_MS
-        .check("system_period_ms", raw.sampling.system_period_ms)
-        .map_err(|e| in_table("sampling", e))?;
-    TIMEOUT_S
-        .check("arm_timeout_s", raw.defaults.arm_timeout_s)
-        .map_err(|e| in_table("defaults", e))?;
-    for checked in [raw.snapshots.validate(), raw.census.validate()] {
+    for checked in [
+        raw.sampling.validate(),
+        raw.defaults.validate(),
+        raw.snapshots.validate(),
+        raw.census.validate(),
+    ] {
         checked.map_err(|e| at_key(&e.key, e.message))?;
     }
     raw.admission
@@ -433,12 +373,7 @@ pub fn parse(file: &str, text: &str, ctx: &ParseContext) -> Result<LoadedProtoco
                 .map_or_else(|| span.clone(), |a| a.span()),
         );
         let sampling = decl.sampling.unwrap_or(raw.sampling);
-        PERIOD_MS
-            .check("sampling.period_ms", sampling.period_ms)
-            .map_err(|e| in_arm(&e.key, e.message))?;
-        PERIOD_MS
-            .check("sampling.system_period_ms", sampling.system_period_ms)
-            .map_err(|e| in_arm(&e.key, e.message))?;
+        sampling.validate().map_err(|e| in_arm(&e.key, e.message))?;
         let (worker, model) = match (decl.calibrate, decl.whisper) {
             (Some(cal), None) => {
                 let checked = cal.validate().and_then(|()| match ctx.physical_memory {
@@ -926,42 +861,35 @@ plateau = { mib = 8 }
 
     #[test]
     fn committed_schema_is_generated_from_the_types() {
-        // Regenerate with: MEMQUAL_BLESS=1 cargo test -p harness committed_schema
+        // Regenerate with: MEMQUAL_BLESS=1 cargo test -p protocol committed_schema
         let generated = json_schema();
         if std::env::var_os("MEMQUAL_BLESS").is_some() {
             let path = concat!(
                 env!("CARGO_MANIFEST_DIR"),
-                "/../protocols/protocol.schema.json"
+                "/../../protocols/protocol.schema.json"
             );
             std::fs::write(path, &generated).unwrap();
             return;
         }
         assert_eq!(
             COMMITTED_SCHEMA, generated,
-            "protocols/protocol.schema.json is stale: run MEMQUAL_BLESS=1 cargo test -p harness committed_schema"
+            "protocols/protocol.schema.json is stale: run MEMQUAL_BLESS=1 cargo test -p protocol committed_schema"
         );
     }
 
     #[test]
-    fn every_committed_protocol_loads_and_matches_the_schema() {
+    fn every_committed_protocol_matches_the_schema() {
         let schema: serde_json::Value = serde_json::from_str(COMMITTED_SCHEMA).unwrap();
         let validator = jsonschema::validator_for(&schema).unwrap();
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../protocols");
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../protocols");
         let mut seen = 0;
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
             if path.extension().is_none_or(|e| e != "toml") {
                 continue;
             }
-            let fixtures = crate::catalogs::fixture_catalog().unwrap();
-            let mut ctx = ParseContext {
-                overrides: BTreeMap::new(),
-                base_dir: PathBuf::new(),
-                fixtures: &fixtures,
-                models: &crate::catalogs::ModelCache,
-                physical_memory: crate::host::physical_memory_bytes(),
-            };
-            load(&path, &mut ctx).unwrap_or_else(|e| panic!("{e}"));
+            // That each one also loads, with memqual's real fixture and model
+            // catalogs, is checked where those live (harness/src/catalogs.rs).
             let text = std::fs::read_to_string(&path).unwrap();
             let value: serde_json::Value = toml::from_str(&text).unwrap();
             let errors: Vec<String> = validator
@@ -1584,7 +1512,7 @@ kind = "parity"
 
     #[test]
     fn extreme_values_in_every_numeric_key_are_refused_or_bounded() {
-        let fixtures = crate::catalogs::fixture_catalog().unwrap();
+        let fixtures = crate::committed_fixtures();
         let ctx = ParseContext {
             overrides: BTreeMap::new(),
             base_dir: PathBuf::from("."),

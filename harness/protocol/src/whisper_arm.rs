@@ -253,6 +253,9 @@ pub fn default_threads() -> u32 {
         .unwrap_or(4)
 }
 
+/// The CTranslate2 model's name in `memqual fixtures model` and protocols.
+pub const TINY_EN_CT2: &str = "tiny.en-ct2";
+
 /// The speech fixtures an arm can name.
 #[derive(Debug, Clone, Default)]
 pub struct FixtureCatalog {
@@ -264,6 +267,26 @@ pub struct FixtureCatalog {
 }
 
 impl FixtureCatalog {
+    /// Every slice of an opened fixtures manifest, with its folder.
+    pub fn of(fixtures: &speech_fixtures::Fixtures) -> Self {
+        let slices = fixtures
+            .slices()
+            .iter()
+            .map(|s| FixtureInput {
+                id: s.id.clone(),
+                category: s.category.as_str().to_string(),
+                path: fixtures.path_of(s),
+                sha256: s.sha256.clone(),
+                reference: s.reference.clone(),
+                conversion: None,
+            })
+            .collect();
+        FixtureCatalog {
+            slices,
+            dir: Some(fixtures.dir.clone()),
+        }
+    }
+
     /// Compose the long-form input `name` (optionally filled to
     /// `target_s`) and describe it for the worker: the worker composes it
     /// again and must arrive at the same samples.
@@ -364,10 +387,8 @@ pub trait ModelCatalog {
 }
 
 /// A catalog that knows no named model (unit tests that load protocols).
-#[cfg(test)]
-pub(crate) struct NoModels;
+pub struct NoModels;
 
-#[cfg(test)]
 impl ModelCatalog for NoModels {
     fn locate(&self, _: &str) -> Option<(PathBuf, String)> {
         None
@@ -499,8 +520,7 @@ pub fn resolve(
 ) -> Result<(WhisperSpec, ModelRef), FieldError> {
     let (model_text, path, pinned, model_ref) =
         locate_model("model", &decl.model, params, base, models)?;
-    let ct2_model =
-        matches!(&model_ref, ModelRef::Named(n) if n == crate::ct2_fixture::TINY_EN_CT2);
+    let ct2_model = matches!(&model_ref, ModelRef::Named(n) if n == TINY_EN_CT2);
     match decl.runtime {
         Runtime::Ctranslate2 if !ct2_model => {
             return Err(FieldError::new(
@@ -508,7 +528,7 @@ pub fn resolve(
                 format!(
                     "runtime = \"ctranslate2\" loads a CTranslate2 model directory: model = \"{}\" \
                      (the only one memqual lays out and pins so far), not `{model_text}`",
-                    crate::ct2_fixture::TINY_EN_CT2
+                    TINY_EN_CT2
                 ),
             ));
         }
@@ -835,7 +855,7 @@ mod tests {
 
     #[test]
     fn the_soak_long_form_input_is_730_s_with_a_pinned_digest() {
-        let catalog = crate::catalogs::fixture_catalog().unwrap();
+        let catalog = crate::committed_fixtures();
         let toml = "model = \"tiny.en\"\nlong_form = \"soak\"";
         let d: WhisperArmDecl = toml::from_str(toml).unwrap();
         let (spec, _) = resolve(&d, &BTreeMap::new(), Path::new("/p"), &catalog, &Models).unwrap();
@@ -857,7 +877,7 @@ mod tests {
 
     #[test]
     fn long_form_and_fixtures_exclude_each_other() {
-        let catalog = crate::catalogs::fixture_catalog().unwrap();
+        let catalog = crate::committed_fixtures();
         let resolve_text = |text: &str| {
             let d: WhisperArmDecl = toml::from_str(text).unwrap();
             resolve(&d, &BTreeMap::new(), Path::new("/p"), &catalog, &Models)
