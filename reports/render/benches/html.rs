@@ -5,7 +5,7 @@
 use criterion::{Criterion, criterion_group, criterion_main};
 use render::html::{PageData, Point, render};
 use reports::receipt::{ArmReceipt, PhaseRow, Receipt, SeriesSummary};
-use reports::record::{ArmStatus, RunInfo};
+use reports::record::RunInfo;
 use sampler::{Phase, TaskMemory};
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -82,32 +82,11 @@ fn arm() -> (ArmReceipt, Vec<Point>) {
         })
         .collect();
     let arm = ArmReceipt {
-        id: "calibration-30min".into(),
-        status: ArmStatus::Completed,
-        failure: vec![],
-        exit: None,
-        timed_out: false,
-        memory_ceiling: None,
-        worker: None,
-        spec: None,
-        phases,
         series: SeriesSummary {
             samples: ROWS,
             ..SeriesSummary::default()
         },
-        requests: 100,
-        latency: None,
-        peak_between_samples: false,
-        speech: None,
-        snapshots: None,
-        census: None,
-        stability: None,
-        overhead: None,
-        residency: None,
-        request_policy: None,
-        state_accounting: None,
-        device_memory: None,
-        attribution: Default::default(),
+        ..ArmReceipt::completed("calibration-30min", phases, 100)
     };
     (arm, points)
 }
