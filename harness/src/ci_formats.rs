@@ -110,17 +110,18 @@ pub fn emit(
     calibration: &[CalibrationCheck],
     soak_regressions: &[String],
 ) -> Result<(), Failure> {
+    use render::export::{Bmf, Exporter, JUnit};
     if let Some(path) = &outputs.junit {
-        let report = render::junit::report(receipt, calibration, soak_regressions);
-        let xml = render::junit::to_xml(&report).map_err(harness)?;
+        let junit = JUnit {
+            calibration,
+            soak_regressions,
+        };
+        let xml = junit.export(receipt).map_err(harness)?;
         write_file(path, xml.as_bytes()).map_err(harness)?;
         note!("memqual: JUnit report written to {}", path.display());
     }
     if let Some(path) = &outputs.bmf {
-        let bmf = render::bmf::build(receipt);
-        let text = serde_json::to_string_pretty(&bmf)
-            .context("cannot serialize the BMF metrics")
-            .map_err(harness)?;
+        let text = Bmf.export(receipt).map_err(harness)?;
         write_file(path, text.as_bytes()).map_err(harness)?;
         note!(
             "memqual: metrics (Bencher Metric Format) written to {}",

@@ -182,7 +182,7 @@ pub fn publish(
     extra: impl FnOnce(&RunDir, &reports::Receipt) -> Result<(), run_dir::RunDirError>,
 ) -> anyhow::Result<reports::Receipt> {
     let dir = run.path().display();
-    render::outputs::write_all_with(run, &receipt, &series)
+    render::export::write_all_with(run, &receipt, &series)
         .with_context(|| format!("cannot write the reports of {dir}"))?;
     extra(run, &receipt).with_context(|| format!("cannot write the reports of {dir}"))?;
     reports::seal::seal(run, &mut receipt)

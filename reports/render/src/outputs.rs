@@ -1,13 +1,12 @@
-//! Reports derived from a receipt and its run directory: `report.html`
-//! (see [`crate::html`]), `summary.md`
-//! (verdict and key numbers, ready to paste into a review), `phases.csv`
-//! (every arm's phase table) and `trace.json` (Chrome trace events: memory
-//! counters from the series, slices for phases and requests; Perfetto
-//! opens it). All are rebuilt from the run directory alone.
+//! The text formats of a receipt: `summary.md` (verdict and key numbers,
+//! ready to paste into a review), `phases.csv` (every arm's phase table)
+//! and `trace.json` (Chrome trace events: memory counters from the series,
+//! slices for phases and requests; Perfetto opens it). Pure functions of
+//! what they are given; [`crate::export`] puts them behind its trait and
+//! writes them.
 
 use reports::ReportError;
 use reports::receipt::{ArmReceipt, Receipt};
-use run_dir::{Rel, RunDir};
 use sampler::Phase;
 use std::fmt::Write;
 
@@ -412,24 +411,4 @@ struct CounterArgs {
     footprint: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     resident: Option<f64>,
-}
-
-/// Write every derived report into the run directory, each atomically.
-pub fn write_all(run: &RunDir, r: &Receipt) -> Result<(), ReportError> {
-    let series = reports::series::points_by_arm(run, r.arms.iter().map(|a| a.id.as_str()))?;
-    write_all_with(run, r, &series)
-}
-
-/// [`write_all`] with each arm's series already read
-/// ([`reports::assemble_with_series`]).
-pub fn write_all_with(
-    run: &RunDir,
-    r: &Receipt,
-    series: &reports::series::SeriesPoints,
-) -> Result<(), ReportError> {
-    let write = |name: &str, text: String| run.write_bytes(&Rel::file(name), text.as_bytes());
-    write(names::SUMMARY, summary_markdown(r))?;
-    write(names::PHASES, phases_csv(r)?)?;
-    write(names::TRACE, trace_json(r, series)?)?;
-    crate::html::write(run, r, &crate::html::PageData::read_with(run, r, series)?)
 }

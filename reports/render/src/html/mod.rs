@@ -45,7 +45,7 @@ use reports::ReportError;
 use reports::receipt::Receipt;
 use reports::series::SeriesPoint;
 use reports::soak_history::SoakHistory;
-use run_dir::{Rel, RunDir};
+use run_dir::RunDir;
 use std::collections::BTreeMap;
 
 pub use run_dir::names::REPORT_HTML as FILE;
@@ -123,10 +123,4 @@ pub fn read_latencies(run: &RunDir, arm: &str) -> Result<Vec<u64>, ReportError> 
 /// The page, from the receipt and the data read from its run directory.
 pub fn render(r: &Receipt, data: &PageData) -> String {
     sections::page(r, data).into_string()
-}
-
-/// Render `report.html` into the run directory.
-pub fn write(run: &RunDir, r: &Receipt, data: &PageData) -> Result<(), ReportError> {
-    let page = render(r, data);
-    Ok(run.write_bytes(&Rel::file(FILE), page.as_bytes())?)
 }

@@ -3,6 +3,7 @@
 //! `reports/render/tests/golden/`, through paths from `CARGO_MANIFEST_DIR`.
 //! Run one with `cargo test -p render --test it page`.
 
+mod export;
 mod page;
 mod trace;
 mod verify_cost;

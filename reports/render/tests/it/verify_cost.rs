@@ -42,7 +42,7 @@ fn sealed_run(files: usize, bytes: usize) -> (tempfile::TempDir, PathBuf, u64) {
     let check = run.check_raw().unwrap();
     run.update_raw_seal(&check, None).unwrap();
     let mut receipt = reports::assemble(&run).unwrap();
-    render::outputs::write_all(&run, &receipt).unwrap();
+    render::export::write_all(&run, &receipt).unwrap();
     reports::seal::seal(&run, &mut receipt).unwrap();
     let listed = reports::seal::manifest(&run)
         .unwrap()
