@@ -1,10 +1,12 @@
-//! The harness's bounds on protocol and command-line numbers (the worker
-//! spec's own bounds live in `worker_contract::bounds`), the clap parsers
+//! The bounds several protocol tables share and those of command-line
+//! numbers (a key only one table has keeps its bound in that table's
+//! module; the worker spec's own bounds live in `worker_contract::bounds`),
+//! the clap parsers
 //! that enforce them on flags, and the checked time arithmetic the run path
 //! uses, so a value that slipped past a check still cannot overflow.
 
 use std::time::{Duration, Instant};
-use worker_contract::bounds::{FloatBound, IntBound};
+use worker_contract::bounds::IntBound;
 
 /// External sampler period: 1 ms to 1 minute (a slower series sees nothing
 /// the phase markers do not).
@@ -24,22 +26,6 @@ pub const SOAK_GRACE: Duration = Duration::from_secs(600);
 
 /// Every n-th request's markers: 1 to 10 million.
 pub const EVERY_N_REQUESTS: IntBound = IntBound::new(1, 10_000_000, "at most 10 million");
-
-/// `idle_s` of a whisper arm: at most an hour.
-pub const IDLE_S: FloatBound = FloatBound::closed(0.0, 3600.0, "seconds, at most 1 hour");
-
-/// One entry of a whisper arm's `gaps_s`: at most an hour of silence.
-pub const GAP_S: FloatBound = FloatBound::closed(0.0, 3600.0, "seconds, at most 1 hour");
-
-/// `unload_after_idle_s`: at most an hour without speech.
-pub const UNLOAD_AFTER_IDLE_S: FloatBound =
-    FloatBound::closed(0.0, 3600.0, "seconds, at most 1 hour");
-
-/// `long_form_s`: an hour of 16 kHz audio is already 230 MB of samples in the worker.
-pub const LONG_FORM_S: IntBound = IntBound::new(1, 3600, "seconds, at most 1 hour");
-
-/// `repetitions` of a whisper arm (a soak sets its own).
-pub const REPETITIONS: IntBound = IntBound::new(1, 100_000, "at most 100000");
 
 /// `memqual artifact estimate --beams`: whisper.cpp runs at most 8 decoders.
 pub const BEAMS: IntBound = IntBound::new(1, 8, "whisper.cpp's decoder limit");

@@ -3,11 +3,17 @@
 //! them, and their resolution into the worker's `RequestMode`,
 //! `IdlePolicy` and `gaps_ms`.
 
-use crate::limits::{GAP_S, UNLOAD_AFTER_IDLE_S};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use worker_contract::bounds::{CHUNK_MS, GAPS};
+use worker_contract::bounds::{CHUNK_MS, FloatBound, GAPS};
 use worker_contract::{FieldError, IdlePolicy, RequestMode};
+
+/// One entry of a whisper arm's `gaps_s`: at most an hour of silence.
+pub const GAP_S: FloatBound = FloatBound::closed(0.0, 3600.0, "seconds, at most 1 hour");
+
+/// `unload_after_idle_s`: at most an hour without speech.
+pub const UNLOAD_AFTER_IDLE_S: FloatBound =
+    FloatBound::closed(0.0, 3600.0, "seconds, at most 1 hour");
 
 /// How each request's audio reaches the worker.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]

@@ -2,18 +2,27 @@
 //! resolution into the worker's `WhisperSpec` (model file, fixture files and
 //! digests, defaults filled in).
 
-use crate::limits::{IDLE_S, LONG_FORM_S, REPETITIONS};
 use crate::params::substitute;
-use crate::realtime_arm::{IdlePolicyName, RealtimeDecl, RequestModeName};
+use crate::realtime_arm::{IdlePolicyName, RealtimeDecl, RequestModeName, UNLOAD_AFTER_IDLE_S};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use worker_contract::bounds::{FloatBound, IntBound};
 use worker_contract::{
     Ct2Options, Decoding, Encoder, EncoderFault, ExternalEncoderInput, FieldError, FixtureInput,
     Initializer, LongFormInput, ModelInput, ModelLayout, ModelSource, Runtime, StateBounds,
     WhisperSpec, is_sha256_hex,
 };
+
+/// `idle_s` of a whisper arm: at most an hour.
+pub const IDLE_S: FloatBound = FloatBound::closed(0.0, 3600.0, "seconds, at most 1 hour");
+
+/// `long_form_s`: an hour of 16 kHz audio is already 230 MB of samples in the worker.
+pub const LONG_FORM_S: IntBound = IntBound::new(1, 3600, "seconds, at most 1 hour");
+
+/// `repetitions` of a whisper arm (a soak sets its own).
+pub const REPETITIONS: IntBound = IntBound::new(1, 100_000, "at most 100000");
 
 /// `[arm.whisper.external_encoder]`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -170,16 +179,16 @@ pub struct WhisperArmDecl {
     pub long_form: Option<LongFormName>,
     /// Fill the long-form recipe to this many seconds instead of its own
     /// length (e.g. a short cut for a quick check); needs `long_form`.
-    #[schemars(range(min = crate::limits::LONG_FORM_S.min, max = crate::limits::LONG_FORM_S.max))]
+    #[schemars(range(min = LONG_FORM_S.min, max = LONG_FORM_S.max))]
     pub long_form_s: Option<u32>,
     /// Times each fixture is measured (default 1); request ids count fixtures ×
     /// repetitions.
     #[serde(default = "one")]
-    #[schemars(range(min = crate::limits::REPETITIONS.min, max = crate::limits::REPETITIONS.max))]
+    #[schemars(range(min = REPETITIONS.min, max = REPETITIONS.max))]
     pub repetitions: u32,
     /// Seconds of idle after the last request (default 1).
     #[serde(default = "default_idle_s")]
-    #[schemars(range(min = crate::limits::IDLE_S.min, max = crate::limits::IDLE_S.max))]
+    #[schemars(range(min = IDLE_S.min, max = IDLE_S.max))]
     pub idle_s: f64,
     /// `native` (default) or `coreml`.
     #[serde(default = "default_encoder")]
@@ -201,7 +210,7 @@ pub struct WhisperArmDecl {
     #[serde(default)]
     pub idle_policy: IdlePolicyName,
     /// Seconds without speech before `unload_after_idle` releases the context and states.
-    #[schemars(range(min = crate::limits::UNLOAD_AFTER_IDLE_S.min, max = crate::limits::UNLOAD_AFTER_IDLE_S.max))]
+    #[schemars(range(min = UNLOAD_AFTER_IDLE_S.min, max = UNLOAD_AFTER_IDLE_S.max))]
     pub unload_after_idle_s: Option<f64>,
     /// Idle seconds before each measured request, cycled (request i waits
     /// `gaps_s[i % len]`, the first one after warmup included); default none.
