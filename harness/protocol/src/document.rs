@@ -235,11 +235,19 @@ pub struct ProtocolError {
 pub enum LoadError {
     /// The file could not be read: absent, not a regular file, too large or not
     /// UTF-8.
+    /// The reason is in the message, not a `source`: an error chain
+    /// printed whole (`{:#}`) would otherwise say it twice.
     #[error("cannot read the protocol: {0}")]
-    Read(#[from] run_dir::RunDirError),
+    Read(run_dir::RunDirError),
     /// The file was read but does not parse or validate.
     #[error(transparent)]
     Invalid(#[from] ProtocolError),
+}
+
+impl From<run_dir::RunDirError> for LoadError {
+    fn from(e: run_dir::RunDirError) -> Self {
+        LoadError::Read(e)
+    }
 }
 
 /// 1-based line and column of byte `offset` in `text`.
@@ -875,6 +883,25 @@ plateau = { mib = 8 }
             COMMITTED_SCHEMA, generated,
             "protocols/protocol.schema.json is stale: run MEMQUAL_BLESS=1 cargo test -p protocol committed_schema"
         );
+    }
+
+    #[test]
+    fn an_unreadable_protocol_says_why_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fixtures = FixtureCatalog::default();
+        let mut ctx = ParseContext {
+            overrides: BTreeMap::new(),
+            base_dir: PathBuf::new(),
+            fixtures: &fixtures,
+            models: &NoModels,
+            physical_memory: None,
+        };
+        let err = load(dir.path(), &mut ctx).unwrap_err();
+        assert!(matches!(err, LoadError::Read(_)), "{err}");
+        assert!(std::error::Error::source(&err).is_none());
+        let text = err.to_string();
+        assert_eq!(text.matches("is a directory").count(), 1, "{text}");
+        assert!(text.starts_with("cannot read the protocol: "), "{text}");
     }
 
     #[test]
