@@ -4,24 +4,12 @@
 //! same inputs after the run directory is gone return the same text (they
 //! read no file).
 
+use crate::copy_tree;
 use render::export::{Bmf, Exporter, JUnit, PhasesCsv, ReportHtml, SummaryMarkdown, TraceJson};
 use render::html::PageData;
 use reports::series::points_by_arm;
 use run_dir::{Access, RunDir};
 use std::path::Path;
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
 
 #[test]
 fn write_all_writes_what_each_exporter_returns_and_no_exporter_reads_a_file() {

@@ -5,21 +5,9 @@
 //! whatever the host's load), around an in-process `verify` of the
 //! committed real run padded with more and bigger raw files.
 
+use crate::copy_tree;
 use run_dir::{Access, Rel, RunDir};
 use std::path::{Path, PathBuf};
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
 
 /// The committed run with `files` more raw files of `bytes` each, reported
 /// and sealed as `memqual report` does; with the bytes the manifest lists.
