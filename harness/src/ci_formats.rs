@@ -141,8 +141,9 @@ pub fn append_step_summary(markdown: &str) {
     let path = PathBuf::from(path);
     if let Err(e) = append(&path, step_summary_text(markdown).as_bytes()) {
         note!(
-            "memqual: warning: cannot append the summary to GITHUB_STEP_SUMMARY ({}): {e:#}",
-            path.display()
+            "memqual: warning: cannot append the summary to GITHUB_STEP_SUMMARY ({}): {}",
+            path.display(),
+            worker_contract::error_text(e.as_ref())
         );
     }
 }

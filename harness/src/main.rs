@@ -577,7 +577,10 @@ fn main() -> ExitCode {
     match main_inner(cli) {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
-            note!("memqual: error: {:#}", f.error);
+            note!(
+                "memqual: error: {}",
+                worker_contract::error_text(f.error.as_ref())
+            );
             ExitCode::from(f.code)
         }
     }

@@ -205,7 +205,10 @@ pub fn run_command(
         }
         Err(f) if f.code == exit::INTERRUPTED => Err(f),
         Err(f) => {
-            note!("memqual: error: {:#}", f.error);
+            note!(
+                "memqual: error: {}",
+                worker_contract::error_text(f.error.as_ref())
+            );
             note!("memqual: --bisect-exit: nothing could be judged: exit 125, skip");
             Ok(crate::probe_verdict::SKIP)
         }

@@ -9,6 +9,7 @@
 use crate::session::WorkerSession;
 use std::io::Write;
 use std::process::ExitCode;
+use worker_contract::error_text;
 
 /// One line `worker: message` on stderr, if stderr takes it.
 pub fn say(worker: &str, message: &str) {
@@ -20,7 +21,13 @@ pub fn say(worker: &str, message: &str) {
 /// (both best effort; neither can stop the other), and exit `code`.
 pub fn fail(worker: &str, session: &mut WorkerSession, message: &str, code: u8) -> ExitCode {
     if let Err(e) = session.error(message) {
-        say(worker, &format!("cannot send the error to memqual: {e:#}"));
+        say(
+            worker,
+            &format!(
+                "cannot send the error to memqual: {}",
+                error_text(e.as_ref())
+            ),
+        );
     }
     say(worker, message);
     ExitCode::from(code)
@@ -63,7 +70,7 @@ pub fn open_session(
             if let Err(spec_error) = &spec {
                 say(worker, spec_error);
             }
-            say(worker, &format!("{e:#}"));
+            say(worker, &error_text(e.as_ref()));
             return Err(ExitCode::from(2));
         }
     };
@@ -89,10 +96,13 @@ pub fn finish(worker: &str, mut session: WorkerSession, run: anyhow::Result<u64>
         Ok(requests) => match session.bye(requests) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                say(worker, &format!("cannot send bye: {e:#}"));
+                say(
+                    worker,
+                    &format!("cannot send bye: {}", error_text(e.as_ref())),
+                );
                 ExitCode::from(1)
             }
         },
-        Err(e) => fail(worker, &mut session, &format!("{e:#}"), 1),
+        Err(e) => fail(worker, &mut session, &error_text(e.as_ref()), 1),
     }
 }

