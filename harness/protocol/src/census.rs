@@ -15,7 +15,7 @@ pub const THRESHOLD_MIB: FloatBound = FloatBound::closed(0.0, 1_048_576.0, "MiB,
 #[serde(deny_unknown_fields)]
 pub struct CensusPlan {
     /// Take the census (default true).
-    #[serde(default = "yes")]
+    #[serde(default = "crate::yes")]
     pub enabled: bool,
     /// List processes whose memory moved by more than this during the arm
     /// (MiB, default 16).
@@ -25,16 +25,12 @@ pub struct CensusPlan {
     /// Also at the `request_begin` / `request_end` markers (default true).
     /// Soaks set it false: a census per request marker walks every process
     /// thousands of times.
-    #[serde(default = "yes")]
+    #[serde(default = "crate::yes")]
     pub at_request_markers: bool,
     /// With `at_request_markers`, only at the markers of every n-th measured
     /// request (the 1st, the n+1-th, …; default 1: each).
     #[schemars(range(min = crate::limits::EVERY_N_REQUESTS.min, max = crate::limits::EVERY_N_REQUESTS.max))]
     pub every_n_requests: Option<u64>,
-}
-
-fn yes() -> bool {
-    true
 }
 
 fn default_threshold_mib() -> f64 {

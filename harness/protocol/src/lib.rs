@@ -28,6 +28,11 @@ pub mod whisper_arm;
 
 pub use document::*;
 
+/// serde's default for the `true`-by-default switches.
+fn yes() -> bool {
+    true
+}
+
 /// The committed speech fixtures as a catalog (tests only: memqual's own
 /// loader adds the context a user needs when they cannot be opened).
 #[cfg(test)]

@@ -18,9 +18,7 @@ impl MarkerFilter {
         at_phases: true,
         every_n_requests: Some(1),
     };
-}
 
-impl MarkerFilter {
     /// From a protocol table's `at_request_markers` / `every_n_requests`;
     /// `table` names it in the error.
     pub fn from_plan(

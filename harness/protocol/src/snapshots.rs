@@ -14,12 +14,12 @@ pub const EVERY_MS: IntBound = IntBound::new(1, 86_400_000, "milliseconds, at mo
 #[serde(deny_unknown_fields)]
 pub struct SnapshotPlan {
     /// Take a snapshot at every phase marker (default true).
-    #[serde(default = "yes")]
+    #[serde(default = "crate::yes")]
     pub at_phases: bool,
     /// With `at_phases`, also at the `request_begin` / `request_end` markers
     /// (default true). Soaks set it false: one snapshot per request marker
     /// is thousands of tool runs.
-    #[serde(default = "yes")]
+    #[serde(default = "crate::yes")]
     pub at_request_markers: bool,
     /// With `at_request_markers`, only at the markers of every n-th measured
     /// request (the 1st, the n+1-th, …; default 1: each).
@@ -29,10 +29,6 @@ pub struct SnapshotPlan {
     /// under 1000 ms the receipt flags the perturbation.
     #[schemars(range(min = EVERY_MS.min, max = EVERY_MS.max))]
     pub every_ms: Option<u64>,
-}
-
-fn yes() -> bool {
-    true
 }
 
 impl Default for SnapshotPlan {

@@ -83,7 +83,7 @@ pub struct WhisperArmDecl {
     /// Default true: the worker parses the whole model strictly before
     /// whisper.cpp sees it. `false` is for negative controls only (record what
     /// the stock loader does with a defective file).
-    #[serde(default = "yes")]
+    #[serde(default = "crate::yes")]
     pub prevalidate_model: bool,
     /// The compiled Core ML encoder (`…-encoder.mlmodelc`) to use with `encoder = "coreml"`;
     /// default: whisper.cpp's own naming rule next to the model.
@@ -98,7 +98,7 @@ pub struct WhisperArmDecl {
     #[serde(default = "default_language")]
     pub language: String,
     /// Default true: plain transcripts whose token stream ends in end-of-text.
-    #[serde(default = "yes")]
+    #[serde(default = "crate::yes")]
     pub no_timestamps: bool,
     /// Use flash attention (context parameter `flash_attn`; default false).
     #[serde(default)]
@@ -238,9 +238,6 @@ impl LongFormName {
 
 fn default_language() -> String {
     "en".into()
-}
-fn yes() -> bool {
-    true
 }
 fn one() -> u32 {
     1
