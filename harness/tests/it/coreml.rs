@@ -150,6 +150,7 @@ fn tiny_en_packages_have_whisper_cpp_features_all_encoder_weights_and_their_pins
             }
         }
         let human = inspect_cmd(&[s(&p.path)]);
+        assert_eq!(human.status.code(), Some(0), "{}", stderr(&human));
         let text = String::from_utf8_lossy(&human.stdout);
         assert!(text.contains(&p.tree_sha256), "{text}");
         assert!(text.contains("compiled size: not compiled"), "{text}");
