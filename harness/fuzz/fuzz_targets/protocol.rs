@@ -9,10 +9,10 @@
 
 #![no_main]
 
-use protocol::ParseContext;
 use harness::soak;
-use protocol::whisper_arm::FixtureCatalog;
 use libfuzzer_sys::fuzz_target;
+use protocol::ParseContext;
+use protocol::whisper_arm::FixtureCatalog;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::OnceLock;
