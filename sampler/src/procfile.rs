@@ -101,11 +101,16 @@ pub fn scan_keys(text: &[u8], sep: u8, keys: &[&[u8]], out: &mut [Option<u64>]) 
                 break;
             }
         }
-        while end < n && text[end] != b'\n' {
-            end += 1;
-        }
-        i = end + 1;
+        i = line_end(text, end) + 1;
     }
+}
+
+/// The index of the first '\n' at or after `at`, or the text's length.
+fn line_end(text: &[u8], mut at: usize) -> usize {
+    while at < text.len() && text[at] != b'\n' {
+        at += 1;
+    }
+    at
 }
 
 /// The run of digits at `text[from..]` after optional spaces/tabs, and the
@@ -199,10 +204,7 @@ pub fn parse_psi(text: &[u8]) -> (Option<PsiLine>, Option<PsiLine>) {
         if let (Some(slot), Some(avg10), Some(total_us)) = (slot, avg10, total) {
             *slot = Some(PsiLine { avg10, total_us });
         }
-        while at < text.len() && text[at] != b'\n' {
-            at += 1;
-        }
-        i = at + 1;
+        i = line_end(text, at) + 1;
     }
     (some, full)
 }
@@ -211,7 +213,7 @@ pub fn parse_psi(text: &[u8]) -> (Option<PsiLine>, Option<PsiLine>) {
 /// index just past it; `None` without digits before the point or after it.
 fn decimal(text: &[u8], from: usize) -> (Option<f64>, usize) {
     let (whole, mut end) = leading_u64(text, from);
-    let Some(whole) = whole.filter(|_| end > from) else {
+    let Some(whole) = whole else {
         return (None, end);
     };
     if text.get(end) != Some(&b'.') {
