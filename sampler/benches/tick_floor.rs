@@ -10,8 +10,14 @@
 //! the average tick at the sampler's cadences (process files every 50 ms
 //! tick, system files every `DEFAULT_SYSTEM_PERIOD`).
 //!
-//! `cargo bench -p sampler --bench tick_floor -- [--pid PID] [--gap-ms 50] [--ticks 400] [--warm 2000]`
+//! `cargo bench -p sampler --bench tick_floor -- [--pid PID] [--gap-ms 50] [--ticks 400] [--warm 2000] [--load N]`
 //! (the target defaults to a child holding 200 MiB resident, like a loaded worker).
+//!
+//! `--load N` runs N child processes that stream through 64 MiB of floats
+//! each, multiply-adding, for the whole measurement: what the sampler meets
+//! beside a worker that keeps the cores busy. Without it the host is idle
+//! between measurements, and a 50 ms idle gap on a virtual machine leaves
+//! caches and TLBs colder than any real run does.
 
 #[cfg(target_os = "linux")]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -36,6 +42,7 @@ mod linux {
         gap_ms: u64,
         ticks: usize,
         warm: usize,
+        load: usize,
     }
 
     fn args() -> Result<Args, String> {
@@ -44,6 +51,7 @@ mod linux {
             gap_ms: 50,
             ticks: 400,
             warm: 2000,
+            load: 0,
         };
         let mut it = std::env::args().skip(1);
         while let Some(flag) = it.next() {
@@ -65,6 +73,10 @@ mod linux {
                 "--warm" => {
                     let v = value("--warm")?;
                     a.warm = v.parse::<usize>().map_err(|_| bad("--warm", &v))?.max(4);
+                }
+                "--load" => {
+                    let v = value("--load")?;
+                    a.load = v.parse().map_err(|_| bad("--load", &v))?;
                 }
                 // cargo bench passes --bench to harness = false targets.
                 "--bench" => {}
@@ -192,7 +204,49 @@ mod linux {
             .spawn()
     }
 
+    /// The flag a load child is started with; it never returns.
+    const STREAM_FLAG: &str = "--stream-forever";
+
+    /// A load child's work: multiply-add over 64 MiB of floats, again and
+    /// again, so each pass evicts what the last one left in cache.
+    fn stream_forever() -> ! {
+        let mut v = vec![1.0f32; 16 << 20];
+        let mut acc = 0.0f32;
+        loop {
+            for x in v.iter_mut() {
+                acc = acc.mul_add(0.999, *x);
+                *x = acc * 1e-3 + 1.0;
+            }
+            std::hint::black_box(acc);
+        }
+    }
+
+    /// `n` load children, killed when the returned guard drops.
+    struct Load(Vec<std::process::Child>);
+
+    impl Load {
+        fn start(n: usize) -> std::io::Result<Load> {
+            let exe = std::env::current_exe()?;
+            let children = (0..n)
+                .map(|_| std::process::Command::new(&exe).arg(STREAM_FLAG).spawn())
+                .collect::<std::io::Result<_>>()?;
+            Ok(Load(children))
+        }
+    }
+
+    impl Drop for Load {
+        fn drop(&mut self) {
+            for c in &mut self.0 {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+
     pub fn main() -> Result<(), Box<dyn std::error::Error>> {
+        if std::env::args().nth(1).as_deref() == Some(STREAM_FLAG) {
+            stream_forever();
+        }
         let args = args()?;
         let mut child = None;
         let pid = match args.pid {
@@ -213,9 +267,10 @@ mod linux {
             system: SystemProbe::new(),
             floor: Floor::open(pid)?,
         };
+        let _load = Load::start(args.load)?;
         println!(
-            "target pid {pid}; cold: {} ms gap before each measurement",
-            args.gap_ms
+            "target pid {pid}; cold: {} ms gap before each measurement; {} load process(es)",
+            args.gap_ms, args.load
         );
         // Warm up the code paths once; then the cold run, then the warm one.
         measure(&mut probes, 40, Duration::ZERO);

@@ -177,8 +177,12 @@ impl ProcessProbe {
             &mut v,
         );
         let [rss, hwm, anon, file, shmem, swap, size] = v.map(|kib| kib.map(|k| k * KIB));
-        // A zombie still has a status file, but no memory lines.
-        let rss = rss.ok_or(SamplerError::ProcessGone { pid })?;
+        // A zombie still has a status file, but no memory lines. (Built
+        // only when needed: `ok_or` would build the error and run its drop
+        // glue every tick, one more function met cold after each gap.)
+        let Some(rss) = rss else {
+            return Err(SamplerError::ProcessGone { pid });
+        };
         let statm = self.statm.read(&mut self.buf).map_err(gone)?;
         let [_size, resident, shared] = procfile::leading_fields(statm);
         row.resident_bytes = Some(rss);
