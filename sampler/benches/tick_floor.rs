@@ -77,6 +77,10 @@ mod linux {
                 "--load" => {
                     let v = value("--load")?;
                     a.load = v.parse().map_err(|_| bad("--load", &v))?;
+                    // 64 MiB each: a typo must not start a thousand of them.
+                    if a.load > MAX_LOAD {
+                        return Err(format!("--load {v}: at most {MAX_LOAD} load processes"));
+                    }
                 }
                 // cargo bench passes --bench to harness = false targets.
                 "--bench" => {}
@@ -206,13 +210,21 @@ mod linux {
 
     /// The flag a load child is started with; it never returns.
     const STREAM_FLAG: &str = "--stream-forever";
+    /// The most load processes `--load` starts.
+    const MAX_LOAD: usize = 64;
 
     /// A load child's work: multiply-add over 64 MiB of floats, again and
-    /// again, so each pass evicts what the last one left in cache.
+    /// again, so each pass evicts what the last one left in cache. It ends
+    /// when its parent does (checked every pass), so a bench killed with
+    /// SIGKILL leaves no load behind.
     fn stream_forever() -> ! {
+        let parent = std::os::unix::process::parent_id();
         let mut v = vec![1.0f32; 16 << 20];
         let mut acc = 0.0f32;
         loop {
+            if std::os::unix::process::parent_id() != parent {
+                std::process::exit(0);
+            }
             for x in v.iter_mut() {
                 acc = acc.mul_add(0.999, *x);
                 *x = acc * 1e-3 + 1.0;
@@ -227,10 +239,13 @@ mod linux {
     impl Load {
         fn start(n: usize) -> std::io::Result<Load> {
             let exe = std::env::current_exe()?;
-            let children = (0..n)
-                .map(|_| std::process::Command::new(&exe).arg(STREAM_FLAG).spawn())
-                .collect::<std::io::Result<_>>()?;
-            Ok(Load(children))
+            // One at a time into the guard, so a failed spawn kills those before it.
+            let mut load = Load(Vec::with_capacity(n));
+            for _ in 0..n {
+                load.0
+                    .push(std::process::Command::new(&exe).arg(STREAM_FLAG).spawn()?);
+            }
+            Ok(load)
         }
     }
 
