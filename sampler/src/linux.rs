@@ -404,6 +404,31 @@ mod tests {
     }
 
     #[test]
+    fn a_zombie_has_a_status_file_but_reads_as_gone() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        // Opened while it runs or once it has exited: a zombie keeps its /proc entry.
+        let mut probe = ProcessProbe::new(pid).unwrap();
+        let state = || {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+            stat.rsplit(") ").next().and_then(|s| s.chars().next())
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while state() != Some('Z') {
+            assert!(std::time::Instant::now() < deadline, "{pid} never exited");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let mut row = SeriesRow::default();
+        let err = probe.sample(&mut row).unwrap_err();
+        assert!(
+            matches!(err, SamplerError::ProcessGone { pid: p } if p == pid),
+            "{err}"
+        );
+        assert_eq!(row.resident_bytes, None);
+        child.wait().unwrap();
+    }
+
+    #[test]
     fn probe_of_a_missing_pid_says_gone() {
         // PID_MAX_LIMIT is 2^22 on 64-bit Linux, so this pid cannot exist.
         let err = ProcessProbe::new(i32::MAX).err().unwrap();
