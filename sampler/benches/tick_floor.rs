@@ -16,8 +16,7 @@
 //! `--load N` runs N child processes that stream through 64 MiB of floats
 //! each, multiply-adding, for the whole measurement: what the sampler meets
 //! beside a worker that keeps the cores busy. Without it the host is idle
-//! between measurements, and a 50 ms idle gap on a virtual machine leaves
-//! caches and TLBs colder than any real run does.
+//! between measurements (docs/measurement.md compares the two).
 
 #[cfg(target_os = "linux")]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -200,10 +199,11 @@ mod linux {
         );
     }
 
-    /// A child that holds 200 MiB resident until killed.
+    /// A child that holds 200 MiB resident until killed, or until its
+    /// parent is gone (as the load children do).
     fn spawn_target() -> std::io::Result<std::process::Child> {
         std::process::Command::new("python3")
-            .args(["-c", "import sys,time\nb=bytearray(200<<20)\nfor i in range(0,len(b),4096): b[i]=1\nsys.stdout.write('ready\\n'); sys.stdout.flush()\ntime.sleep(3600)"])
+            .args(["-c", "import os,sys,time\np=os.getppid()\nb=bytearray(200<<20)\nfor i in range(0,len(b),4096): b[i]=1\nsys.stdout.write('ready\\n'); sys.stdout.flush()\nwhile os.getppid()==p: time.sleep(0.5)"])
             .stdout(std::process::Stdio::piped())
             .spawn()
     }
@@ -233,23 +233,25 @@ mod linux {
         }
     }
 
-    /// `n` load children, killed when the returned guard drops.
-    struct Load(Vec<std::process::Child>);
+    /// The bench's children (the target and the load), killed and reaped
+    /// when it drops: on every return, an error's included.
+    #[derive(Default)]
+    struct Children(Vec<std::process::Child>);
 
-    impl Load {
-        fn start(n: usize) -> std::io::Result<Load> {
+    impl Children {
+        /// Start `n` load children; each enters the guard as it starts, so
+        /// a failed spawn kills those before it.
+        fn start_load(&mut self, n: usize) -> std::io::Result<()> {
             let exe = std::env::current_exe()?;
-            // One at a time into the guard, so a failed spawn kills those before it.
-            let mut load = Load(Vec::with_capacity(n));
             for _ in 0..n {
-                load.0
+                self.0
                     .push(std::process::Command::new(&exe).arg(STREAM_FLAG).spawn()?);
             }
-            Ok(load)
+            Ok(())
         }
     }
 
-    impl Drop for Load {
+    impl Drop for Children {
         fn drop(&mut self) {
             for c in &mut self.0 {
                 let _ = c.kill();
@@ -263,18 +265,17 @@ mod linux {
             stream_forever();
         }
         let args = args()?;
-        let mut child = None;
+        let mut children = Children::default();
         let pid = match args.pid {
             Some(pid) => pid,
             None => {
-                let mut c = spawn_target()?;
+                children.0.push(spawn_target()?);
+                let c = &mut children.0[0];
                 let mut line = String::new();
                 if let Some(out) = c.stdout.as_mut() {
                     std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line)?;
                 }
-                let pid = c.id() as i32;
-                child = Some(c);
-                pid
+                c.id() as i32
             }
         };
         let mut probes = Probes {
@@ -282,7 +283,7 @@ mod linux {
             system: SystemProbe::new(),
             floor: Floor::open(pid)?,
         };
-        let _load = Load::start(args.load)?;
+        children.start_load(args.load)?;
         println!(
             "target pid {pid}; cold: {} ms gap before each measurement; {} load process(es)",
             args.gap_ms, args.load
@@ -293,10 +294,6 @@ mod linux {
         report(&format!("cold ({} ms gap)", args.gap_ms), &f, &t);
         let (f, t) = measure(&mut probes, args.warm, Duration::ZERO);
         report("warm (back to back)", &f, &t);
-        if let Some(mut c) = child {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
         Ok(())
     }
 }
