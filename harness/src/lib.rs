@@ -14,15 +14,10 @@
 #[macro_use]
 pub mod console;
 mod admission;
-pub mod arm;
 pub mod artifact;
-pub mod attribution;
 pub mod bisect;
-pub mod block_toggle;
-mod boundary;
 pub mod calibrate;
 pub mod catalogs;
-mod census;
 pub mod ci_formats;
 pub mod compare;
 /// `memqual fixtures coreml-compile`: the Core ML compiler, timed and recorded.
@@ -36,20 +31,15 @@ pub mod history;
 pub mod host;
 pub mod import;
 pub mod ladder_chart;
-pub mod lifeline;
 pub mod manual;
 mod overhead;
 pub mod probe_verdict;
-mod probes;
 pub mod progress;
-pub mod reader;
 pub mod review;
 pub mod run;
 pub mod session;
-mod snapshots;
 pub mod soak;
 pub mod summary;
 pub mod version;
-pub mod watchdog;
 mod wheels;
 pub mod worker_dir;

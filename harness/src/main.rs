@@ -5,8 +5,9 @@
 
 use ::harness::{
     artifact, bisect, calibrate, compare, exit, fixtures, fleet, history, host, import,
-    ladder_chart, lifeline, manual, note, out, probe_verdict, review, session, soak, version,
+    ladder_chart, manual, note, out, probe_verdict, review, session, soak, version,
 };
+use arm_runner::lifeline;
 use clap::{CommandFactory, Parser, Subcommand};
 use protocol::limits;
 use std::path::PathBuf;

@@ -6,9 +6,9 @@
 //! and unsampled requests alternate within seconds in one worker process.
 //! Written into `arms/<id>/overhead/`; the summary into `arms/<id>/overhead.json`.
 
-use crate::arm;
-use crate::block_toggle::BlockToggle;
 use anyhow::Context;
+use arm_runner::arm;
+use arm_runner::block_toggle::BlockToggle;
 use protocol::Arm;
 use reports::gate_spec::OverheadGate;
 use reports::overhead::{
@@ -184,8 +184,6 @@ fn run_round(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reports::gate_spec::OverheadToggle;
-    use std::sync::atomic::Ordering;
 
     fn marker(phase: Phase, id: Option<u64>, t: u64) -> Marker {
         let mut m: Marker = serde_json::from_value(serde_json::json!({
@@ -197,63 +195,6 @@ mod tests {
         m.request_id = id;
         m.t_ns = t;
         m
-    }
-
-    #[test]
-    fn the_hook_switches_abba_after_every_block_of_requests() {
-        let toggle = BlockToggle::new(&BlockPlan {
-            quads: 6,
-            block_requests: 2,
-            injected_busy_us: 0,
-            toggles: OverheadToggle::Sampler,
-        });
-        let mut hook = toggle.hook();
-        let mut paused = Vec::new();
-        for id in 0..=10u64 {
-            hook(&marker(Phase::RequestBegin, Some(id), id * 10));
-            hook(&marker(Phase::RequestEnd, Some(id), id * 10 + 5));
-            paused.push(toggle.pause.load(Ordering::Relaxed));
-        }
-        // Request 0 is cold; blocks of 2 from request 1: A(1,2) B(3,4) B(5,6) A(7,8) A(9,10) B…
-        assert_eq!(
-            paused,
-            [
-                false, false, true, true, true, true, false, false, false, false, true
-            ]
-        );
-        let s = toggle.switches();
-        let blocks: Vec<(u64, u64, bool)> = s
-            .iter()
-            .map(|s| (s.after_request, s.block, s.sampled))
-            .collect();
-        assert_eq!(
-            blocks,
-            [
-                (2, 1, false),
-                (4, 2, false),
-                (6, 3, true),
-                (8, 4, true),
-                (10, 5, false)
-            ]
-        );
-    }
-
-    #[test]
-    fn toggling_attribution_logs_the_blocks_but_never_pauses_the_sampler() {
-        let toggle = BlockToggle::new(&BlockPlan {
-            quads: 6,
-            block_requests: 2,
-            injected_busy_us: 0,
-            toggles: OverheadToggle::Attribution,
-        });
-        assert_eq!(toggle.worker_toggles_every(), Some(2));
-        let mut hook = toggle.hook();
-        for id in 0..=10u64 {
-            hook(&marker(Phase::RequestEnd, Some(id), id * 10 + 5));
-            assert!(!toggle.pause.load(Ordering::Relaxed), "request {id}");
-        }
-        let sampled: Vec<bool> = toggle.switches().iter().map(|s| s.sampled).collect();
-        assert_eq!(sampled, [false, false, true, true, false]);
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! (`overhead`, `stability`), whose inconclusive result is noise, not a
 //! verdict.
 
-use crate::reader::CONTRACT_MISMATCH;
+use arm_runner::reader::CONTRACT_MISMATCH;
 use reports::Receipt;
 use reports::gates::Outcome;
 use reports::record::ArmStatus;

@@ -2,8 +2,9 @@
 //! on stderr, the receipt at the end.
 
 use crate::worker_dir::WorkerDir;
-use crate::{admission, arm, host};
+use crate::{admission, host};
 use anyhow::Context;
+use arm_runner::arm;
 use protocol::LoadedProtocol;
 use reports::admission::AdmissionRecord;
 use reports::record::{ArmOutcome, ArmStatus, RunInfo, files};

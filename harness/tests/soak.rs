@@ -5,8 +5,8 @@
 mod common;
 
 use analysis::growth::Classification;
+use analysis::stability::Stability;
 use common::*;
-use reports::stability::Stability;
 use sampler::Phase;
 use std::path::{Path, PathBuf};
 

@@ -74,7 +74,7 @@ fn write_run(dir: &RunDir, ticks: u64) {
                 .unwrap();
         }
     }
-    let settings = reports::stability::SoakSettings {
+    let settings = analysis::stability::SoakSettings {
         growth: analysis::growth::GrowthSettings::default(),
         system_slope_bytes_per_request: 16_384.0,
         settle_ms: 0,

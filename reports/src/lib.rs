@@ -20,16 +20,19 @@
 //!   normalisation, exact parity between arms, determinism across
 //!   repetitions, silence false alarms) is the [`quality`] crate's.
 //! - the statistics beneath the receipt (median and percentile, Theil–Sen
-//!   growth with bootstrap intervals, covariates of the series, the real
-//!   resolution of cached counters, decode throughput) are the [`analysis`]
-//!   crate's.
+//!   growth with bootstrap intervals, the soak's verdict and covariates, the
+//!   real resolution of cached counters, decode throughput, residency and
+//!   idle windows, a cancelled request's record, the state accounting, held
+//!   system memory) are the [`analysis`] crate's, computed from values this
+//!   crate reads.
 //!
 //! - [`snapshots`]: tool snapshots (smaps_rollup, cgroup files, vmmap, …)
 //!   at phase boundaries, their cost, and requests whose latency they overlap.
 //! - [`census`]: processes beside the worker whose memory moved during an
 //!   arm, attributed only against a matched control arm.
-//! - [`stability`]: a soak arm's verdict from its run directory (the
-//!   receipt's `stability` section, which a `stability` gate reads).
+//! - [`stability`]: a soak arm's verdict read from its run directory (the
+//!   receipt's `stability` section, which a `stability` gate reads); the
+//!   verdict itself is `analysis::stability`'s.
 //! - [`soak_history`]: past soaks of the same protocol and arm, as the
 //!   soak hands them to the report (`soak-history.json`), and their chart.
 //! - [`gate_spec`]: gates as a protocol declares them; [`verdict`]: what
@@ -58,20 +61,17 @@ pub mod admission;
 pub mod assemble;
 pub mod attribution;
 pub mod calibration;
-pub mod cancel;
 pub mod ceiling;
 pub mod census;
 pub mod device_memory;
 mod error;
 pub mod gate_spec;
 pub mod gates;
-pub mod held_memory;
 pub mod host;
 pub mod overhead;
 pub mod receipt;
 pub mod record;
 pub mod request_policy;
-pub mod residency;
 pub mod seal;
 pub mod series;
 pub mod sign;
@@ -79,7 +79,6 @@ pub mod snapshots;
 pub mod soak_history;
 pub mod speech;
 pub mod stability;
-pub mod state_accounting;
 pub mod verdict;
 
 pub use assemble::{assemble, assemble_with_series, reassess_integrity};

@@ -77,7 +77,7 @@ pub struct ArmReceipt {
     pub census: Option<crate::census::CensusReceipt>,
     /// Soak arms (those with `soak.json`): growth classification and verdict.
     #[serde(default)]
-    pub stability: Option<crate::stability::Stability>,
+    pub stability: Option<analysis::stability::Stability>,
     /// Twin runs with and without the external sampler, for arms that
     /// declare an `overhead` gate.
     #[serde(default)]
@@ -85,7 +85,7 @@ pub struct ArmReceipt {
     /// Whisper arms with real-time requests, an idle policy or idle gaps:
     /// stop-to-final latency, idle RAM, releases and reloads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub residency: Option<crate::residency::ResidencyReceipt>,
+    pub residency: Option<analysis::residency::ResidencyReceipt>,
     /// How a speech arm's requests were asked for: VAD, decoding, request
     /// mode and idle policy in one block.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -93,7 +93,7 @@ pub struct ArmReceipt {
     /// A whisper arm's state predicted (estimate), logged (whisper.cpp) and
     /// measured (`model_loaded` to `state_ready`), worker and encoder process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state_accounting: Option<crate::state_accounting::StateAccounting>,
+    pub state_accounting: Option<analysis::state_accounting::StateAccounting>,
     /// A GPU arm's host and device memory by phase: the GPU context's cost
     /// before the model, and where the model and state went. Absent where
     /// the worker read no device memory at its markers.
@@ -183,7 +183,7 @@ pub struct PhaseRow {
     /// (exact: both markers read it); absent for the first marker and where
     /// the worker recorded none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub system: Option<crate::held_memory::PhaseHeldDeltas>,
+    pub system: Option<analysis::held_memory::PhaseHeldDeltas>,
 }
 
 impl ArmReceipt {
@@ -346,7 +346,7 @@ pub struct SystemDeltas {
     /// (wired and compressor on macOS; unevictable, mlocked, zswap on Linux),
     /// each a figure or `unavailable: <reason>`.
     #[serde(default)]
-    pub held: crate::held_memory::HeldMemoryDeltas,
+    pub held: analysis::held_memory::HeldMemoryDeltas,
 }
 
 /// Latency over the measured requests.

@@ -19,21 +19,41 @@ pub fn series_rows(run: &RunDir, arm: &str) -> Result<Vec<SeriesRow>, ReportErro
 
 /// Every row of the series file at `rel` (none when it is absent).
 pub fn rows_at(run: &RunDir, rel: &run_dir::Rel) -> Result<Vec<SeriesRow>, ReportError> {
-    let rel = rel.clone();
-    let Some(mut reader) = run.csv_reader(&rel)? else {
-        return Ok(Vec::new());
+    let mut rows = Vec::new();
+    for_each_row(run, rel, |row| rows.push(row))?;
+    Ok(rows)
+}
+
+/// Call `f` with each row of the series file at `rel`, in order, without
+/// holding them (nothing when the file is absent). A row that does not
+/// parse is an error naming its line.
+pub fn for_each_row(
+    run: &RunDir,
+    rel: &run_dir::Rel,
+    mut f: impl FnMut(SeriesRow),
+) -> Result<(), ReportError> {
+    let Some(mut reader) = run.csv_reader(rel)? else {
+        return Ok(());
     };
-    reader
-        .deserialize::<SeriesRow>()
-        .enumerate()
-        .map(|(line, row)| {
-            row.map_err(|e| ReportError::Record {
-                path: run.display(&rel),
-                line: line as u64 + 2,
-                reason: e.to_string(),
-            })
-        })
-        .collect()
+    for (line, row) in reader.deserialize::<SeriesRow>().enumerate() {
+        f(row.map_err(|e| ReportError::Record {
+            path: run.display(rel),
+            line: line as u64 + 2,
+            reason: e.to_string(),
+        })?);
+    }
+    Ok(())
+}
+
+/// Time and footprint of every row of the series file at `rel`, as the
+/// residency section reads them (none when the file is absent).
+pub fn footprint_rows(
+    run: &RunDir,
+    rel: &run_dir::Rel,
+) -> Result<Vec<analysis::residency::FootprintRow>, ReportError> {
+    let mut rows = Vec::new();
+    for_each_row(run, rel, |row| rows.push((row.t_ns, row.footprint_bytes)))?;
+    Ok(rows)
 }
 
 /// One row's drawn values: its time and memory.

@@ -48,7 +48,7 @@ pub struct SpeechLatency {
     /// measured request (reloads included); the latencies above are the
     /// decode alone. Absent for results without a timing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stop_to_final: Option<crate::residency::StopToFinal>,
+    pub stop_to_final: Option<analysis::residency::StopToFinal>,
 }
 
 /// Everything speech-specific about one arm.
@@ -73,7 +73,7 @@ pub struct SpeechReceipt {
     pub converted_inputs: Vec<ConvertedInput>,
     /// What the arm's `cancel` did; `None` without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cancellation: Option<crate::cancel::CancellationReport>,
+    pub cancellation: Option<analysis::cancel::CancellationReport>,
 }
 
 /// One input decoded, downmixed and resampled by the worker.
@@ -220,7 +220,7 @@ pub fn assemble(
         steady_p95_ns: stats::percentile(&steady_ns, 95.0),
         steady_max_ns: steady.iter().map(|(r, _)| r.latency_ns).max(),
         steady_rtf: (steady_audio_ns > 0).then(|| steady_proc_ns as f64 / steady_audio_ns as f64),
-        stop_to_final: crate::residency::StopToFinal::of(done.iter().map(|(r, _)| *r)),
+        stop_to_final: analysis::residency::StopToFinal::of(done.iter().map(|(r, _)| *r)),
     };
     let transcripts = done
         .iter()

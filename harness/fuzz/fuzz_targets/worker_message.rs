@@ -14,7 +14,7 @@
 
 #[path = "scratch.rs"]
 mod scratch;
-use harness::reader::ChannelReader;
+use arm_runner::reader::ChannelReader;
 use libfuzzer_sys::fuzz_target;
 use run_dir::RunDir;
 use scratch::scratch;

@@ -152,7 +152,7 @@ pub struct Arm {
     /// Wait after each `request_end` before a `settled` snapshot (soak only).
     pub settle_ms: u64,
     /// A soaked arm's analysis settings, written as its `soak.json` before it runs.
-    pub soak: Option<reports::stability::SoakSettings>,
+    pub soak: Option<analysis::stability::SoakSettings>,
     /// A lifecycle soak's cycle, sent to the worker in its spec (soak only).
     pub lifecycle: Option<worker_contract::Lifecycle>,
     /// The worker's memory ceiling in bytes (`memory_ceiling`), enforced by

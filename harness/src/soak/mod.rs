@@ -12,10 +12,10 @@ pub(crate) mod watch;
 
 use crate::progress::mib;
 use crate::run::{self, RunResult};
+use analysis::stability::SoakMode;
 use anyhow::{Context, bail};
 use protocol::limits::{SOAK_DURATION_S, SOAK_GRACE};
 use protocol::{LoadedProtocol, SoakDecl};
-use reports::stability::SoakMode;
 use run_dir::{Rel, RunDir};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -275,7 +275,7 @@ pub fn human(result: &SoakResult) -> String {
         ));
         for g in &l.floor_series {
             let slope = g.bytes_per_request.map_or("–".into(), |b| {
-                reports::stability::kib_with_interval(&b, " KiB/cycle")
+                analysis::stability::kib_with_interval(&b, " KiB/cycle")
             });
             out.push_str(&format!(
                 "  {:<18} {:<13} {slope} · {}\n",

@@ -36,7 +36,7 @@ pub fn command(req: &SoakRequest, opts: &SessionOptions) -> Result<u8, Failure> 
         decl.arm = req.arm.clone();
     }
     if let Some(n) = req.cycles {
-        decl.mode = reports::stability::SoakMode::Lifecycle;
+        decl.mode = analysis::stability::SoakMode::Lifecycle;
         decl.cycles = Some(n);
         decl.validate()
             .map_err(|e| usage(anyhow::anyhow!("--cycles {n}: soak.{e}")))?;

@@ -91,7 +91,7 @@ pub fn system_tool(name: &str, package: &str) -> PathBuf {
 /// attribution. Only tests marked `#[ignore = "needs libjemalloc2 …"]`
 /// call this: when it is missing the test fails, naming the package.
 pub fn system_jemalloc() -> PathBuf {
-    harness::attribution::find_jemalloc().unwrap_or_else(|why| {
+    arm_runner::attribution::find_jemalloc().unwrap_or_else(|why| {
         panic!(
             "this test needs libjemalloc2: {why}; or leave the test ignored (run without --ignored)"
         )

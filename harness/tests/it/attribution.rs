@@ -129,7 +129,7 @@ fn attribution_is_off_unless_asked_and_a_missing_jemalloc_is_not_runnable() {
         .env("MEMQUAL_WORKER_DIR", worker_dir())
         .env("MEMQUAL_ADMISSION_WINDOW_MS", "50")
         .env(
-            harness::attribution::JEMALLOC_ENV,
+            arm_runner::attribution::JEMALLOC_ENV,
             tmp.path().join("no-libjemalloc.so.2"),
         )
         .output()

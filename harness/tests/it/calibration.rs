@@ -259,7 +259,7 @@ fn reserve_1g_grows_virtual_not_resident() {
 
 #[test]
 fn locked_6_moves_the_systems_held_memory_in_its_own_phases() {
-    use reports::held_memory::Figure;
+    use analysis::held_memory::Figure;
     let a = arm("locked-6");
     let change = |phase| {
         let row = a.phase(phase, None).unwrap();

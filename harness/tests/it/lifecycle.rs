@@ -7,7 +7,7 @@
 
 use crate::common::*;
 use analysis::growth::Classification;
-use reports::stability::{LifecycleFloors, SoakMode, Stability};
+use analysis::stability::{LifecycleFloors, SoakMode, Stability};
 use sampler::Phase;
 use std::path::PathBuf;
 

@@ -65,7 +65,7 @@ fn load_on_speech_releases_between_requests_and_reloads_inside_them() {
             parent_fd: writer.into(),
             child_fd: MESSAGE_FD,
         },
-        harness::lifeline::fd_mapping().unwrap(),
+        arm_runner::lifeline::fd_mapping().unwrap(),
     ])
     .unwrap();
     let mut child = cmd.spawn().unwrap();

@@ -162,7 +162,7 @@ kind = "parity"
         let arm_held = &a.series.system.held;
         assert!(arm_held.mlocked_bytes.bytes().is_some(), "{arm_held:?}");
         assert!(
-            matches!(&arm_held.compressor_bytes, reports::held_memory::Figure::Unavailable(r)
+            matches!(&arm_held.compressor_bytes, analysis::held_memory::Figure::Unavailable(r)
                 if r.starts_with("unavailable: Linux keeps no compressor count")),
             "{arm_held:?}"
         );

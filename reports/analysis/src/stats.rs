@@ -47,6 +47,66 @@ pub fn ols_slope(points: &[(f64, f64)]) -> Option<f64> {
     Some(sxy / sxx)
 }
 
+/// A location estimate and its two-sided interval.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Interval {
+    /// Hodges–Lehmann estimate: the median of the Walsh averages.
+    pub estimate: f64,
+    /// Lower bound; `None` when too few values for the confidence asked.
+    pub lower: Option<f64>,
+    /// Upper bound; `None` when too few values.
+    pub upper: Option<f64>,
+}
+
+/// Hodges–Lehmann estimate of the centre of `d` (paired differences) and its
+/// exact Wilcoxon signed-rank interval at `confidence`: the k-th smallest and
+/// k-th largest Walsh average, k the largest with P(W ≤ k − 1) ≤ (1 − confidence) / 2.
+/// `None` for no values.
+pub fn signed_rank_interval(d: &[f64], confidence: f64) -> Option<Interval> {
+    let n = d.len();
+    if n == 0 {
+        return None;
+    }
+    let mut walsh = Vec::with_capacity(n * (n + 1) / 2);
+    for i in 0..n {
+        for j in i..n {
+            walsh.push((d[i] + d[j]) / 2.0);
+        }
+    }
+    walsh.sort_by(f64::total_cmp);
+    let estimate = median(&walsh)?;
+    // counts[w] = number of sign assignments with W+ = w, over 2^n.
+    let m = walsh.len();
+    let mut counts = vec![0f64; m + 1];
+    counts[0] = 1.0;
+    for rank in 1..=n {
+        for w in (rank..=m).rev() {
+            counts[w] += counts[w - rank];
+        }
+    }
+    let total = 2f64.powi(i32::try_from(n).unwrap_or(i32::MAX));
+    let alpha_half = (1.0 - confidence) / 2.0;
+    let mut cumulative = 0.0;
+    let mut k = 0;
+    for c in &counts {
+        cumulative += c;
+        if cumulative / total > alpha_half {
+            break;
+        }
+        k += 1;
+    }
+    let (lower, upper) = if k == 0 {
+        (None, None)
+    } else {
+        (Some(walsh[k - 1]), Some(walsh[m - k]))
+    };
+    Some(Interval {
+        estimate,
+        lower,
+        upper,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,5 +161,22 @@ mod tests {
         assert!((ols_slope(&pts).unwrap() - 3.0).abs() < 1e-12);
         assert_eq!(ols_slope(&pts[..1]), None);
         assert_eq!(ols_slope(&[(1.0, 1.0), (1.0, 2.0)]), None);
+    }
+
+    #[test]
+    fn signed_rank_interval_matches_the_exact_tables() {
+        // n = 6 at 95 %: P(W <= 0) = 1/64 <= 0.025 < 2/64, so the bounds are
+        // the smallest and largest Walsh averages, i.e. min and max.
+        let d = [0.3, -0.1, 0.2, 0.5, 0.1, 0.4];
+        let iv = signed_rank_interval(&d, 0.95).unwrap();
+        assert_eq!((iv.lower, iv.upper), (Some(-0.1), Some(0.5)));
+        // n = 5 cannot reach 95 % (P(W <= 0) = 1/32 > 0.025).
+        assert_eq!(signed_rank_interval(&d[..5], 0.95).unwrap().lower, None);
+        // n = 10 at 95 %: the critical value is 8 (Wilcoxon tables), so the
+        // bounds are the 9th smallest and 9th largest of the 55 averages.
+        let d: Vec<f64> = (1..=10).map(f64::from).collect();
+        let iv = signed_rank_interval(&d, 0.95).unwrap();
+        assert_eq!(iv.estimate, 5.5);
+        assert_eq!((iv.lower, iv.upper), (Some(3.0), Some(8.0)));
     }
 }

@@ -80,12 +80,12 @@ pub fn summary_markdown(r: &Receipt) -> String {
             let _ = writeln!(out, "\n`{}`: {}.", a.id, reports::ceiling::line(c));
         }
     }
-    let residencies: Vec<(&str, &reports::residency::ResidencyReceipt)> = r
+    let residencies: Vec<(&str, &analysis::residency::ResidencyReceipt)> = r
         .arms
         .iter()
         .filter_map(|a| a.residency.as_ref().map(|s| (a.id.as_str(), s)))
         .collect();
-    out.push_str(&reports::residency::markdown(&residencies));
+    out.push_str(&analysis::residency::markdown(&residencies));
     let attributed: Vec<(&str, &reports::attribution::AttributionReceipt)> = r
         .arms
         .iter()
@@ -104,12 +104,12 @@ pub fn summary_markdown(r: &Receipt) -> String {
         .filter_map(|a| Some((a.id.as_str(), a.speech.as_ref()?.throughput.as_ref()?)))
         .collect();
     out.push_str(&analysis::throughput::markdown(&throughputs));
-    let soaks: Vec<(&str, &reports::stability::Stability)> = r
+    let soaks: Vec<(&str, &analysis::stability::Stability)> = r
         .arms
         .iter()
         .filter_map(|a| Some((a.id.as_str(), a.stability.as_ref()?)))
         .collect();
-    out.push_str(&reports::stability::markdown(&soaks));
+    out.push_str(&analysis::stability::markdown(&soaks));
     if let Some(g) = &r.gates {
         let _ = writeln!(out, "\n## Gates\n");
         let _ = writeln!(

@@ -8,12 +8,12 @@ mod device_memory;
 mod placement;
 pub mod speech;
 
-use crate::held_memory::{HeldMemoryDeltas, PhaseHeldDeltas};
 use crate::receipt::*;
 use crate::record::{ArmOutcome, ArmStatus, RunInfo, files};
 use crate::series::{SeriesPoint, SeriesPoints};
 use crate::speech::ControlResults;
 use crate::{RECEIPT_FORMAT_VERSION, ReportError};
+use analysis::held_memory::{HeldMemoryDeltas, PhaseHeldDeltas};
 use analysis::stats;
 use run_dir::{Rel, RunDir};
 use sampler::{Marker, Phase, SeriesRow, SystemLevels};
@@ -318,12 +318,12 @@ pub fn assemble_arm(
         (speech.as_mut(), spec.as_ref().map(|s| &s.worker))
         && let Some(cancel) = &w.cancel
     {
-        speech.cancellation = Some(crate::cancel::assemble(cancel, &results, &markers));
+        speech.cancellation = Some(analysis::cancel::assemble(cancel, &results, &markers));
     }
     let residency = match spec.as_ref().map(|s| &s.worker) {
-        Some(WorkerSpec::Whisper(w)) if crate::residency::applies(w) => {
-            let rows = crate::residency::read_rows(run, &arm.join(files::SERIES))?;
-            Some(crate::residency::build(w, &markers, &results, &rows))
+        Some(WorkerSpec::Whisper(w)) if analysis::residency::applies(w) => {
+            let rows = crate::series::footprint_rows(run, &arm.join(files::SERIES))?;
+            Some(analysis::residency::build(w, &markers, &results, &rows))
         }
         _ => None,
     };
@@ -353,7 +353,7 @@ pub fn assemble_arm(
     };
     let request_policy = spec.as_ref().and_then(crate::request_policy::of);
     let first = |phase: sampler::Phase| phases.iter().find(|p| p.phase == phase).map(|p| &p.memory);
-    let state_accounting = crate::state_accounting::build(
+    let state_accounting = analysis::state_accounting::build(
         first(sampler::Phase::ModelLoaded),
         first(sampler::Phase::StateReady),
         speech.as_ref().and_then(|s| s.runtime.as_ref()),
@@ -470,7 +470,7 @@ pub fn assemble_with_series(dir: &RunDir) -> Result<(Receipt, SeriesPoints), Rep
         comparisons.push(speech::compare(a, c, &results));
         let control_quality = c.speech.as_ref().map(|s| s.quality.clone());
         let saving = match (&a.state_accounting, &c.state_accounting) {
-            (Some(arm), Some(ctl)) => Some(crate::state_accounting::saving(control, ctl, arm)),
+            (Some(arm), Some(ctl)) => Some(analysis::state_accounting::saving(control, ctl, arm)),
             _ => None,
         };
         if let (Some(arm), Some(saving)) = (arms.iter_mut().find(|a| &a.id == id), saving)

@@ -886,9 +886,12 @@ fn declarations_are_checked() {
 
 /// A soak section: worker resident from `worker(i)`, shared memory from
 /// `shmem(i)`, 300 requests, judged with the default thresholds.
-fn soaked(worker: impl Fn(u64) -> f64, shmem: impl Fn(u64) -> f64) -> crate::stability::Stability {
+fn soaked(
+    worker: impl Fn(u64) -> f64,
+    shmem: impl Fn(u64) -> f64,
+) -> analysis::stability::Stability {
     use analysis::growth::{self, GrowthSettings, Point};
-    let settings = crate::stability::SoakSettings {
+    let settings = analysis::stability::SoakSettings {
         growth: GrowthSettings::default(),
         system_slope_bytes_per_request: 16_384.0,
         settle_ms: 0,
@@ -911,10 +914,10 @@ fn soaked(worker: impl Fn(u64) -> f64, shmem: impl Fn(u64) -> f64) -> crate::sta
     let s = growth::analyse("sys_shmem", &points(&shmem), &sys_settings);
     let worker_class = w.classification;
     let flagged = growth::system_grows_while_worker_flat(worker_class, std::slice::from_ref(&s));
-    let stable = crate::stability::verdict(worker_class, std::slice::from_ref(&s));
-    crate::stability::Stability {
+    let stable = analysis::stability::verdict(worker_class, std::slice::from_ref(&s));
+    analysis::stability::Stability {
         settings,
-        mode: crate::stability::SoakMode::Requests,
+        mode: analysis::stability::SoakMode::Requests,
         lifecycle: None,
         covariates: None,
         requests: 300,
@@ -933,7 +936,7 @@ fn soaked(worker: impl Fn(u64) -> f64, shmem: impl Fn(u64) -> f64) -> crate::sta
     }
 }
 
-fn stability_verdict(stability: Option<crate::stability::Stability>) -> GateResult {
+fn stability_verdict(stability: Option<analysis::stability::Stability>) -> GateResult {
     let out = good_outputs();
     let mut cand = arm("cand", 1, (1.0, 1), &out);
     cand.stability = stability;
@@ -999,7 +1002,7 @@ fn stability_checks_the_settled_series_beside_the_request_end_ones() {
     let settled = growth::analyse("settled_resident", &points, &soak.settings.growth);
     soak.worker = growth::worst(&[&soak.worker_series[0], &settled]);
     soak.settled_series = vec![settled];
-    soak.stable = crate::stability::verdict(soak.worker, &soak.system_series);
+    soak.stable = analysis::stability::verdict(soak.worker, &soak.system_series);
     let g = stability_verdict(Some(soak));
     assert_eq!(g.outcome, Outcome::Fail);
     assert_eq!(g.checks[0].outcome, Outcome::Pass, "request_end is flat");
@@ -1058,13 +1061,13 @@ fn stability_is_not_evaluated_without_a_soak_or_when_inconclusive() {
 }
 
 fn with_residency(mut a: ArmReceipt, idle_mib: f64, stop_to_final_ms: Option<f64>) -> ArmReceipt {
-    let stop_to_final = stop_to_final_ms.map(|ms| crate::residency::StopToFinal {
+    let stop_to_final = stop_to_final_ms.map(|ms| analysis::residency::StopToFinal {
         count: 3,
         p50_ns: ms * 0.5e6,
         p95_ns: ms * 1e6,
         max_ns: (ms * 1.2e6) as u64,
     });
-    a.residency = Some(crate::residency::ResidencyReceipt {
+    a.residency = Some(analysis::residency::ResidencyReceipt {
         policy: "load_on_speech".into(),
         unload_after_idle_ms: None,
         request_mode: "realtime".into(),

@@ -3,7 +3,7 @@
 //! command reads it, the loader validates it).
 
 use analysis::growth::GrowthSettings;
-use reports::stability::{LifecycleSettings, SoakMode, SoakSettings};
+use analysis::stability::{LifecycleSettings, SoakMode, SoakSettings};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use worker_contract::FieldError;

@@ -2,9 +2,9 @@
 //! stop-to-final latency apart from compute, idle RAM per gap, the peak,
 //! and what each release gave back.
 
+use analysis::residency::StopToFinal;
 use maud::{Markup, html};
 use reports::receipt::ArmReceipt;
-use reports::residency::StopToFinal;
 
 fn mib(v: Option<f64>) -> String {
     v.map_or("–".into(), |b| format!("{:.1}", b / 1048576.0))

@@ -11,11 +11,11 @@
 use super::PageData;
 use super::compare::{self, Cell, GateCard, MIB, MatrixRow, MemoryFigure, StateCost, Unit};
 use super::compare_charts::{self, ArmCurve, ArmLatency, Palette};
+use analysis::stability::Stability;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use reports::gates::{Check, Outcome};
 use reports::receipt::{ArmReceipt, Receipt};
 use reports::soak_history::SoakHistory;
-use reports::stability::Stability;
 use sampler::Phase;
 use std::collections::BTreeMap;
 
@@ -679,7 +679,7 @@ fn overhead_table(arm: &ArmReceipt) -> Markup {
 }
 
 /// A lifecycle soak's cycles, its judged floor series and every floor.
-fn lifecycle_floors(l: &reports::stability::LifecycleFloors) -> Markup {
+fn lifecycle_floors(l: &analysis::stability::LifecycleFloors) -> Markup {
     let mib = |b: u64| format!("{:.1}", b as f64 / 1_048_576.0);
     html! {
         p {
@@ -723,7 +723,7 @@ fn lifecycle_floors(l: &reports::stability::LifecycleFloors) -> Markup {
 
 /// A soak arm's growth table and, with a history, slope and peak per night.
 fn soak_section(s: &Stability, history: Option<&SoakHistory>) -> Markup {
-    let verdict = reports::stability::verdict_text(s.stable);
+    let verdict = analysis::stability::verdict_text(s.stable);
     html! {
         h3 { "Soak" }
         p { "mode " code { (s.mode.name()) } " · " (s.requests) " requests · worker " (s.worker.name()) " · " (verdict) }

@@ -384,7 +384,7 @@ mod tests {
         let outer = loc.frames.last().expect("symbolized");
         assert_eq!(
             outer.function,
-            "harness::attribution::tests::this_test_binary_symbolizes_its_own_function",
+            "arm_runner::attribution::tests::this_test_binary_symbolizes_its_own_function",
             "{loc:?} {:?}",
             table.problems
         );
@@ -392,7 +392,7 @@ mod tests {
             outer
                 .source
                 .as_deref()
-                .is_some_and(|s| s.contains("harness/src/attribution.rs:")),
+                .is_some_and(|s| s.contains("harness/arm/src/attribution.rs:")),
             "{loc:?}"
         );
     }

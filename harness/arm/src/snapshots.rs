@@ -387,7 +387,7 @@ mod tests {
     use super::*;
     use std::path::{Path, PathBuf};
 
-    const CAPTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sampler/tests/captures");
+    const CAPTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../sampler/tests/captures");
 
     fn first_capture(dir: &str) -> PathBuf {
         let mut files: Vec<PathBuf> = std::fs::read_dir(Path::new(CAPTURES).join(dir))

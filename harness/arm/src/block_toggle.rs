@@ -25,7 +25,8 @@ pub struct BlockToggle {
 }
 
 impl BlockToggle {
-    pub(crate) fn new(plan: &BlockPlan) -> Self {
+    /// The shared state of a block run laid out as `plan`.
+    pub fn new(plan: &BlockPlan) -> Self {
         BlockToggle {
             pause: Arc::new(AtomicBool::new(false)),
             busy_per_tick: Duration::from_micros(plan.injected_busy_us),
@@ -75,10 +76,86 @@ impl BlockToggle {
         })
     }
 
-    pub(crate) fn switches(&self) -> Vec<Switch> {
+    /// Every switch between blocks so far, in order.
+    pub fn switches(&self) -> Vec<Switch> {
         self.switches
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A marker of `phase` for request `id`: all the hook reads.
+    fn marker(phase: Phase, id: u64) -> Marker {
+        Marker {
+            phase,
+            seq: 0,
+            request_id: Some(id),
+            t_ns: id * 10,
+            memory: sampler::TaskMemory::default(),
+            system: None,
+            cpu: None,
+        }
+    }
+
+    #[test]
+    fn the_hook_switches_abba_after_every_block_of_requests() {
+        let toggle = BlockToggle::new(&BlockPlan {
+            quads: 6,
+            block_requests: 2,
+            injected_busy_us: 0,
+            toggles: OverheadToggle::Sampler,
+        });
+        let mut hook = toggle.hook();
+        let mut paused = Vec::new();
+        for id in 0..=10u64 {
+            hook(&marker(Phase::RequestBegin, id));
+            hook(&marker(Phase::RequestEnd, id));
+            paused.push(toggle.pause.load(Ordering::Relaxed));
+        }
+        // Request 0 is cold; blocks of 2 from request 1: A(1,2) B(3,4) B(5,6) A(7,8) A(9,10) B…
+        assert_eq!(
+            paused,
+            [
+                false, false, true, true, true, true, false, false, false, false, true
+            ]
+        );
+        let s = toggle.switches();
+        let blocks: Vec<(u64, u64, bool)> = s
+            .iter()
+            .map(|s| (s.after_request, s.block, s.sampled))
+            .collect();
+        assert_eq!(
+            blocks,
+            [
+                (2, 1, false),
+                (4, 2, false),
+                (6, 3, true),
+                (8, 4, true),
+                (10, 5, false)
+            ]
+        );
+    }
+
+    #[test]
+    fn toggling_attribution_logs_the_blocks_but_never_pauses_the_sampler() {
+        let toggle = BlockToggle::new(&BlockPlan {
+            quads: 6,
+            block_requests: 2,
+            injected_busy_us: 0,
+            toggles: OverheadToggle::Attribution,
+        });
+        assert_eq!(toggle.worker_toggles_every(), Some(2));
+        let mut hook = toggle.hook();
+        for id in 0..=10u64 {
+            hook(&marker(Phase::RequestEnd, id));
+            assert!(!toggle.pause.load(Ordering::Relaxed), "request {id}");
+        }
+        let sampled: Vec<bool> = toggle.switches().iter().map(|s| s.sampled).collect();
+        assert_eq!(sampled, [false, false, true, true, false]);
     }
 }

@@ -416,11 +416,15 @@ fn execute_with(
         && let Err(e) = crate::attribution::symbolize(run, dir)
     {
         // The receipt then names sites by object and offset, and says so.
-        note!("memqual: warning: cannot write the heap profiles' symbols: {e}");
+        crate::warn(format_args!(
+            "memqual: warning: cannot write the heap profiles' symbols: {e}"
+        ));
     }
     if let Err(e) = run.remove_tree(&scratch) {
         // Not the worker's failure; the leftovers stay in the run, sealed.
-        note!("memqual: warning: cannot remove the worker's scratch folder: {e}");
+        crate::warn(format_args!(
+            "memqual: warning: cannot remove the worker's scratch folder: {e}"
+        ));
     }
     Ok(ArmOutcome {
         id: arm.id.clone(),

@@ -8,7 +8,7 @@
 //! next `request_begin` or `idle_end`; its footprint is the external
 //! series' `footprint_bytes` on the rows inside it.
 
-use analysis::stats;
+use crate::stats;
 use sampler::{Marker, Phase};
 use serde::{Deserialize, Serialize};
 use worker_contract::{IdlePolicy, RequestMode, RequestResult, WhisperSpec, gap_before};
@@ -336,26 +336,6 @@ pub fn build(
         release_drops,
         requests,
     }
-}
-
-/// Read `series.csv` (`rel`) as time and footprint; empty when absent.
-pub fn read_rows(
-    run: &run_dir::RunDir,
-    rel: &run_dir::Rel,
-) -> Result<Vec<FootprintRow>, crate::ReportError> {
-    let Some(mut reader) = run.csv_reader(rel)? else {
-        return Ok(Vec::new());
-    };
-    let mut rows = Vec::new();
-    for (i, row) in reader.deserialize::<sampler::SeriesRow>().enumerate() {
-        let row = row.map_err(|e| crate::ReportError::Record {
-            path: run.display(rel),
-            line: i as u64 + 2,
-            reason: e.to_string(),
-        })?;
-        rows.push((row.t_ns, row.footprint_bytes));
-    }
-    Ok(rows)
 }
 
 fn mib(v: Option<f64>) -> String {
