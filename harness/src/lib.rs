@@ -1,9 +1,10 @@
 //! The memqual harness as a library: protocol loading, host admission, the
-//! arm orchestrator, run directories, the GGML artifact tools and the
-//! commands on finished runs. The `memqual` binary (src/main.rs) is only its
-//! command line; the library exists so that the fuzz targets
-//! (harness/fuzz) can reach the same protocol loader and worker-message
-//! reader the binary uses.
+//! orchestrator (the run's arms in order, each run by the `arm-runner`
+//! crate), the GGML artifact tools and the commands on finished runs. The
+//! `memqual` binary (src/main.rs) is only its command line; the library
+//! exists so that the fuzz targets (harness/fuzz) can reach the same
+//! protocol loader and commands the binary uses (the worker-message reader
+//! they fuzz is `arm_runner::reader`).
 
 // Printing goes through `console` (never panics on a closed pipe).
 #![deny(clippy::print_stdout, clippy::print_stderr)]
