@@ -6,7 +6,7 @@
 
 use crate::ReportError;
 use crate::record::files;
-use analysis::stability::{SoakSettings, Stability, SystemJoin, analyse, request_ends};
+use analysis::stability::{SoakSettings, Stability, SystemJoin, analyse};
 use run_dir::{Rel, RunDir};
 use sampler::Marker;
 use worker_contract::{RequestResult, Settled};
@@ -25,7 +25,7 @@ pub fn analyse_arm(
     settings: &SoakSettings,
 ) -> Result<Stability, ReportError> {
     let settled = run.read_jsonl::<Settled>(&arm.join(files::SETTLED))?;
-    let mut system = SystemJoin::new(request_ends(markers));
+    let mut system = SystemJoin::new(markers);
     crate::series::for_each_row(run, &arm.join(files::SERIES), |row| system.row(row))?;
     Ok(analyse(markers, results, &settled, system, settings))
 }

@@ -79,7 +79,7 @@ pub fn scan_keys(text: &[u8], sep: u8, keys: &[&[u8]], out: &mut [Option<u64>]) 
     debug_assert!(keys.len() <= 64);
     // After the sampler's 50 ms idle gap almost none of this is in cache:
     // scanning a status file for its seven keys took about 1,100 cycles
-    // back to back and about 13,000 after a 50 ms sleep, so a tick pays for
+    // back to back and about 2,400 after a 50 ms sleep, so a tick pays for
     // the code and branches it touches, not its instructions. Hence one
     // small byte loop, no vector line search and no separate number parser,
     // and a key compared only when its first byte matches.

@@ -333,9 +333,19 @@ pub struct SystemJoin {
 }
 
 impl SystemJoin {
-    /// A join against `ends`, `(request, t_ns)` in time order
-    /// ([`request_ends`]).
-    pub fn new(ends: Vec<(u64, u64)>) -> Self {
+    /// A join against the `request_end` markers among `markers` (in order):
+    /// the index every series of the soak is judged on.
+    pub fn new(markers: &[Marker]) -> Self {
+        let ends = markers
+            .iter()
+            .filter(|m| m.phase == Phase::RequestEnd)
+            .map(|m| (m.request_id.unwrap_or(m.seq), m.t_ns))
+            .collect();
+        SystemJoin::at(ends)
+    }
+
+    /// A join against `ends`, `(request, t_ns)` in time order.
+    fn at(ends: Vec<(u64, u64)>) -> Self {
         let picks: Vec<Pick> = SYSTEM
             .iter()
             .map(|s| s.1)
@@ -394,16 +404,6 @@ impl SystemJoin {
         }
         (self.out, self.covariates)
     }
-}
-
-/// `(request, t_ns)` of every `request_end` marker, in order: the index
-/// every series of the soak is judged on.
-pub fn request_ends(markers: &[Marker]) -> Vec<(u64, u64)> {
-    markers
-        .iter()
-        .filter(|m| m.phase == Phase::RequestEnd)
-        .map(|m| (m.request_id.unwrap_or(m.seq), m.t_ns))
-        .collect()
 }
 
 /// `<prefix>_footprint` (where the platform has it) and `<prefix>_resident`
@@ -519,8 +519,8 @@ pub fn lifecycle_floors(
 
 /// Judge a soak arm with `settings` from its markers (in order), results,
 /// `settled` snapshots (none without a settle period) and the series rows
-/// joined to its request ends (`system`, built from [`request_ends`] of the
-/// same markers).
+/// joined to its request ends (`system`, made by [`SystemJoin::new`] from
+/// the same markers).
 pub fn analyse(
     markers: &[Marker],
     results: &[RequestResult],
@@ -633,7 +633,7 @@ mod tests {
         settled: &[Settled],
         settings: &SoakSettings,
     ) -> Stability {
-        let mut join = SystemJoin::new(request_ends(markers));
+        let mut join = SystemJoin::new(markers);
         for r in rows {
             join.row(r);
         }
@@ -654,7 +654,7 @@ mod tests {
     fn each_request_end_takes_the_last_row_at_or_before_it() {
         // Ends at 50 (before any row: none), 100 (exactly row 1), 250, 299, 900.
         let ends = vec![(0, 50), (1, 100), (2, 250), (3, 299), (4, 900)];
-        let mut join = SystemJoin::new(ends);
+        let mut join = SystemJoin::at(ends);
         for r in [row(100, 1), row(200, 2), row(300, 3)] {
             join.row(r);
         }
