@@ -170,10 +170,10 @@ fn ends_token(text: &[u8], at: usize) -> bool {
 /// one by one as the tick reaches them. A hint only: a prefetch never
 /// faults, and where there is none (not x86-64) this does nothing.
 ///
-/// Why: after the sampler's 50 ms gap the tick's own code is out of cache,
-/// and fetching it line by line cost about 2 µs above the floor
-/// (`tick_floor`, docs/measurement.md); the floor's `pread` loop is a few
-/// lines of code, the parsing tick's several kilobytes.
+/// Why: after the sampler's 50 ms gap the tick's own code is out of cache;
+/// the cold process tick paid about 2 µs above its floor, mostly that code
+/// and its branch state, and prefetching the code won back about 0.5 µs
+/// (`tick_floor`, docs/measurement.md).
 #[inline(always)]
 pub fn prefetch_code(start: *const u8, len: usize) {
     // A loop, not unrolled: fully unrolled, the prefetches of a 4 KiB span
