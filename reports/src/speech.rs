@@ -182,7 +182,7 @@ pub fn transcriptions(results: &[RequestResult]) -> Vec<(&RequestResult, &Transc
     results
         .iter()
         .filter_map(|r| match &r.body {
-            ResultBody::Transcription(t) => Some((r, t)),
+            ResultBody::Transcription(t) => Some((r, &**t)),
             _ => None,
         })
         .collect()

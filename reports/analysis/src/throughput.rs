@@ -260,7 +260,7 @@ mod tests {
         let r = RequestResult {
             request_id: id,
             latency_ns,
-            body: ResultBody::Transcription(t.clone()),
+            body: ResultBody::Transcription(Box::new(t.clone())),
             timing: None,
         };
         (r, t)

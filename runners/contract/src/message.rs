@@ -125,8 +125,10 @@ pub struct RequestResult {
 pub enum ResultBody {
     /// From `memqual-calibrate`: the bytes its patterns held.
     Calibration(CalibrationResult),
-    /// From `memqual-whisper`: the transcript and its tokens.
-    Transcription(TranscriptionResult),
+    /// From `memqual-whisper`: the transcript and its tokens (boxed: every
+    /// result of a soak is held while its receipt is assembled, and inline
+    /// the transcript made each calibration result four times its size).
+    Transcription(Box<TranscriptionResult>),
     /// From `memqual-whisper`: a request aborted by the spec's `cancel`.
     Cancelled(crate::CancelledRequest),
 }

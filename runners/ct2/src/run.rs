@@ -316,13 +316,13 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
                 .with_context(|| format!("request {request_id} on {}", clip.id))?;
             let latency_ns = clock::monotonic_ns() - t0;
             session.mark(Phase::RequestEnd, Some(request_id))?;
-            let body = ResultBody::Transcription(transcript::result(
+            let body = ResultBody::Transcription(Box::new(transcript::result(
                 raw,
                 &clip.id,
                 repetition,
                 clip.duration_ms(),
                 specials,
-            ));
+            )));
             session.result(RequestResult {
                 request_id,
                 latency_ns,

@@ -540,23 +540,22 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
             )
             .with_context(|| format!("request {request_id} on {}", clip.id))?;
             session.mark(Phase::RequestEnd, Some(request_id))?;
-            let body =
-                match outcome.decoded {
-                    cancel::Outcome::Finished(raw) => ResultBody::Transcription(
-                        transcript::result(raw, &clip.id, repetition, clip.duration_ms(), specials),
-                    ),
-                    cancel::Outcome::Aborted {
-                        abort_latency_ns,
-                        code,
-                    } => ResultBody::Cancelled(CancelledRequest {
-                        fixture_id: clip.id.clone(),
-                        repetition,
-                        after_ms: cancel_after_ms.unwrap_or(0),
-                        abort_latency_ns,
-                        code,
-                        audio_ms: clip.duration_ms(),
-                    }),
-                };
+            let body = match outcome.decoded {
+                cancel::Outcome::Finished(raw) => ResultBody::Transcription(Box::new(
+                    transcript::result(raw, &clip.id, repetition, clip.duration_ms(), specials),
+                )),
+                cancel::Outcome::Aborted {
+                    abort_latency_ns,
+                    code,
+                } => ResultBody::Cancelled(CancelledRequest {
+                    fixture_id: clip.id.clone(),
+                    repetition,
+                    after_ms: cancel_after_ms.unwrap_or(0),
+                    abort_latency_ns,
+                    code,
+                    audio_ms: clip.duration_ms(),
+                }),
+            };
             if cancel_after_ms.is_some() && matches!(body, ResultBody::Transcription(_)) {
                 session.log(
                     LogLevel::Warn,
