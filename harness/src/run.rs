@@ -52,7 +52,7 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-fn run_info(protocol: &LoadedProtocol) -> RunInfo {
+pub(crate) fn run_info(protocol: &LoadedProtocol) -> RunInfo {
     let uname = nix::sys::utsname::uname().ok();
     RunInfo {
         memqual_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -213,6 +213,20 @@ pub fn run(
     interrupted: &AtomicBool,
     opts: &RunOptions,
 ) -> anyhow::Result<RunResult> {
+    run_with(protocol, run, executables, interrupted, opts, |_| Ok(()))
+}
+
+/// [`run`], with `after_arms` called once the arms are over, before the
+/// receipt is assembled: the soak stops its watcher there, so that what
+/// the watcher wrote is whole and sealed when the receipt reads it.
+pub(crate) fn run_with(
+    protocol: &LoadedProtocol,
+    run: RunDir,
+    executables: &[PathBuf],
+    interrupted: &AtomicBool,
+    opts: &RunOptions,
+    after_arms: impl FnOnce(&RunDir) -> anyhow::Result<()>,
+) -> anyhow::Result<RunResult> {
     let dir = run.path().to_path_buf();
     let stopped = || {
         format!(
@@ -223,6 +237,7 @@ pub fn run(
         )
     };
     let refused = run_arms(protocol, &run, executables, interrupted, opts).with_context(stopped)?;
+    after_arms(&run).with_context(stopped)?;
     let receipt = finish(&run).with_context(stopped)?;
     Ok(RunResult {
         run,

@@ -369,6 +369,39 @@ fn without_a_settle_period_there_is_no_settled_series_and_a_plateau_passes_the_g
 }
 
 #[test]
+fn a_soak_records_memqual_itself_beside_the_worker() {
+    let _serial = one_soak_at_a_time();
+    let s = soak("request_ms = 1\nplateau = { mib = 8 }", 40);
+    // Readings at the start and the end at least, whatever the pace.
+    let text = std::fs::read_to_string(s.dir.join("arms/cal/harness.jsonl")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() >= 2, "{text}");
+    assert!(lines[0].contains("\"at\":\"start\""), "{text}");
+    assert!(lines[lines.len() - 1].contains("\"at\":\"end\""), "{text}");
+    // Sealed with the run, though written after the arm's seal: `receipt`
+    // verifies the seal.
+    let r = receipt(&s.dir);
+    let own = r.arms[0]
+        .harness_self
+        .as_ref()
+        .unwrap_or_else(|| panic!("no harness_self: {}", s.stdout));
+    assert_eq!(own.samples, lines.len() as u64);
+    assert!(own.samples >= 2, "{own:?}");
+    assert!(own.sampler_cpu_s.is_some_and(|c| c > 0.0), "{own:?}");
+    assert!(own.cpu_s.is_some(), "{own:?}");
+    if cfg!(target_os = "linux") {
+        assert!(own.max_resident_bytes.is_some_and(|b| b > 0), "{own:?}");
+    }
+    assert!(
+        s.stdout.contains("memqual itself: resident"),
+        "{}",
+        s.stdout
+    );
+    let summary = std::fs::read_to_string(s.dir.join("summary.md")).unwrap();
+    assert!(summary.contains("## memqual itself"), "{summary}");
+}
+
+#[test]
 fn the_report_charts_this_soak_among_the_past_ones() {
     let _serial = one_soak_at_a_time();
     let tmp = tempfile::tempdir().unwrap();

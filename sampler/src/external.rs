@@ -168,6 +168,7 @@ impl RowWriter {
         let handle = std::thread::Builder::new()
             .name(format!("memqual-rows-{pid}"))
             .spawn(move || {
+                let _counted = crate::threads::Registration::this_thread(Arc::clone(&cpu));
                 let mut written = Written::default();
                 // Ends when the tick thread drops its sender, after the last row.
                 for row in queue {
@@ -269,6 +270,8 @@ impl ExternalSampler {
         let handle = std::thread::Builder::new()
             .name(format!("memqual-sampler-{}", cfg.pid))
             .spawn(move || {
+                // memqual's own cost, for a soak's watch on itself.
+                let counted = crate::threads::Registration::this_thread(Arc::default());
                 let mut system = SystemProbe::new();
                 let mut covariates = crate::covariates::CovariateProbe::new();
                 let mut stats = SamplerStats {
@@ -379,7 +382,9 @@ impl ExternalSampler {
                         burn_cpu(cfg.busy_per_tick);
                     }
                     row.cost_ns = clock::monotonic_ns().saturating_sub(t_ns);
-                    row.cost_cpu_ns = clock::thread_cpu_ns().saturating_sub(cpu_start);
+                    let cpu_end = clock::thread_cpu_ns();
+                    counted.publish(cpu_end);
+                    row.cost_cpu_ns = cpu_end.saturating_sub(cpu_start);
                     on_tick(&row);
                     stats.rows += 1;
                     tick += 1;

@@ -52,6 +52,8 @@ mod procfile;
 mod series;
 /// The system's held-memory levels (wired, compressor; unevictable, mlocked, zswap).
 pub mod system_levels;
+/// The CPU time of this process's own sampler threads, live and ended.
+pub mod threads;
 
 #[cfg(target_os = "linux")]
 #[path = "linux.rs"]

@@ -96,6 +96,7 @@ pub fn command(req: &SoakRequest, opts: &SessionOptions) -> Result<u8, Failure> 
             "interrupted": result.run.interrupted,
             "arm": result.arm_id,
             "stability": arm.and_then(|a| a.stability.as_ref()),
+            "harness_self": arm.and_then(|a| a.harness_self.as_ref()),
             "history": night,
             "snapshots": result.watch.snapshots,
             "snapshot_errors": result.watch.snapshot_errors,

@@ -2,8 +2,10 @@
 //! bar (requests, elapsed, footprint, a running slope over the last
 //! requests) and takes slow snapshots of the worker (`smaps_rollup` +
 //! `meminfo` on Linux, `vmmap -summary` on macOS) at a fixed interval and
-//! once at `idle_end`. Its memory stays bounded however long the soak runs.
+//! once at `idle_end`, and reads memqual's own process at its cadence
+//! ([`SelfWatch`]). Its memory stays bounded however long the soak runs.
 
+use super::self_watch::SelfWatch;
 use crate::progress::{MarkerTail, humanize, mib};
 use analysis::growth;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -109,14 +111,20 @@ pub struct WatchReport {
     pub snapshots: u32,
     /// Why a snapshot could not be taken, one line each.
     pub snapshot_errors: Vec<String>,
+    /// Readings of memqual itself written to `harness.jsonl`.
+    pub harness_samples: u64,
+    /// Why `harness.jsonl` could not be written (nothing more was tried).
+    pub harness_error: Option<String>,
 }
 
-/// Tail the arm, draw progress, take snapshots, until `stop`.
+/// Tail the arm, draw progress, take snapshots and read memqual itself
+/// (`own`, whose end reading is taken on the way out), until `stop`.
 pub fn watch(
     run: &RunDir,
     arm_dir: &Rel,
     total: Option<u64>,
     interval: Option<Duration>,
+    mut own: SelfWatch,
     stop: Arc<AtomicBool>,
     bar: ProgressBar,
 ) -> WatchReport {
@@ -130,6 +138,7 @@ pub fn watch(
     let start = Instant::now();
     loop {
         let stopping = stop.load(Ordering::SeqCst);
+        own.poll(run);
         let was_idle = progress.idle_seen;
         for m in tail.poll(run, &markers) {
             progress.ingest(&m);
@@ -170,6 +179,9 @@ pub fn watch(
     } else {
         bar.finish_and_clear();
     }
+    own.end(run);
+    report.harness_samples = own.samples;
+    report.harness_error = own.error;
     report
 }
 

@@ -63,6 +63,27 @@ fn series_check_per(
     c
 }
 
+/// memqual's own resident memory over the soak (`harness_self`): fails
+/// when it grew (the lower end of its slope interval per hour above the
+/// threshold), whatever the worker did, since a harness that grows makes
+/// the memory pressure it is there to measure. It leaves the soak verdict
+/// alone. No check when the soak was too short for a slope: the gate then
+/// judges the worker as before.
+fn harness_check(ctx: &Context) -> Option<Check> {
+    let h = ctx.arm.arm.harness_self.as_ref()?;
+    let slope = h.resident_bytes_per_hour?;
+    let mut c = check("harness_resident growth", "bytes");
+    c.threshold = Some(h.growth_threshold_bytes_per_hour);
+    c.measured = Some(slope.low);
+    c.evidence.push(ctx.arm.at("/harness_self"));
+    c.outcome = if h.grew { Outcome::Fail } else { Outcome::Pass };
+    c.note = format!(
+        "memqual's own resident memory, bytes per hour (the slope interval's low end against the threshold): {}",
+        h.reason
+    );
+    Some(c)
+}
+
 /// The soak verdict: every judged series bounded, and `stable` true.
 fn stability(ctx: &Context) -> Vec<Check> {
     let Some(s) = &ctx.arm.arm.stability else {
@@ -129,6 +150,7 @@ fn stability(ctx: &Context) -> Vec<Check> {
         }
         c
     }));
+    checks.extend(harness_check(ctx));
     let mut c = check("soak verdict", "bool");
     c.threshold = Some(1.0);
     c.evidence.push(ctx.arm.at("/stability/stable"));

@@ -1314,3 +1314,69 @@ fn a_pair_gate_names_what_the_encoder_process_cannot_report() {
     let err = bad_field.validate().unwrap_err().to_string();
     assert!(err.contains("not peak"), "{err}");
 }
+
+#[test]
+fn stability_fails_a_harness_that_grew_and_leaves_the_soak_verdict_alone() {
+    let flat = |_| 40.0 * MIB as f64;
+    let out = good_outputs();
+    let judged = |low: Option<f64>| {
+        let mut cand = arm("cand", 1, (1.0, 1), &out);
+        cand.stability = Some(soaked(flat, flat));
+        cand.harness_self = low.map(harness_growing_at_least);
+        let r = receipt(
+            arm("ctl", 1, (1.0, 1), &out),
+            cand,
+            gates(vec![GateSpec::Stability(StabilityGate {})]),
+        );
+        candidate(&judge(&r)).gates[0].clone()
+    };
+    // 4 MiB an hour at the least: memqual itself grew.
+    let g = judged(Some(4.0 * MIB as f64));
+    assert_eq!(g.outcome, Outcome::Fail);
+    let c = g
+        .checks
+        .iter()
+        .find(|c| c.name == "harness_resident growth")
+        .unwrap();
+    assert_eq!(c.outcome, Outcome::Fail);
+    assert_eq!(c.measured, Some(4.0 * MIB as f64));
+    assert_eq!(c.evidence[0].pointer, "/arms/1/harness_self");
+    let verdict = g.checks.last().unwrap();
+    assert_eq!(verdict.name, "soak verdict");
+    assert_eq!(verdict.outcome, Outcome::Pass, "the worker is judged alone");
+    // Below the threshold it passes; without a slope there is no check.
+    assert_eq!(judged(Some(0.0)).outcome, Outcome::Pass);
+    let short = judged(None);
+    assert_eq!(short.outcome, Outcome::Pass);
+    assert!(
+        short
+            .checks
+            .iter()
+            .all(|c| c.name != "harness_resident growth")
+    );
+}
+
+/// A `harness_self` section whose slope interval starts at `low` bytes per
+/// hour (as the assembly judges it: grew when above the threshold).
+fn harness_growing_at_least(low: f64) -> crate::harness_self::HarnessSelf {
+    use crate::harness_self::{GROWTH_THRESHOLD_BYTES_PER_HOUR, HarnessSelf};
+    HarnessSelf {
+        samples: 120,
+        wall_s: 7200.0,
+        first_resident_bytes: Some(20 * MIB),
+        last_resident_bytes: Some(30 * MIB),
+        max_resident_bytes: Some(30 * MIB),
+        peak_resident_bytes: Some(31 * MIB),
+        resident_bytes_per_hour: Some(analysis::growth::Slope {
+            estimate: low + 1024.0,
+            low,
+            high: low + 2048.0,
+        }),
+        growth_threshold_bytes_per_hour: GROWTH_THRESHOLD_BYTES_PER_HOUR,
+        grew: low > GROWTH_THRESHOLD_BYTES_PER_HOUR,
+        reason: "hand-made".into(),
+        cpu_s: Some(12.0),
+        sampler_cpu_s: Some(3.0),
+        sampler_cpu_share: Some(3.0 / 7200.0),
+    }
+}
