@@ -307,6 +307,14 @@ pub enum FixturesCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Write a GENERATED soak run directory of any length, for benchmarking
+    /// memqual itself (`report`, `verify`, `compare`, `merge`, `history` on
+    /// a night's rows), never for testing a verdict: a calibration
+    /// soak's shape (a plateau, an optional slow leak, one single-tick spike
+    /// at a known time) written tick by tick through memqual's own writers,
+    /// raw files sealed as a real arm's are. Its protocol and host say it
+    /// was generated. Deterministic: the same arguments give the same bytes.
+    SoakRun(SoakRunArgs),
     /// Write a deterministic synthetic GGML Whisper model that stock
     /// whisper.cpp loads: seeded pseudo-random weights in the real container
     /// layout, at the shape --preset names. The same preset and seed always
@@ -344,6 +352,62 @@ pub enum FixturesCommand {
         #[arg(long)]
         force: bool,
     },
+}
+
+/// `memqual fixtures soak-run`'s arguments (run by
+/// [`crate::soak_fixture::command`], which the binary calls).
+#[derive(clap::Args, Debug)]
+pub struct SoakRunArgs {
+    /// The run directory to create (must not exist).
+    pub out: PathBuf,
+    /// The soak's length, e.g. 1h, 4h, 24h (1 s to 7 days).
+    #[arg(long, default_value = "1h", value_parser = duration_arg)]
+    pub duration: std::time::Duration,
+    /// The external sampler's period in ms (a real soak's default is 50).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub period_ms: u64,
+    /// Time between request starts, e.g. 30s (two a minute) or 100ms.
+    #[arg(long, default_value = "30s", value_parser = request_every_arg)]
+    pub request_every: std::time::Duration,
+    /// Leak this many KiB per request (0: a plateau).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_048_576))]
+    pub leak_kib_per_request: u64,
+    /// When the single-tick 300 MiB spike happens, from the first request
+    /// (default: half-way).
+    #[arg(long, value_parser = duration_arg)]
+    pub spike_at: Option<std::time::Duration>,
+    /// Seed of the noise.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write and seal the raw files only (what `memqual report` then
+    /// assembles); by default the run is also reported and sealed, as
+    /// `memqual soak` does at its end.
+    #[arg(long, conflicts_with = "history")]
+    pub raw_only: bool,
+    /// Append the generated night to this soak history (SQLite, as
+    /// `memqual soak --history`), for benchmarking `memqual history`.
+    #[arg(long, value_name = "FILE")]
+    pub history: Option<PathBuf>,
+}
+
+/// `--duration` / `--spike-at`: `8h`, `90m`, `2h30m`.
+pub(crate) fn duration_arg(s: &str) -> Result<std::time::Duration, String> {
+    crate::duration::parse_duration(s)
+}
+
+/// `--request-every`: `30s`, `2m`, or `100ms` (25 ms to 1 hour).
+pub(crate) fn request_every_arg(s: &str) -> Result<std::time::Duration, String> {
+    let d = match s.strip_suffix("ms") {
+        Some(ms) => std::time::Duration::from_millis(
+            ms.parse::<u64>()
+                .map_err(|_| format!("`{s}`: give whole milliseconds, e.g. 100ms"))?,
+        ),
+        None => crate::duration::parse_duration(s)?,
+    };
+    if d < std::time::Duration::from_millis(25) || d > std::time::Duration::from_secs(3600) {
+        return Err(format!("`{s}`: from 25ms to 1h"));
+    }
+    Ok(d)
 }
 
 /// `--palettize-bits`: the index widths Core ML's palettizer accepts.
@@ -390,6 +454,11 @@ pub fn main(command: FixturesCommand) -> anyhow::Result<()> {
                 outln!("{}", path.display());
             }
             Ok(())
+        }
+        // The binary runs it (crate::soak_fixture::command): a soak run is
+        // made through the orchestrator's modules, which build on this one.
+        FixturesCommand::SoakRun(_) => {
+            anyhow::bail!("memqual fixtures soak-run is run by soak_fixture::command")
         }
         FixturesCommand::Synthetic { out, seed, preset } => {
             write_synthetic(&out, preset.preset().spec(seed), Progress::Stderr)
@@ -516,7 +585,7 @@ fn write_synthetic(
 /// existing manifest without `--force`): the user's input, exit 2.
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
-pub struct RefusedInput(anyhow::Error);
+pub struct RefusedInput(pub(crate) anyhow::Error);
 
 /// `memqual fixtures manifest`: build the set's manifest and write it whole
 /// (a fresh temporary file beside it, renamed into place: never a path an

@@ -483,7 +483,11 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             json,
         } => review::verify(&run_dir, pubkey.as_deref(), json),
         Command::Fixtures(command) => {
-            fixtures::main(command).map_err(|e| {
+            let done = match command {
+                fixtures::FixturesCommand::SoakRun(args) => ::harness::soak_fixture::command(args),
+                command => fixtures::main(command),
+            };
+            done.map_err(|e| {
                 if e.downcast_ref::<fixtures::RefusedInput>().is_some() {
                     usage(e)
                 } else {

@@ -11,6 +11,10 @@
 //!   (cadence, lateness, skipped ticks, maxima, system deltas) and the
 //!   `peak_between_samples` flag; [`assemble`](mod@assemble) fills them from
 //!   the run directory.
+//! - [`series`]: an arm's `series.csv` read streaming; the page's and the
+//!   trace's min/max envelope of it, bounded however long the night.
+//! - [`phase_rows`]: a long soak's phase rows beyond what the receipt keeps,
+//!   in their own sealed file whose digest the receipt holds.
 //! - [`calibration`]: expected vs measured for the calibration worker's
 //!   known patterns.
 //! - [`speech`]: whisper arms — runtime identity and topology, cold load
@@ -67,8 +71,10 @@ pub mod device_memory;
 mod error;
 pub mod gate_spec;
 pub mod gates;
+pub mod harness_self;
 pub mod host;
 pub mod overhead;
+pub mod phase_rows;
 pub mod receipt;
 pub mod record;
 pub mod request_policy;
@@ -88,7 +94,7 @@ pub use receipt::Receipt;
 
 /// Version of the receipt format, `major.minor`: the major changes when a
 /// field changes meaning or disappears, the minor when fields are added.
-pub const RECEIPT_FORMAT_VERSION: &str = "4.9";
+pub const RECEIPT_FORMAT_VERSION: &str = "4.10";
 
 /// The JSON Schema of `receipt.json`, generated from the types (committed as
 /// `reports/receipt.schema.json`).

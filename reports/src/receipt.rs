@@ -59,6 +59,12 @@ pub struct ArmReceipt {
     pub spec: Option<ArmSpec>,
     /// The phase table: one row per marker, in order.
     pub phases: Vec<PhaseRow>,
+    /// Where every phase row went when the arm has more than the receipt
+    /// keeps (a long soak: `phases` then holds the rows of once-only
+    /// phases, the first and last requests and every request holding a
+    /// phase's maximum); absent when `phases` holds every row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase_rows: Option<PhaseRowsFile>,
     /// The external series (`series.csv`) of the arm in figures.
     pub series: SeriesSummary,
     /// Request results the worker sent (`results.jsonl` lines).
@@ -103,6 +109,10 @@ pub struct ArmReceipt {
     /// it (`attribution = "allocations"`); then the sites per phase.
     #[serde(default)]
     pub attribution: crate::attribution::AttributionReceipt,
+    /// Soaks: memqual's own orchestrator and external sampler over the
+    /// soak (`harness.jsonl`): resident memory, its slope per hour, CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness_self: Option<crate::harness_self::HarnessSelf>,
 }
 
 impl Receipt {
@@ -200,6 +210,7 @@ impl ArmReceipt {
             worker: None,
             spec: None,
             phases,
+            phase_rows: None,
             series: SeriesSummary::default(),
             requests,
             latency: None,
@@ -214,6 +225,7 @@ impl ArmReceipt {
             state_accounting: None,
             device_memory: None,
             attribution: Default::default(),
+            harness_self: None,
         }
     }
 }
@@ -241,6 +253,19 @@ impl PhaseRow {
     }
 }
 
+/// Where a long arm's every phase row went.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PhaseRowsFile {
+    /// The file, relative to the run directory (`arms/<id>/phase-rows.jsonl`).
+    pub path: String,
+    /// Rows in the file: one per marker, in order.
+    pub rows: u64,
+    /// Rows the receipt's `phases` keeps.
+    pub kept: u64,
+    /// SHA-256 (hex) of the file's bytes.
+    pub sha256: String,
+}
+
 /// The series of one arm in figures.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SeriesSummary {
@@ -261,6 +286,11 @@ pub struct SeriesSummary {
     /// thousand, about one a minute at 50 ms.
     #[serde(default)]
     pub p999_lateness_ns: Option<f64>,
+    /// `None` when the interval and lateness percentiles are exact (up to
+    /// 65,536 rows); past that they come from a bounded histogram and are
+    /// within this fraction of the exact ones (a night's rows are not held).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub percentiles_relative_error: Option<f64>,
     /// Largest lateness of any row, in ns.
     pub max_lateness_ns: Option<u64>,
     /// Ticks the sampler skipped because it fell a whole period behind, summed over rows.

@@ -354,6 +354,9 @@ pub fn verify(run: &RunDir, pubkey: Option<&minisign::PublicKey>) -> Verificatio
         verification.files_checked = manifest.files.len() as u64;
     }
     check_raw_seal(run, manifest.as_ref(), &mut problems);
+    if let Some((r, _)) = &receipt {
+        check_phase_rows(run, r, &mut problems);
+    }
     if let Some((_, bytes)) = &receipt {
         verification.signature = crate::sign::check(run, bytes, pubkey, |path, detail| {
             problems.add(path, "signature", detail)
@@ -361,6 +364,28 @@ pub fn verify(run: &RunDir, pubkey: Option<&minisign::PublicKey>) -> Verificatio
     }
     verification.problems = problems.0;
     verification
+}
+
+/// Each long arm's `phase-rows.jsonl` against the digest its receipt holds
+/// (the manifest lists it too; this names what the receipt rests on).
+fn check_phase_rows(run: &RunDir, receipt: &Receipt, problems: &mut Problems) {
+    for file in receipt.arms.iter().filter_map(|a| a.phase_rows.as_ref()) {
+        let found = Rel::parse(&file.path)
+            .map_err(|e| e.to_string())
+            .and_then(|rel| run.digest(&rel).map_err(|e| e.to_string()));
+        match found {
+            Ok((_, sha)) if sha == file.sha256 => {}
+            Ok((bytes, sha)) => problems.add(
+                &file.path,
+                "changed",
+                format!(
+                    "{bytes} bytes with digest {sha}; the receipt's phase_rows says {}",
+                    file.sha256
+                ),
+            ),
+            Err(e) => problems.add(&file.path, "invalid", e),
+        }
+    }
 }
 
 /// Every listed file against its digest; anything present but unlisted or

@@ -2,19 +2,21 @@
 //!
 //! The arm runs through the ordinary dispatcher (same worker, same 50 ms
 //! series, same run directory). Beside it the [`watch`] thread draws the
-//! progress bar and takes slow snapshots. Afterwards `soak.json` is
+//! progress bar, takes slow snapshots and reads memqual's own process into
+//! `harness.jsonl` ([`self_watch`]). Afterwards `soak.json` is
 //! written into the arm directory and the receipt is re-assembled, so its
 //! `stability` section holds the analysis of whatever was collected —
 //! also after Ctrl-C.
 
 pub mod nightly;
+pub(crate) mod self_watch;
 pub(crate) mod watch;
 
 use crate::progress::mib;
 use crate::run::{self, RunResult};
 use analysis::stability::SoakMode;
 use anyhow::{Context, bail};
-use protocol::limits::{SOAK_DURATION_S, SOAK_GRACE};
+use protocol::limits::SOAK_GRACE;
 use protocol::{LoadedProtocol, SoakDecl};
 use run_dir::{Rel, RunDir};
 use std::path::PathBuf;
@@ -36,49 +38,7 @@ pub enum Length {
     Duration(Duration),
 }
 
-/// `8h`, `30m`, `90s`, `2h30m` → a duration of 1 s to 7 days
-/// ([`SOAK_DURATION_S`]); every step is checked, so no input can overflow.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let too_long = || format!("`{text}` is out of range: {SOAK_DURATION_S}");
-    let mut total = 0u64;
-    let mut digits = String::new();
-    for c in text.trim().chars() {
-        if c.is_ascii_digit() {
-            digits.push(c);
-            continue;
-        }
-        let unit: u64 = match c {
-            'h' => 3600,
-            'm' => 60,
-            's' => 1,
-            _ => {
-                return Err(format!(
-                    "`{text}`: unknown unit `{c}` (use h, m, s, e.g. 8h or 90m)"
-                ));
-            }
-        };
-        if digits.is_empty() {
-            return Err(format!("`{text}`: a number must come before `{c}`"));
-        }
-        // Digits only, so a parse failure can only mean too many of them.
-        let n: u64 = digits.parse().map_err(|_| too_long())?;
-        total = n
-            .checked_mul(unit)
-            .and_then(|s| total.checked_add(s))
-            .ok_or_else(too_long)?;
-        digits.clear();
-    }
-    if !digits.is_empty() {
-        return Err(format!("`{text}`: give a unit (h, m or s) after {digits}"));
-    }
-    if total == 0 {
-        return Err(format!("`{text}` is no time at all"));
-    }
-    if total > SOAK_DURATION_S.max {
-        return Err(too_long());
-    }
-    Ok(Duration::from_secs(total))
-}
+pub use crate::duration::parse_duration;
 
 /// Keep the soaked arm only, with the requested length; returns the cycle length.
 /// `physical_memory` (the host's RAM, when known) bounds what a calibration
@@ -219,14 +179,40 @@ pub fn run_soak(
     let stop = Arc::new(AtomicBool::new(false));
     let interval =
         (decl.snapshot_interval_s > 0).then(|| Duration::from_secs(decl.snapshot_interval_s));
-    let watcher = {
+    // The start reading of memqual itself, before admission and the worker.
+    let own = self_watch::SelfWatch::start(&arm_dir, self_watch::period(interval));
+    let mut watcher = Some({
         let (run, arm_dir, stop) = (run.clone(), arm_dir.clone(), Arc::clone(&stop));
         let bar = progress_bar(total);
-        std::thread::spawn(move || watch::watch(&run, &arm_dir, total, interval, stop, bar))
+        std::thread::spawn(move || watch::watch(&run, &arm_dir, total, interval, own, stop, bar))
+    });
+    let mut watch = WatchReport::default();
+    let own_file = arm_dir.join(reports::record::files::HARNESS);
+    // Once the arms are over: the watcher takes its end reading and stops;
+    // `harness.jsonl` grew after the arm's seal, so it is sealed again.
+    let mut stop_watching = |run: &RunDir| -> anyhow::Result<()> {
+        let Some(handle) = watcher.take() else {
+            return Ok(());
+        };
+        stop.store(true, Ordering::SeqCst);
+        watch = handle.join().unwrap_or_default();
+        run.seal_raw(std::slice::from_ref(&own_file))?;
+        Ok(())
     };
-    let result = run::run(loaded, run, executables, interrupted, opts);
-    stop.store(true, Ordering::SeqCst);
-    let watch = watcher.join().unwrap_or_default();
+    let held = run.clone();
+    let result = run::run_with(
+        loaded,
+        run,
+        executables,
+        interrupted,
+        opts,
+        &mut stop_watching,
+    );
+    if result.is_err() {
+        // The run failed before its receipt: stop the watcher all the same
+        // (the run's own error is the one to report).
+        let _ = stop_watching(&held);
+    }
     Ok(SoakResult {
         run: result?,
         arm_id,
@@ -343,6 +329,16 @@ pub fn human(result: &SoakResult) -> String {
         out.push_str(&format!(" · p95 latency {:.1} ms", l / 1e6));
     }
     out.push_str(&format!(" · {} snapshots\n", result.watch.snapshots));
+    if let Some(h) = &arm.harness_self {
+        out.push_str(&format!("  {}\n", h.line()));
+        // Flush left, like summary.md's: memqual's own health, not the worker's.
+        if let Some(grew) = h.grew_line() {
+            out.push_str(&format!("{grew}\n"));
+        }
+    }
+    if let Some(e) = &result.watch.harness_error {
+        out.push_str(&format!("  memqual itself not recorded: {e}\n"));
+    }
     out
 }
 

@@ -25,6 +25,7 @@ mod ct2;
 mod failures;
 mod fixtures;
 mod gates;
+mod generated_soak;
 mod ggml;
 mod idle_policies;
 mod import;

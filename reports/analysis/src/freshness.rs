@@ -6,7 +6,6 @@
 //! an older sample. The receipt states the effective sample count and
 //! interval so those fields are never read as 50 ms resolution.
 
-use crate::stats;
 use sampler::SeriesRow;
 use serde::{Deserialize, Serialize};
 
@@ -29,7 +28,10 @@ pub struct SystemFreshness {
 pub struct FreshnessScan {
     rows: u64,
     cached_rows: u64,
-    samples: Vec<u64>,
+    samples: u64,
+    last_sample: Option<u64>,
+    /// Time between distinct samples, bounded however long the series.
+    intervals: crate::quantiles::Quantiles,
 }
 
 impl FreshnessScan {
@@ -42,8 +44,12 @@ impl FreshnessScan {
         if sampled < row.t_ns {
             self.cached_rows += 1;
         }
-        if self.samples.last() != Some(&sampled) {
-            self.samples.push(sampled);
+        if self.last_sample != Some(sampled) {
+            if let Some(last) = self.last_sample {
+                self.intervals.push(sampled.saturating_sub(last));
+            }
+            self.samples += 1;
+            self.last_sample = Some(sampled);
         }
     }
 
@@ -52,16 +58,11 @@ impl FreshnessScan {
         if self.rows == 0 {
             return None;
         }
-        let intervals: Vec<f64> = self
-            .samples
-            .windows(2)
-            .map(|w| w[1].saturating_sub(w[0]) as f64)
-            .collect();
         Some(SystemFreshness {
             rows: self.rows,
             cached_rows: self.cached_rows,
-            effective_samples: self.samples.len() as u64,
-            median_effective_interval_ns: stats::median(&intervals),
+            effective_samples: self.samples,
+            median_effective_interval_ns: self.intervals.percentile(50.0),
         })
     }
 }

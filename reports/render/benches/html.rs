@@ -125,6 +125,7 @@ fn html(c: &mut Criterion) {
     .into();
     let data = PageData {
         series,
+        reduced: BTreeMap::new(),
         latencies_ns: latencies,
         history: None,
     };

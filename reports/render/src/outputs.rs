@@ -110,6 +110,11 @@ pub fn summary_markdown(r: &Receipt) -> String {
         .filter_map(|a| Some((a.id.as_str(), a.stability.as_ref()?)))
         .collect();
     out.push_str(&analysis::stability::markdown(&soaks));
+    out.push_str(&reports::harness_self::markdown(
+        r.arms
+            .iter()
+            .filter_map(|a| Some((a.id.as_str(), a.harness_self.as_ref()?))),
+    ));
     if let Some(g) = &r.gates {
         let _ = writeln!(out, "\n## Gates\n");
         let _ = writeln!(
@@ -315,7 +320,7 @@ pub fn trace_json(
             json!({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
                            "args": {"name": a.id}}),
         ));
-        let rows = series.get(&a.id).map_or(&[][..], Vec::as_slice);
+        let rows = series.get(&a.id).map_or(&[][..], |d| d.points.as_slice());
         let drawn = |row: &reports::series::SeriesPoint| (row.resident_bytes, row.footprint_bytes);
         let last = rows.iter().rposition(|row| drawn(row) != (None, None));
         let mut shown = None;
@@ -340,7 +345,13 @@ pub fn trace_json(
         }
         let mut begin: Option<u64> = None;
         for (k, p) in a.phases.iter().enumerate() {
-            let start = if k == 0 { p.t_ns } else { a.phases[k - 1].t_ns };
+            // After rows a long soak's receipt left to phase-rows.jsonl, the
+            // slice starts at the marker before (the window's start).
+            let start = match k.checked_sub(1).map(|j| &a.phases[j]) {
+                None => p.t_ns,
+                Some(prev) if prev.seq + 1 == p.seq => prev.t_ns,
+                Some(_) => p.window_start_ns.unwrap_or(p.t_ns),
+            };
             events.push(TraceEvent::Other(
                 json!({"ph": "X", "name": p.phase.to_string(), "cat": "phase",
                                "pid": pid, "tid": 1, "ts": start as f64 / 1000.0,

@@ -207,11 +207,22 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// replaced, never followed), then the directory synced. A reader sees the
 /// old file or the new one, never a part.
 pub fn write_atomic(dir: BorrowedFd<'_>, name: &str, bytes: &[u8]) -> io::Result<()> {
+    write_atomic_with(dir, name, |out| out.write_all(bytes))
+}
+
+/// [`write_atomic`] of what `fill` writes, streamed through a buffer, so a
+/// large file is never held whole in memory.
+pub fn write_atomic_with(
+    dir: BorrowedFd<'_>,
+    name: &str,
+    fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<()> {
     let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
     let temp = format!(".{name}.{}.{n}.tmp", std::process::id());
     let result = (|| {
-        let mut file = create_new(dir, &temp, false)?;
-        file.write_all(bytes)?;
+        let mut out = io::BufWriter::new(create_new(dir, &temp, false)?);
+        fill(&mut out)?;
+        let file = out.into_inner().map_err(io::IntoInnerError::into_error)?;
         file.sync_all()?;
         drop(file);
         if kind_at(dir, name)? == Some(Kind::Dir) {

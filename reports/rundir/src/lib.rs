@@ -559,6 +559,22 @@ impl RunDir {
         })
     }
 
+    /// Replace `rel` atomically with what `fill` writes, streamed (never
+    /// held whole in memory).
+    pub fn write_with(
+        &self,
+        rel: &Rel,
+        fill: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+    ) -> Result<(), RunDirError> {
+        self.check_writable(rel)?;
+        let (dir, name) = self.parent_and_name(rel)?;
+        fsio::write_atomic_with(dir.as_fd(), name, fill).map_err(|source| RunDirError::Io {
+            op: "write",
+            path: self.display(rel),
+            error: source,
+        })
+    }
+
     /// Replace `rel` with `value` as pretty JSON (and a final newline), atomically.
     pub fn write_json(&self, rel: &Rel, value: &impl serde::Serialize) -> Result<(), RunDirError> {
         let mut text = serde_json::to_vec_pretty(value).map_err(|e| RunDirError::Serialize {

@@ -34,6 +34,11 @@ pub const TRACE: &str = "trace.json";
 /// `calibration.json` (derived; `memqual calibrate` runs only).
 pub const CALIBRATION: &str = "calibration.json";
 
+/// Per arm (derived, sealed): every phase marker's row when the arm has more
+/// than the receipt keeps (a long soak); the receipt keeps the rows a
+/// reviewer needs and this file's digest.
+pub const PHASE_ROWS: &str = "phase-rows.jsonl";
+
 /// `arms/`: one folder per arm, named by its id.
 pub const ARMS: &str = "arms";
 /// Per arm: the spec sent to the worker.
@@ -71,6 +76,11 @@ pub const SNAPSHOTS: &str = "snapshots.jsonl";
 pub const PROBES: &str = "probes.json";
 /// Per arm: the process census.
 pub const CENSUS: &str = "census.jsonl";
+/// Per arm (soaks): memqual watching itself, one line per reading of the
+/// orchestrator's resident memory and CPU time and the external sampler's
+/// CPU time. Its last line comes after the arm was sealed, so the soak
+/// seals it again before the receipt is assembled.
+pub const HARNESS: &str = "harness.jsonl";
 /// Per arm (soaks): the soak settings and what was collected.
 pub const SOAK: &str = "soak.json";
 /// Per arm (overhead gate): the ABBA block run, `overhead/`.
@@ -124,7 +134,16 @@ pub const DERIVED: &[&str] = &[
 /// Whether `rel` (a `/`-separated path inside the run directory) is a file
 /// `memqual report` rebuilds, or the signature added after sealing.
 pub fn is_derived(rel: &str) -> bool {
-    DERIVED.contains(&rel) || rel == SIGNATURE
+    DERIVED.contains(&rel) || rel == SIGNATURE || is_arm_derived(rel)
+}
+
+/// `arms/<id>/phase-rows.jsonl`: the one derived file inside an arm folder.
+fn is_arm_derived(rel: &str) -> bool {
+    let mut parts = rel.split('/');
+    matches!(
+        (parts.next(), parts.next(), parts.next(), parts.next()),
+        (Some(ARMS), Some(id), Some(PHASE_ROWS), None) if !id.is_empty()
+    )
 }
 
 /// Every name this module defines, for the test that docs/run-directory.md's table lists them all.
@@ -143,6 +162,7 @@ pub const ALL: &[&str] = &[
     PHASES,
     TRACE,
     CALIBRATION,
+    PHASE_ROWS,
     ARMS,
     SPEC,
     HELLO,
@@ -161,6 +181,7 @@ pub const ALL: &[&str] = &[
     SNAPSHOTS,
     PROBES,
     CENSUS,
+    HARNESS,
     SOAK,
     OVERHEAD_DIR,
     OVERHEAD,

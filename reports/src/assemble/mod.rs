@@ -10,7 +10,7 @@ pub mod speech;
 
 use crate::receipt::*;
 use crate::record::{ArmOutcome, ArmStatus, RunInfo, files};
-use crate::series::{SeriesPoint, SeriesPoints};
+use crate::series::{EnvelopeBuilder, SeriesPoint, SeriesPoints};
 use crate::speech::ControlResults;
 use crate::{RECEIPT_FORMAT_VERSION, ReportError};
 use analysis::held_memory::{HeldMemoryDeltas, PhaseHeldDeltas};
@@ -49,7 +49,7 @@ fn scan_series(
     rel: &Rel,
     markers: &[Marker],
     period_ns: Option<u64>,
-    points: &mut Vec<SeriesPoint>,
+    points: &mut EnvelopeBuilder,
 ) -> Result<(SeriesSummary, Vec<Interval>), ReportError> {
     let mut intervals = vec![Interval::default(); markers.len()];
     let mut summary = SeriesSummary {
@@ -59,8 +59,9 @@ fn scan_series(
     let Some(mut reader) = run.csv_reader(rel)? else {
         return Ok((summary, intervals));
     };
-    let mut intervals_ns = Vec::new();
-    let mut lateness = Vec::new();
+    // Bounded however long the series: exact up to 65,536 rows.
+    let mut intervals_ns = analysis::quantiles::Quantiles::new();
+    let mut lateness = analysis::quantiles::Quantiles::new();
     let mut cost_sum = 0f64;
     let mut cpu_sum = 0f64;
     let (mut first, mut prev): (Option<SeriesRow>, Option<SeriesRow>) = (None, None);
@@ -115,7 +116,7 @@ fn scan_series(
         summary.max_cost_ns = max_opt(summary.max_cost_ns, Some(row.cost_ns));
         cost_sum += row.cost_ns as f64;
         cpu_sum += row.cost_cpu_ns as f64;
-        lateness.push(row.lateness_ns as f64);
+        lateness.push(row.lateness_ns);
         let sys = &mut summary.system;
         sys.min_available_bytes = match (sys.min_available_bytes, row.sys_available_bytes) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -126,7 +127,7 @@ fn scan_series(
         }
         sys.max_pressure_level = sys.max_pressure_level.max(row.sys_pressure_level);
         if let Some(p) = &prev {
-            intervals_ns.push(row.t_ns.saturating_sub(p.t_ns) as f64);
+            intervals_ns.push(row.t_ns.saturating_sub(p.t_ns));
         }
         if first.is_none() {
             first = Some(row.clone());
@@ -147,10 +148,12 @@ fn scan_series(
     }
     let levels = |r: &Option<SeriesRow>| r.as_ref().map(SystemLevels::from_row).unwrap_or_default();
     summary.system.held = HeldMemoryDeltas::between(&levels(&first), &levels(&prev));
-    summary.median_interval_ns = stats::median(&intervals_ns);
+    summary.median_interval_ns = intervals_ns.percentile(50.0);
     summary.system_freshness = freshness.finish();
-    summary.p99_lateness_ns = stats::percentile(&lateness, 99.0);
-    summary.p999_lateness_ns = stats::percentile(&lateness, 99.9);
+    summary.p99_lateness_ns = lateness.percentile(99.0);
+    summary.p999_lateness_ns = lateness.percentile(99.9);
+    summary.percentiles_relative_error = (!lateness.is_exact() || !intervals_ns.is_exact())
+        .then_some(analysis::quantiles::Quantiles::RELATIVE_ERROR);
     if summary.samples > 0 {
         summary.mean_cost_ns = Some(cost_sum / summary.samples as f64);
         summary.mean_cost_cpu_ns = Some(cpu_sum / summary.samples as f64);
@@ -273,7 +276,7 @@ pub fn assemble_arm(
     arm: &Rel,
     id: &str,
     page_bytes: u64,
-    points: &mut Vec<SeriesPoint>,
+    points: &mut EnvelopeBuilder,
 ) -> Result<ArmReceipt, ReportError> {
     let outcome: Option<ArmOutcome> = run.read_json(&arm.join(files::ARM))?;
     let spec: Option<ArmSpec> = run.read_json(&arm.join(files::SPEC))?;
@@ -333,6 +336,7 @@ pub fn assemble_arm(
         )?),
         None => None,
     };
+    let harness_self = crate::harness_self::assemble(run, arm, stability.as_ref())?;
     let peak_between_samples = phases.iter().any(|p| p.peak_between_samples == Some(true));
     let snapshots = crate::snapshots::assemble(run, arm, &markers, &results)?;
     let census = crate::census::assemble(run, arm)?.map(|(receipt, _)| receipt);
@@ -375,6 +379,9 @@ pub fn assemble_arm(
         overhead.as_ref(),
         format!("{arm}/{}", crate::overhead::OVERHEAD_FILE),
     );
+    // A long soak's request rows go to their own file; the receipt keeps
+    // what a reviewer and the gates need, and the file's digest.
+    let (phases, phase_rows) = crate::phase_rows::split(run, id, phases)?;
     Ok(ArmReceipt {
         id: id.to_string(),
         status,
@@ -387,6 +394,7 @@ pub fn assemble_arm(
         requests: results.len() as u64,
         latency: latency(&results),
         phases,
+        phase_rows,
         series,
         peak_between_samples,
         speech,
@@ -399,6 +407,7 @@ pub fn assemble_arm(
         state_accounting,
         device_memory,
         attribution,
+        harness_self,
     })
 }
 
@@ -437,7 +446,7 @@ pub fn assemble_with_series(dir: &RunDir) -> Result<(Receipt, SeriesPoints), Rep
         if !dir.has_dir(&arm)? {
             continue; // never started (the run stopped before it)
         }
-        let mut points = Vec::new();
+        let mut points = EnvelopeBuilder::new();
         arms.push(assemble_arm(
             dir,
             &arm,
@@ -445,7 +454,7 @@ pub fn assemble_with_series(dir: &RunDir) -> Result<(Receipt, SeriesPoints), Rep
             run.page_size_bytes,
             &mut points,
         )?);
-        series.insert(id.clone(), points);
+        series.insert(id.clone(), points.finish());
     }
     let mut comparisons = Vec::new();
     for (id, control) in &run.controls {

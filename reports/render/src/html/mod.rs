@@ -58,6 +58,9 @@ pub struct PageData {
     /// Arm id → the time of its first series row (markers are placed
     /// relative to it) and its series.
     pub series: BTreeMap<String, (u64, Vec<Point>)>,
+    /// Arm id → (rows in `series.csv`, bucket width in ns) for a series
+    /// drawn from its min/max envelope; absent when every row is drawn.
+    pub reduced: BTreeMap<String, (u64, u64)>,
     /// Arm id → its measured request latencies, in order.
     pub latencies_ns: BTreeMap<String, Vec<u64>>,
     /// A soak's past nights (`soak-history.json`), when it kept them.
@@ -80,7 +83,11 @@ impl PageData {
     ) -> Result<PageData, ReportError> {
         let mut data = PageData::default();
         for arm in &r.arms {
-            let raw = series.get(&arm.id).map_or(&[][..], Vec::as_slice);
+            let drawn = series.get(&arm.id);
+            let raw = drawn.map_or(&[][..], |d| d.points.as_slice());
+            if let Some((rows, bucket_ns)) = drawn.and_then(|d| Some((d.rows, d.bucket_ns?))) {
+                data.reduced.insert(arm.id.clone(), (rows, bucket_ns));
+            }
             let (t0, points) = page_points(raw);
             data.series
                 .insert(arm.id.clone(), (t0.unwrap_or(0), points));

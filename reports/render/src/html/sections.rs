@@ -905,6 +905,21 @@ fn kv_rows(prefix: &str, v: &serde_json::Value) -> Markup {
     }
 }
 
+/// Where a long series was reduced for drawing, and what was kept exactly.
+fn reduction_note(arm: &ArmReceipt, rows: u64, bucket_ns: u64) -> Markup {
+    let mib = |b: Option<u64>| b.map_or("–".to_string(), |b| format!("{:.1}", b as f64 / MIB));
+    html! {
+        p.reduced {
+            "Reduced for drawing: the " (rows) " rows of " code { "series.csv" }
+            " are drawn as a min/max envelope of " (format!("{:.3}", bucket_ns as f64 / 1e9))
+            " s buckets. Each bucket keeps its rows of least and greatest resident and footprint, at their own times, so the series maximum ("
+            (mib(arm.series.max_resident_bytes)) " MiB resident, " (mib(arm.series.max_footprint_bytes))
+            " MiB footprint) and any one-tick spike are drawn exactly; every phase's kernel peak is drawn from its marker. "
+            code { "series.csv" } " keeps every row."
+        }
+    }
+}
+
 fn arm_details(r: &Receipt, arm: &ArmReceipt, data: &PageData) -> Markup {
     html! {
         section.arm id={ "arm-" (arm.id) } {
@@ -913,6 +928,9 @@ fn arm_details(r: &Receipt, arm: &ArmReceipt, data: &PageData) -> Markup {
             @if let Some(c) = &arm.memory_ceiling { p.ceiling { (reports::ceiling::line(c)) } }
             @if let Some((t0, points)) = data.series.get(&arm.id) {
                 (svg(super::arm_chart::memory_chart(arm, points, *t0), "chart"))
+                @if let Some((rows, bucket_ns)) = data.reduced.get(&arm.id) {
+                    (reduction_note(arm, *rows, *bucket_ns))
+                }
                 @if let Some(c) = arm.stability.as_ref().and_then(|s| s.covariates.as_ref()) {
                     @match super::arm_chart::covariate_row(arm, c, points, *t0) {
                         Ok(Some(row)) => div.chart.covariate { (PreEscaped(row)) },

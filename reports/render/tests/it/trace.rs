@@ -21,7 +21,7 @@ fn the_trace_counters_step_through_every_series_row() {
 
     let mut repeats = 0;
     for (i, arm) in receipt.arms.iter().enumerate() {
-        let rows: &[SeriesPoint] = &series[&arm.id];
+        let rows: &[SeriesPoint] = &series[&arm.id].points;
         assert!(rows.len() > 10, "{}: {} rows", arm.id, rows.len());
         let counters: Vec<(f64, Option<f64>, Option<f64>)> = events
             .iter()
