@@ -559,6 +559,11 @@ impl RunDir {
         })
     }
 
+    /// Whether this handle may write (opened to create, run or rebuild).
+    pub fn is_writable(&self) -> bool {
+        self.inner.access != Access::Read
+    }
+
     /// Replace `rel` atomically with what `fill` writes, streamed (never
     /// held whole in memory).
     pub fn write_with(
