@@ -109,8 +109,20 @@ pub fn report(dir: &Path, reseal: bool) -> Result<u8, Failure> {
     )
     .map_err(harness)?;
     // Raw data that does not make a receipt (a record that does not parse,
-    // resealed on purpose) is the input's fault: exit 2, not 3.
-    let (mut receipt, series) = run::assemble(&run).map_err(usage)?;
+    // resealed on purpose) is the input's fault: exit 2, not 3. A write
+    // that failed (a long soak's phase-rows.jsonl on a full disk) is not.
+    let (mut receipt, series) = run::assemble(&run).map_err(|e| {
+        let wrote = e.chain().any(|c| {
+            matches!(
+                c.downcast_ref::<reports::ReportError>(),
+                Some(reports::ReportError::RunDir(run_dir::RunDirError::Io {
+                    op: "write",
+                    ..
+                }))
+            )
+        });
+        if wrote { harness(e) } else { usage(e) }
+    })?;
     reports::reassess_integrity(&run, &mut receipt)
         .with_context(|| format!("cannot assemble the receipt of {}", dir.display()))
         .map_err(usage)?;
