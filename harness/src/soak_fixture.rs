@@ -561,15 +561,10 @@ fn write_timeline(
                     files.results.append_json(&RequestResult {
                         request_id: id,
                         latency_ns: at - begin,
-                        body: ResultBody::Calibration(CalibrationResult {
-                            held_bytes: shape.plateau_bytes,
-                            leaked_bytes: leaked,
-                            spike_bytes: 0,
-                            spike_resident_ns: None,
-                            spike_freed_ns: None,
-                            spike_started_ns: None,
-                            spike_between_ticks: None,
-                        }),
+                        body: ResultBody::Calibration(CalibrationResult::holding(
+                            shape.plateau_bytes,
+                            leaked,
+                        )),
                         timing: None,
                     })?;
                 }

@@ -506,15 +506,7 @@ mod tests {
         RequestResult {
             request_id: id,
             latency_ns: (ms * 1e6) as u64,
-            body: ResultBody::Calibration(CalibrationResult {
-                held_bytes: 0,
-                leaked_bytes: 0,
-                spike_bytes: 0,
-                spike_resident_ns: None,
-                spike_freed_ns: None,
-                spike_started_ns: None,
-                spike_between_ticks: None,
-            }),
+            body: ResultBody::Calibration(CalibrationResult::holding(0, 0)),
             timing: None,
         }
     }

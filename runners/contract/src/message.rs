@@ -156,6 +156,22 @@ pub struct CalibrationResult {
     pub spike_between_ticks: Option<bool>,
 }
 
+impl CalibrationResult {
+    /// A request that held `held_bytes` and had leaked `leaked_bytes` so
+    /// far, with no spike.
+    pub fn holding(held_bytes: u64, leaked_bytes: u64) -> Self {
+        CalibrationResult {
+            held_bytes,
+            leaked_bytes,
+            spike_bytes: 0,
+            spike_resident_ns: None,
+            spike_freed_ns: None,
+            spike_started_ns: None,
+            spike_between_ticks: None,
+        }
+    }
+}
+
 /// A snapshot of the worker's own memory after the settle period that
 /// follows request `request_id`'s `request_end` (no peak is reset: the next
 /// `request_begin` marker's peak still covers the wait).
@@ -284,29 +300,13 @@ mod tests {
             WorkerMessage::Result(RequestResult {
                 request_id: 3,
                 latency_ns: 10,
-                body: ResultBody::Calibration(CalibrationResult {
-                    held_bytes: 1,
-                    leaked_bytes: 2,
-                    spike_bytes: 0,
-                    spike_resident_ns: None,
-                    spike_freed_ns: None,
-                    spike_started_ns: None,
-                    spike_between_ticks: None,
-                }),
+                body: ResultBody::Calibration(CalibrationResult::holding(1, 2)),
                 timing: None,
             }),
             WorkerMessage::Result(RequestResult {
                 request_id: 4,
                 latency_ns: 10,
-                body: ResultBody::Calibration(CalibrationResult {
-                    held_bytes: 1,
-                    leaked_bytes: 2,
-                    spike_bytes: 0,
-                    spike_resident_ns: None,
-                    spike_freed_ns: None,
-                    spike_started_ns: None,
-                    spike_between_ticks: None,
-                }),
+                body: ResultBody::Calibration(CalibrationResult::holding(1, 2)),
                 timing: Some(crate::RequestTiming {
                     mode: "realtime".into(),
                     chunk_ms: 100,
