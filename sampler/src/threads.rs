@@ -139,13 +139,9 @@ fn own_tid() -> Option<u32> {
 /// `None` when it cannot be read (the thread just ended).
 #[cfg(target_os = "linux")]
 fn task_cpu_ns(tid: u32) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    let text = std::fs::read(format!("/proc/self/task/{tid}/stat")).ok()?;
     let ticks = stat_cpu_ticks(&text)?;
-    let per_second = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
-        .ok()
-        .flatten()
-        .and_then(|v| u64::try_from(v).ok())
-        .filter(|&v| v > 0)?;
+    let per_second = procfs::ticks_per_second().max(1);
     Some(ticks.saturating_mul(1_000_000_000 / per_second))
 }
 
@@ -154,16 +150,13 @@ fn task_cpu_ns(_tid: u32) -> Option<u64> {
     None
 }
 
-/// `utime + stime` (fields 14 and 15, in clock ticks) of a `stat` line.
-/// The fields are counted after the command's closing parenthesis, since
-/// the command itself may hold spaces and parentheses.
+/// `utime + stime` (in clock ticks) of a `stat` file, as procfs parses it
+/// (the command may hold spaces and parentheses).
 #[cfg(any(target_os = "linux", test))]
-fn stat_cpu_ticks(text: &str) -> Option<u64> {
-    let rest = &text[text.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace().skip(11);
-    let utime: u64 = fields.next()?.parse().ok()?;
-    let stime: u64 = fields.next()?.parse().ok()?;
-    Some(utime.saturating_add(stime))
+fn stat_cpu_ticks(text: &[u8]) -> Option<u64> {
+    use procfs_core::FromRead;
+    let stat = procfs_core::process::Stat::from_read(text).ok()?;
+    Some(stat.utime.saturating_add(stat.stime))
 }
 
 #[cfg(test)]
@@ -172,11 +165,15 @@ mod tests {
 
     #[test]
     fn a_stat_line_gives_utime_plus_stime_whatever_the_command() {
-        let line =
-            "4242 (memqual-s (x) y) S 1 2 3 0 -1 4194368 50 0 0 0 173 29 0 0 -10 0 1 0 999 0 0";
-        assert_eq!(stat_cpu_ticks(line), Some(202));
-        assert_eq!(stat_cpu_ticks("4242 (cut) S 1 2"), None);
-        assert_eq!(stat_cpu_ticks("no parenthesis"), None);
+        // A real thread's stat line (Linux 6.x), its command made awkward.
+        let line = "4242 (memqual-s (x) y) S 1 2 3 0 -1 4194368 50 0 0 0 173 29 0 0 -10 0 1 0 \
+                    921483 3133440 362 18446744073709551615 94424356986880 94424357006761 \
+                    140724911054576 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 94424357022768 \
+                    94424357024384 94424417046528 140724911061730 140724911061750 \
+                    140724911061750 140724911063019 0\n";
+        assert_eq!(stat_cpu_ticks(line.as_bytes()), Some(202));
+        assert_eq!(stat_cpu_ticks(b"4242 (cut) S 1 2"), None);
+        assert_eq!(stat_cpu_ticks(b"no parenthesis"), None);
     }
 
     #[test]
