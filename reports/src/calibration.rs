@@ -160,7 +160,104 @@ pub fn check_arm(arm: &ArmReceipt) -> Vec<CalibrationCheck> {
     check_leak(&mut c, arm, cal);
     check_spike(&mut c, arm, cal);
     check_gpu(&mut c, arm, cal);
+    check_metal(&mut c, arm, cal);
     c.out
+}
+
+/// Metal patterns: the markers' own reading (`MTLDevice.currentAllocatedSize`)
+/// proves the in-process number; the external series proves the sampler's
+/// through the worker's footprint, which on unified memory (Apple Silicon)
+/// holds a shared-storage buffer like any other memory of the process.
+/// Each within ±5 % of the allocation size; the device object's own
+/// memory is below process_start. `metal_autorelease` allocates nothing
+/// of known size: its soak's verdict is its check.
+fn check_metal(c: &mut Checks, arm: &ArmReceipt, cal: &CalibrationSpec) {
+    let device = |m: &TaskMemory| m.device_bytes;
+    let footprint_at = |phase: Phase, request: Option<u64>| {
+        arm.phase(phase, request)
+            .and_then(|p| p.memory.footprint_bytes)
+    };
+    if let Some(p) = cal.metal_plateau {
+        let expected = p.mib as f64;
+        c.within(
+            "metal_plateau",
+            "device growth process_start→state_ready (marker, currentAllocatedSize)",
+            Rule::mib(within_text(), expected),
+            load_growth(arm, device),
+        );
+        let held_max = arm
+            .phases
+            .iter()
+            .skip_while(|p| p.phase != Phase::ModelLoaded)
+            .take_while(|p| p.phase != Phase::TeardownDone)
+            .filter_map(|p| p.series_max_footprint_bytes)
+            .max();
+        let series = held_max
+            .zip(footprint_at(Phase::ProcessStart, None))
+            .map(|(max, base)| mib(max) - mib(base));
+        c.within(
+            "metal_plateau",
+            "series footprint maximum model_loaded→idle_end above process_start (unified memory)",
+            Rule::mib(within_text(), expected),
+            series,
+        );
+    }
+    if let Some(leak) = cal.metal_leak {
+        let ends = || arm.phases.iter().filter(|p| p.phase == Phase::RequestEnd);
+        let rule = || Rule {
+            text: within_text(),
+            unit: "MiB/request",
+            expected: leak.mib_per_request,
+        };
+        let marker: Vec<(f64, f64)> = ends()
+            .filter_map(|p| Some((p.request_id? as f64, mib(p.memory.device_bytes?))))
+            .collect();
+        c.within(
+            "metal_leak",
+            "slope of device memory at request_end per request (marker, currentAllocatedSize)",
+            rule(),
+            stats::ols_slope(&marker),
+        );
+        let series: Vec<(f64, f64)> = ends()
+            .filter_map(|p| Some((p.request_id? as f64, mib(p.series_max_footprint_bytes?))))
+            .collect();
+        c.within(
+            "metal_leak",
+            "slope of the series footprint maximum per request (unified memory)",
+            rule(),
+            stats::ols_slope(&series),
+        );
+    }
+    if let Some(spike) = cal.metal_spike {
+        let expected = spike.mib as f64;
+        let seen = arm
+            .phase(Phase::RequestEnd, Some(spike.request))
+            .and_then(|p| p.series_max_footprint_bytes)
+            .zip(footprint_at(Phase::RequestBegin, Some(spike.request)))
+            .map(|(max, base)| mib(max) - mib(base));
+        c.within(
+            "metal_spike",
+            "series footprint maximum of the request above request_begin (unified memory)",
+            Rule::mib(within_text(), expected),
+            seen,
+        );
+        let after = arm
+            .phase(Phase::RequestEnd, Some(spike.request))
+            .and_then(|e| e.memory.device_bytes)
+            .zip(
+                arm.phase(Phase::RequestBegin, Some(spike.request))
+                    .and_then(|b| b.memory.device_bytes),
+            )
+            .map(|(end, base)| mib(end) - mib(base));
+        let rule = Rule::mib(format!("< {FILE_MAP_SLACK_MIB} MiB"), 0.0);
+        c.push(
+            "metal_spike",
+            "device memory at request_end above request_begin (freed, marker)",
+            rule,
+            after,
+            |m| m.abs() < FILE_MAP_SLACK_MIB,
+        );
+    }
 }
 
 /// Device memory (GPU) patterns: the markers' own NVML reading proves the
@@ -473,6 +570,124 @@ mod tests {
             row(Phase::RequestBegin, begin_mib, Some(begin_mib)),
             row(Phase::RequestEnd, begin_mib, Some(peak_mib)),
         ]
+    }
+
+    /// A Metal arm as a Mac would record it: the device object's 2 MiB at
+    /// process_start, a 512 MiB plateau from model_loaded, 32 MiB leaked
+    /// per request and a 256 MiB spike inside request 2; the footprint
+    /// (unified memory) carries every buffer above a 40 MiB host floor,
+    /// and the series saw the spike.
+    fn metal_arm(leak_mib: f64) -> ArmReceipt {
+        let cal = CalibrationSpec {
+            requests: 5,
+            metal_plateau: Some(worker_contract::Plateau { mib: 512 }),
+            metal_leak: Some(worker_contract::Leak {
+                mib_per_request: 32.0,
+            }),
+            metal_spike: Some(Spike {
+                mib: 256,
+                hold_ms: 400,
+                request: 2,
+                between_ticks: false,
+            }),
+            ..CalibrationSpec::default()
+        };
+        let row = |phase, request_id, device_mib: f64, series_extra_mib: f64| {
+            let device = (device_mib * MIB as f64) as u64;
+            let footprint = (40 * MIB) + device;
+            PhaseRow {
+                phase,
+                seq: 0,
+                request_id,
+                t_ns: 0,
+                memory: TaskMemory {
+                    resident_bytes: 40 * MIB,
+                    footprint_bytes: Some(footprint),
+                    device_bytes: Some(device),
+                    ..TaskMemory::default()
+                },
+                window_start_ns: None,
+                samples: 1,
+                series_max_resident_bytes: None,
+                series_max_footprint_bytes: Some(
+                    footprint + (series_extra_mib * MIB as f64) as u64,
+                ),
+                observed_max_resident_bytes: 40 * MIB,
+                observed_max_footprint_bytes: None,
+                peak_between_samples: None,
+                series_max_gpu_worker_bytes: None,
+                system: None,
+            }
+        };
+        let mut phases = vec![
+            row(Phase::ProcessStart, None, 2.0, 0.0),
+            row(Phase::ModelLoaded, None, 514.0, 0.0),
+            row(Phase::StateReady, None, 514.0, 0.0),
+            row(Phase::WarmupDone, None, 514.0, 0.0),
+        ];
+        for r in 0..5u64 {
+            let before = 514.0 + leak_mib * r as f64;
+            let after = before + leak_mib;
+            let spike = if r == 2 { 256.0 } else { 0.0 };
+            phases.push(row(Phase::RequestBegin, Some(r), before, 0.0));
+            phases.push(row(Phase::RequestEnd, Some(r), after, spike));
+        }
+        let last = 514.0 + leak_mib * 5.0;
+        phases.push(row(Phase::IdleEnd, None, last, 0.0));
+        phases.push(row(Phase::TeardownDone, None, 2.0, 0.0));
+        ArmReceipt {
+            spec: Some(worker_contract::ArmSpec {
+                contract_version: worker_contract::CONTRACT_VERSION,
+                arm_id: "metal".into(),
+                scratch_dir: "/tmp".into(),
+                sampler: None,
+                settle_ms: 0,
+                lifecycle: None,
+                attribution: None,
+                worker: WorkerSpec::Calibrate(cal),
+            }),
+            ..ArmReceipt::completed("metal", phases, 5)
+        }
+    }
+
+    #[test]
+    fn metal_patterns_are_checked_at_the_markers_and_in_the_series_against_their_sizes() {
+        let checks = check_arm(&metal_arm(32.0));
+        let metal: Vec<(&str, f64, Option<f64>, bool)> = checks
+            .iter()
+            .filter(|c| c.pattern.starts_with("metal_"))
+            .map(|c| (c.pattern.as_str(), c.expected, c.measured, c.pass))
+            .collect();
+        assert_eq!(metal.len(), 6, "{checks:#?}");
+        let (plateau, leak, spike) = (&metal[0..2], &metal[2..4], &metal[4..6]);
+        assert_eq!(plateau[0], ("metal_plateau", 512.0, Some(512.0), true));
+        // The series maximum from model_loaded on is request 2's: the
+        // plateau, three leaked buffers and the spike above process_start.
+        assert_eq!(plateau[1].2, Some(512.0 + 3.0 * 32.0 + 256.0));
+        assert!(
+            !plateau[1].3,
+            "patterns run one per arm; combined, the series sees all"
+        );
+        assert_eq!(leak[0].0, "metal_leak");
+        assert!((leak[0].2.unwrap() - 32.0).abs() < 1e-9 && leak[0].3);
+        // The spike sits in the middle request, so the series slope is the leak's.
+        assert!((leak[1].2.unwrap() - 32.0).abs() < 1e-9 && leak[1].3);
+        assert_eq!(spike[0], ("metal_spike", 256.0, Some(256.0 + 32.0), false));
+        assert_eq!(spike[1].0, "metal_spike");
+        assert_eq!(
+            spike[1].2,
+            Some(32.0),
+            "the request's leak stays; only the spike is freed"
+        );
+
+        // A leak that allocates half of what it claims fails both ways.
+        let short = check_arm(&metal_arm(16.0));
+        let leak: Vec<bool> = short
+            .iter()
+            .filter(|c| c.pattern == "metal_leak")
+            .map(|c| c.pass)
+            .collect();
+        assert_eq!(leak, [false, false]);
     }
 
     #[test]

@@ -319,6 +319,11 @@ pub struct SeriesSummary {
     /// columns (`no accelerator: …`). Absent in runs made before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accelerator: Option<String>,
+    /// The Metal device the external sampler's process saw (macOS, built
+    /// with `metal`): its name, working-set limit and unified memory. The
+    /// worker's own Metal memory is in its markers' `device_bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metal: Option<sampler::metal::MetalDevice>,
     /// Device (GPU) memory over the series; absent without device columns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<DeviceSeriesSummary>,

@@ -6,6 +6,7 @@
 //! block at each of those teardowns.
 
 use crate::calibrate_gpu::{DeviceBlock, Gpu};
+use crate::calibrate_metal::{Autorelease, Metal, MetalBlock};
 use crate::session::WorkerSession;
 use anyhow::{Context, bail};
 use memmap2::{Mmap, MmapMut, MmapOptions};
@@ -25,7 +26,7 @@ use worker_contract::{
 pub const WORKER_NAME: &str = "memqual-calibrate";
 /// Calibration patterns and controls this worker implements, sent in `hello`;
 /// an arm's `requires` must be a subset of them.
-pub const CAPABILITIES: [&str; 17] = [
+pub const CAPABILITIES: [&str; 21] = [
     "plateau",
     "heap_plateau",
     "locked",
@@ -43,6 +44,10 @@ pub const CAPABILITIES: [&str; 17] = [
     "gpu_plateau",
     "gpu_leak",
     "gpu_spike",
+    "metal_plateau",
+    "metal_leak",
+    "metal_spike",
+    "metal_autorelease",
 ];
 
 /// Anonymous memory with every page written, so all of it is resident and dirty.
@@ -378,6 +383,8 @@ struct Held {
     shm: Option<ShmGrowth>,
     _gpu_plateau: Option<DeviceBlock>,
     gpu_leaked: Vec<DeviceBlock>,
+    _metal_plateau: Option<MetalBlock>,
+    metal_leaked: Vec<MetalBlock>,
 }
 
 impl Held {
@@ -471,6 +478,30 @@ pub fn run(
         // Validated finite and at most 1 TiB: the cast is exact enough.
         gpu.block((mib * MIB as f64).ceil() as u64)
     };
+    // Metal's device object likewise, before the first marker; without
+    // Metal the arm is not runnable (NoMetal, before any marker).
+    let metal = if cal.uses_metal() {
+        let metal = Metal::open()?;
+        session.read_device_memory();
+        session.log(
+            LogLevel::Info,
+            format!("metal_* patterns on {}", metal.name()),
+        )?;
+        Some(metal)
+    } else {
+        None
+    };
+    let metal_block = |mib: f64| -> anyhow::Result<MetalBlock> {
+        let Some(metal) = &metal else {
+            bail!("a metal_* pattern ran without a Metal device");
+        };
+        // Validated finite and at most 1 TiB: the cast is exact enough.
+        metal.block((mib * MIB as f64).ceil() as u64)
+    };
+    let autorelease = match (&metal, cal.metal_autorelease) {
+        (Some(metal), Some(_)) => Some(Autorelease::start(metal)?),
+        _ => None,
+    };
     session.mark(Phase::ProcessStart, None)?;
 
     // "Load": everything the model-global context would hold.
@@ -491,6 +522,11 @@ pub fn run(
             .map(|p| gpu_block(p.mib as f64))
             .transpose()?,
         gpu_leaked: Vec::new(),
+        _metal_plateau: cal
+            .metal_plateau
+            .map(|p| metal_block(p.mib as f64))
+            .transpose()?,
+        metal_leaked: Vec::new(),
     };
     session.mark(Phase::ModelLoaded, None)?;
     // "State": the heap block, from a function allocation attribution can name.
@@ -559,6 +595,19 @@ pub fn run(
             std::thread::sleep(Duration::from_millis(spike.hold_ms));
             drop(block);
         }
+        if let Some(leak) = cal.metal_leak
+            && leaking
+        {
+            held.metal_leaked.push(metal_block(leak.mib_per_request)?);
+        }
+        if let Some(spike) = cal.metal_spike.filter(|s| s.request == request_id) {
+            let block = metal_block(spike.mib as f64)?;
+            std::thread::sleep(Duration::from_millis(spike.hold_ms));
+            drop(block);
+        }
+        if let (Some(a), Some(pattern)) = (&autorelease, cal.metal_autorelease) {
+            a.request(pattern.command_buffers_per_request)?;
+        }
         let mut result = CalibrationResult {
             held_bytes: 0,
             leaked_bytes: if leaking { leak_bytes } else { 0 },
@@ -609,6 +658,8 @@ pub fn run(
     session.mark(Phase::IdleEnd, None)?;
     drop(held);
     drop(gpu);
+    drop(autorelease);
+    drop(metal);
     session.mark(Phase::TeardownDone, None)?;
     Ok(cal.requests)
 }

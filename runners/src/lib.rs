@@ -9,6 +9,8 @@
 //!   touches every page it claims, so the harness can prove its numbers.
 //! - [`calibrate_gpu`]: its device-memory patterns (`gpu_plateau`,
 //!   `gpu_leak`, `gpu_spike`) through the CUDA driver loaded at run time.
+//! - [`calibrate_metal`]: its Metal patterns (`metal_plateau`, `metal_leak`,
+//!   `metal_spike`, `metal_autorelease`), macOS with `metal` only.
 //! - [`whisper`]: the whisper.cpp worker (`memqual-whisper`), real inference
 //!   through whisper-rs, with whisper.cpp's log parsed into a topology.
 //! - [`heap_dump`]: jemalloc heap profiles after the phase markers, when the
@@ -24,6 +26,7 @@
 
 pub mod calibrate;
 pub mod calibrate_gpu;
+pub mod calibrate_metal;
 pub mod heap_dump;
 pub mod last_words;
 pub mod session;

@@ -243,8 +243,18 @@ impl DeviceProbe {
     }
 }
 
-/// The calling process's own device memory, for in-process markers: NVML
-/// opened once per process on first use; `None` without a device.
+/// The calling process's own device memory, for in-process markers: on
+/// macOS Metal's `currentAllocatedSize` ([`crate::metal`]), elsewhere NVML;
+/// either opened once per process on first use; `None` without a device.
+#[cfg(target_os = "macos")]
+pub fn own_device_bytes() -> Option<u64> {
+    crate::metal::own_allocated_bytes()
+}
+
+/// The calling process's own device memory, for in-process markers: on
+/// macOS Metal's `currentAllocatedSize` ([`crate::metal`]), elsewhere NVML;
+/// either opened once per process on first use; `None` without a device.
+#[cfg(not(target_os = "macos"))]
 pub fn own_device_bytes() -> Option<u64> {
     use std::sync::OnceLock;
     static PROBE: OnceLock<Option<DeviceProbe>> = OnceLock::new();

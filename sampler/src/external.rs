@@ -100,6 +100,11 @@ pub struct SamplerStats {
     /// sizes), or why there are no device columns (`no accelerator: …`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accelerator: Option<String>,
+    /// The Metal device the sampler's own process sees (macOS with the
+    /// `metal` feature): its working-set limit and unified memory. `None`
+    /// elsewhere, or where no device was made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metal: Option<crate::metal::MetalDevice>,
     /// Ticks at which a device reading failed (the row's device cells are empty).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub device_errors: u64,
@@ -109,6 +114,21 @@ pub struct SamplerStats {
     /// waiting behind them; `None` where it runs at the default priority.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nice: Option<i32>,
+}
+
+/// The series' `accelerator` line: NVML's devices where it opened, else
+/// the Metal device (or why Metal gave none) where it was asked for, else
+/// why NVML could not open.
+fn accelerator_line(
+    nvml: &Result<DeviceProbe, String>,
+    metal: Option<&Result<crate::metal::MetalDevice, String>>,
+) -> String {
+    match (nvml, metal) {
+        (Ok(d), _) => d.description(),
+        (Err(_), Some(Ok(m))) => crate::metal::describe(m),
+        (Err(_), Some(Err(why))) => why.clone(),
+        (Err(why), None) => why.clone(),
+    }
 }
 
 /// The nice value the sampler thread asks for.
@@ -257,10 +277,15 @@ impl ExternalSampler {
         let mut probe = ProcessProbe::new(cfg.pid)?;
         // NVML is opened before tick 0 so its start-up is no tick's cost.
         let device = DeviceProbe::open(&cfg.device);
-        let accelerator = Some(match &device {
-            Ok(d) => d.description(),
-            Err(why) => why.clone(),
-        });
+        // Metal's device is asked for only where NVML gave none (a Mac).
+        let metal = match (&device, &cfg.device) {
+            (Err(_), DeviceSource::Auto) if crate::metal::unavailable_here().is_none() => {
+                Some(crate::metal::MetalProbe::open().map(|p| p.device()))
+            }
+            _ => None,
+        };
+        let accelerator = Some(accelerator_line(&device, metal.as_ref()));
+        let metal = metal.and_then(Result::ok);
         let device = device.ok();
         let device_pid = u32::try_from(cfg.pid).unwrap_or(0);
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
@@ -280,6 +305,7 @@ impl ExternalSampler {
                     period_ns,
                     system_period_ns: system_period_ns.max(period_ns),
                     accelerator,
+                    metal,
                     ..SamplerStats::default()
                 };
                 let mut tick: u64 = 0;
@@ -457,6 +483,30 @@ impl Drop for ExternalSampler {
 mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
+
+    #[test]
+    fn the_accelerator_line_is_nvml_else_metal_else_why_neither() {
+        let no_nvml: Result<DeviceProbe, String> =
+            Err("no accelerator: NVML from /x/libnvidia-ml.so.1: not found".into());
+        assert_eq!(
+            accelerator_line(&no_nvml, None),
+            "no accelerator: NVML from /x/libnvidia-ml.so.1: not found"
+        );
+        let m4 = crate::metal::MetalDevice {
+            name: "Apple M4".into(),
+            unified_memory: true,
+            working_set_limit_bytes: 12 << 30,
+        };
+        assert!(
+            accelerator_line(&no_nvml, Some(&Ok(m4)))
+                .starts_with("Metal: Apple M4 (unified memory, working-set limit 12288 MiB);")
+        );
+        let none = Err("no accelerator: MTLCreateSystemDefaultDevice returned no device".into());
+        assert_eq!(
+            accelerator_line(&no_nvml, Some(&none)),
+            "no accelerator: MTLCreateSystemDefaultDevice returned no device"
+        );
+    }
 
     #[test]
     fn the_sampler_thread_runs_above_the_workers_priority_where_it_may() {

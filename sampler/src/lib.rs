@@ -15,6 +15,9 @@
 //! - [`device`]: accelerator (NVIDIA GPU) memory through NVML loaded at run
 //!   time, for the series' device columns ([`DeviceCell`]: absent without a
 //!   device, never zero) and, on request, for the markers.
+//! - [`metal`]: Metal's device memory (`MTLDevice.currentAllocatedSize`),
+//!   read in process for the markers on macOS with the `metal` feature, and
+//!   the device's working-set limit and unified memory for the series.
 //!
 //! It does not spawn workers, write run directories or judge results; those
 //! belong to the harness and the reports crate.
@@ -45,6 +48,8 @@ pub mod floor;
 pub mod host;
 mod marker;
 mod memory;
+/// Metal's device memory, read in process (macOS, `metal` feature).
+pub mod metal;
 mod phase;
 /// The Linux external sampler's kept-open `/proc` files.
 #[cfg(target_os = "linux")]

@@ -157,7 +157,11 @@ pub struct Stability {
     /// Device (GPU) memory at each request end, from the series' NVML
     /// columns: `gpu_worker` (what the driver attributes to the worker,
     /// judged with the worker's threshold) and `gpu_used` (the whole device,
-    /// judged with the system threshold). Empty without device columns.
+    /// judged with the system threshold). Where the series has no
+    /// `gpu_worker` column but the worker read its own device memory at its
+    /// markers (Metal's `currentAllocatedSize`, which no other process can
+    /// read), that reading at each `request_end` is `worker_device`, judged
+    /// with the worker's threshold. Empty without any device reading.
     /// They count for the verdict.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub device_series: Vec<SeriesGrowth>,
@@ -576,6 +580,7 @@ pub fn analyse(
             growth::analyse(name, p, settings)
         })
         .collect();
+    let device_series = with_marker_device(device_series, &ends, &settings.growth);
     let flagged = growth::system_grows_while_worker_flat(worker, &system_series);
     let device_flagged = growth::system_grows_while_worker_flat(worker, &device_series);
     let judged: Vec<SeriesGrowth> = system_series
@@ -608,6 +613,34 @@ pub fn analyse(
         p95_latency_ns: stats::percentile(&latencies, 95.0),
         stable,
     }
+}
+
+/// `device` with the worker's own device reading at its `request_end`
+/// markers in front, as `worker_device`, where the series gave no
+/// `gpu_worker` (Metal is read only inside the worker) and the markers
+/// carry one.
+fn with_marker_device(
+    mut device: Vec<SeriesGrowth>,
+    ends: &[&Marker],
+    settings: &GrowthSettings,
+) -> Vec<SeriesGrowth> {
+    if device.iter().any(|g| g.series == DEVICE[0].0) {
+        return device;
+    }
+    let points: Vec<Point> = ends
+        .iter()
+        .filter_map(|m| {
+            Some(Point {
+                request: m.request_id.unwrap_or(m.seq),
+                t_ns: m.t_ns,
+                bytes: m.memory.device_bytes? as f64,
+            })
+        })
+        .collect();
+    if !points.is_empty() {
+        device.insert(0, growth::analyse("worker_device", &points, settings));
+    }
+    device
 }
 
 /// A slope in KiB, then `unit`, then its interval: `12.3 KiB/cycle [11.0, 13.5]`.
@@ -734,6 +767,61 @@ mod tests {
             ["gpu_worker", "gpu_used"]
         );
         assert_eq!(s.stable, Some(false));
+    }
+
+    #[test]
+    fn a_marker_device_reading_is_the_device_series_where_the_series_has_none() {
+        // Metal: no device columns, but every request_end carries the
+        // worker's own currentAllocatedSize, 16 MiB more per request.
+        let markers: Vec<Marker> = (0..200u64)
+            .map(|i| {
+                let mut m = flat_request_end(i);
+                m.memory.device_bytes = Some((300 << 20) + i * (16 << 20));
+                m
+            })
+            .collect();
+        let rows: Vec<SeriesRow> = (0..200u64).map(|i| row(i * 10 + 5, 1 << 20)).collect();
+        let s = analyse_rows(&markers, rows.clone(), &[], &system_16k());
+        assert_eq!(s.worker, Classification::Plateau);
+        let names: Vec<(&str, Classification)> = s
+            .device_series
+            .iter()
+            .map(|g| (g.series.as_str(), g.classification))
+            .collect();
+        assert_eq!(names, [("worker_device", Classification::LinearGrowth)]);
+        assert_eq!(
+            s.device_series[0].bytes_per_request.unwrap().estimate,
+            (16u64 << 20) as f64
+        );
+        assert_eq!(s.device_growth_while_resident_flat, ["worker_device"]);
+        assert_eq!(s.stable, Some(false));
+
+        // A flat reading is judged and passes; the verdict stays stable.
+        let flat: Vec<Marker> = (0..200u64)
+            .map(|i| {
+                let mut m = flat_request_end(i);
+                m.memory.device_bytes = Some(300 << 20);
+                m
+            })
+            .collect();
+        let s = analyse_rows(&flat, rows.clone(), &[], &system_16k());
+        assert_eq!(s.device_series.len(), 1);
+        assert_eq!(s.device_series[0].classification, Classification::Plateau);
+        assert!(s.device_growth_while_resident_flat.is_empty());
+        assert_eq!(s.stable, Some(true));
+
+        // Where the series has NVML's gpu_worker, the markers add nothing.
+        let nvml: Vec<SeriesRow> = rows
+            .into_iter()
+            .map(|r| SeriesRow {
+                gpu_worker_bytes: sampler::DeviceCell::Bytes(600 << 20),
+                gpu_used_bytes: sampler::DeviceCell::Bytes(1200 << 20),
+                ..r
+            })
+            .collect();
+        let s = analyse_rows(&markers, nvml, &[], &system_16k());
+        let names: Vec<&str> = s.device_series.iter().map(|g| g.series.as_str()).collect();
+        assert_eq!(names, ["gpu_worker", "gpu_used"]);
     }
 
     #[test]

@@ -292,6 +292,10 @@ pub fn assemble_arm(
         .as_ref()
         .and_then(|o| o.sampler.as_ref())
         .and_then(|s| s.accelerator.clone());
+    series.metal = outcome
+        .as_ref()
+        .and_then(|o| o.sampler.as_ref())
+        .and_then(|s| s.metal.clone());
     series.system_period_ns = outcome
         .as_ref()
         .and_then(|o| o.sampler.as_ref())

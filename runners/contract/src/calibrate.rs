@@ -87,6 +87,26 @@ pub struct CalibrationSpec {
     /// (`between_ticks` is not supported for it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_spike: Option<Spike>,
+    /// Metal memory held from `model_loaded` on: one shared-storage
+    /// `MTLBuffer` of this size, every byte written. Needs a Mac and a
+    /// worker built with `metal`; elsewhere the arm is NOT_RUNNABLE.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metal_plateau: Option<Plateau>,
+    /// A shared-storage `MTLBuffer` allocated, written and never freed at
+    /// each measured request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metal_leak: Option<Leak>,
+    /// A shared-storage `MTLBuffer` allocated, written and freed inside one
+    /// request (`between_ticks` is not supported for it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metal_spike: Option<Spike>,
+    /// Seed 001's mechanism: a plain thread with no autorelease pool
+    /// creates command buffers and compute encoders, each committed and
+    /// autoreleased into the thread's pool, which never drains while the
+    /// thread lives. Nothing of known size is allocated: the soak's
+    /// verdict, not a figure, is what it checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metal_autorelease: Option<MetalAutorelease>,
 }
 
 fn default_requests() -> u64 {
@@ -126,12 +146,20 @@ impl Default for CalibrationSpec {
             gpu_plateau: None,
             gpu_leak: None,
             gpu_spike: None,
+            metal_plateau: None,
+            metal_leak: None,
+            metal_spike: None,
+            metal_autorelease: None,
         }
     }
 }
 
 /// At most this many `steps.at_requests` (each is one more held block).
 pub const MAX_STEPS: usize = 10_000;
+
+/// `metal_autorelease.command_buffers_per_request`: 1 to 100000.
+pub const AUTORELEASE_PER_REQUEST: IntBound =
+    IntBound::new(1, 100_000, "command buffers per request, at most 100000");
 
 /// `shm_file.kib_per_request`: 1 KiB to 1 GiB per request.
 pub const SHM_KIB_PER_REQUEST: IntBound = IntBound::new(1, 1 << 20, "KiB, at most 1 GiB");
@@ -257,6 +285,38 @@ impl CalibrationSpec {
                 ));
             }
         }
+        if let Some(p) = &self.metal_plateau {
+            MIB_SIZE.check("metal_plateau.mib", p.mib)?;
+        }
+        if let Some(l) = &self.metal_leak {
+            LEAK_MIB_PER_REQUEST.check("metal_leak.mib_per_request", l.mib_per_request)?;
+        }
+        if let Some(s) = &self.metal_spike {
+            MIB_SIZE.check("metal_spike.mib", s.mib)?;
+            MILLIS.check("metal_spike.hold_ms", s.hold_ms)?;
+            if s.request >= self.requests {
+                return Err(FieldError::new(
+                    "metal_spike.request",
+                    format!(
+                        "metal_spike.request = {} but the arm has only {} requests (indices 0..{})",
+                        s.request, self.requests, self.requests
+                    ),
+                ));
+            }
+            if s.between_ticks {
+                return Err(FieldError::new(
+                    "metal_spike.between_ticks",
+                    "metal_spike.between_ticks is not supported: Metal's reading has no kernel \
+                     peak to catch a spike between ticks; remove the key",
+                ));
+            }
+        }
+        if let Some(a) = &self.metal_autorelease {
+            AUTORELEASE_PER_REQUEST.check(
+                "metal_autorelease.command_buffers_per_request",
+                a.command_buffers_per_request,
+            )?;
+        }
         if let Some(c) = self.crash_at
             && c >= self.requests
         {
@@ -311,9 +371,17 @@ impl CalibrationSpec {
             + shm
     }
 
-    /// True when any pattern holds device (GPU) memory.
+    /// True when any pattern holds device (GPU) memory through CUDA.
     pub fn uses_device(&self) -> bool {
         self.gpu_plateau.is_some() || self.gpu_leak.is_some() || self.gpu_spike.is_some()
+    }
+
+    /// True when any pattern needs Metal (the `metal_*` patterns).
+    pub fn uses_metal(&self) -> bool {
+        self.metal_plateau.is_some()
+            || self.metal_leak.is_some()
+            || self.metal_spike.is_some()
+            || self.metal_autorelease.is_some()
     }
 
     /// Refuse an arm whose patterns would touch more than `physical_bytes`
@@ -378,6 +446,16 @@ pub struct Plateau {
     /// Size in MiB; every page is written, so all of it is resident and dirty.
     #[schemars(range(min = crate::bounds::MIB_SIZE.min, max = crate::bounds::MIB_SIZE.max))]
     pub mib: u64,
+}
+
+/// Seed 001's autorelease pile-up (see [`CalibrationSpec::metal_autorelease`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MetalAutorelease {
+    /// Command buffers (each with one compute encoder, ended and
+    /// committed) the poolless thread creates per measured request.
+    #[schemars(range(min = AUTORELEASE_PER_REQUEST.min, max = AUTORELEASE_PER_REQUEST.max))]
+    pub command_buffers_per_request: u64,
 }
 
 /// A leak: a new block every measured request, never freed (until
@@ -510,6 +588,47 @@ mod tests {
             current["shm_file"],
             serde_json::json!({"kib_per_request": 256})
         );
+    }
+
+    #[test]
+    fn metal_patterns_are_bounded_and_name_their_key() {
+        let ok = spec(serde_json::json!({"requests": 20,
+            "metal_plateau": {"mib": 512},
+            "metal_leak": {"mib_per_request": 32.0},
+            "metal_spike": {"mib": 1024, "hold_ms": 400, "request": 1},
+            "metal_autorelease": {"command_buffers_per_request": 500}}));
+        assert_eq!(ok.validate(), Ok(()));
+        assert!(ok.uses_metal());
+        assert!(!ok.uses_device(), "Metal is not the CUDA device");
+        assert!(!CalibrationSpec::default().uses_metal());
+        for (json, key) in [
+            (
+                serde_json::json!({"metal_spike": {"mib": 1, "hold_ms": 1, "request": 3}}),
+                "metal_spike.request",
+            ),
+            (
+                serde_json::json!({"metal_spike": {"mib": 1, "hold_ms": 1, "between_ticks": true}}),
+                "metal_spike.between_ticks",
+            ),
+            (
+                serde_json::json!({"metal_autorelease": {"command_buffers_per_request": 0}}),
+                "metal_autorelease.command_buffers_per_request",
+            ),
+            (
+                serde_json::json!({"metal_leak": {"mib_per_request": 0.0}}),
+                "metal_leak.mib_per_request",
+            ),
+            (
+                serde_json::json!({"metal_plateau": {"mib": 17_592_186_044_416u64}}),
+                "metal_plateau.mib",
+            ),
+        ] {
+            assert_eq!(
+                spec(json.clone()).validate().unwrap_err().key,
+                key,
+                "{json}"
+            );
+        }
     }
 
     #[test]

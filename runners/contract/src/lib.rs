@@ -42,8 +42,8 @@ pub use attribution::{
 };
 pub use bounds::FieldError;
 pub use calibrate::{
-    CalibrationSpec, FileMap, Leak, Misbehaviour, Plateau, Reserve, ShmFile, Spike, Steps,
-    TeardownLeak,
+    CalibrationSpec, FileMap, Leak, MetalAutorelease, Misbehaviour, Plateau, Reserve, ShmFile,
+    Spike, Steps, TeardownLeak,
 };
 pub use channel::{Channel, open_descriptors, read_spec};
 pub use error_text::error_text;

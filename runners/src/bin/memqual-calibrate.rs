@@ -4,9 +4,10 @@
 //! sets the exit code; a failed write to stderr never ends the worker.
 
 use runners::calibrate::{self, CAPABILITIES, WORKER_NAME};
+use runners::calibrate_metal::NoMetal;
 use runners::last_words::{fail, finish, open_session};
 use std::process::ExitCode;
-use worker_contract::{Misbehaviour, WorkerSpec};
+use worker_contract::{EXIT_NOT_RUNNABLE, Misbehaviour, WorkerSpec};
 
 fn main() -> ExitCode {
     let (mut session, spec) = match open_session(WORKER_NAME, &CAPABILITIES) {
@@ -23,6 +24,13 @@ fn main() -> ExitCode {
     match calibrate::run(&spec, cal, &mut session) {
         // The misbehaviour under test: a worker that ends without `bye`.
         Ok(_) if cal.misbehave == Some(Misbehaviour::NoBye) => ExitCode::SUCCESS,
+        // No Metal here: refused before the first marker, so NOT_RUNNABLE.
+        Err(e) if e.is::<NoMetal>() => fail(
+            WORKER_NAME,
+            &mut session,
+            &e.to_string(),
+            EXIT_NOT_RUNNABLE as u8,
+        ),
         result => finish(WORKER_NAME, session, result),
     }
 }

@@ -286,6 +286,43 @@ fn profiled(dir: &std::path::Path, heap: &std::path::Path) -> ArmSpec {
 }
 
 #[test]
+fn metal_patterns_off_a_mac_are_not_runnable_naming_metal_before_any_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    let patterns = [
+        serde_json::json!({"metal_plateau": {"mib": 64}}),
+        serde_json::json!({"metal_leak": {"mib_per_request": 8.0}}),
+        serde_json::json!({"metal_spike": {"mib": 64, "hold_ms": 10, "request": 1}}),
+        serde_json::json!({"metal_autorelease": {"command_buffers_per_request": 100}}),
+    ];
+    for pattern in patterns {
+        let cal: CalibrationSpec = serde_json::from_value(pattern.clone()).unwrap();
+        let (msgs, status) = run_worker(&spec(dir.path(), cal));
+        assert_eq!(
+            status.code(),
+            Some(worker_contract::EXIT_NOT_RUNNABLE),
+            "{pattern}"
+        );
+        assert!(
+            !msgs.iter().any(|m| matches!(m, WorkerMessage::Marker(_))),
+            "{pattern}: a marker before the refusal"
+        );
+        let error = msgs
+            .iter()
+            .find_map(|m| match m {
+                WorkerMessage::Error(e) => Some(e.message.clone()),
+                _ => None,
+            })
+            .expect("an error message");
+        assert_eq!(
+            error,
+            "the metal_* calibration patterns need Metal, which only macOS has; \
+             run this protocol on a Mac with a worker built with `metal`",
+            "{pattern}"
+        );
+    }
+}
+
+#[test]
 fn a_worker_without_jemalloc_refuses_an_attributed_arm_as_not_runnable() {
     let dir = tempfile::tempdir().unwrap();
     let (msgs, status) = run_worker(&profiled(dir.path(), dir.path()));
