@@ -419,3 +419,71 @@ fn missing_fixtures_are_named_with_what_the_folder_must_hold() {
     assert!(err.contains("holding audio/manifest.toml"), "{err}");
     assert!(!tmp.path().join("run").exists(), "nothing was run");
 }
+
+#[test]
+fn the_metal_protocols_are_not_runnable_off_a_mac_and_name_metal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let protocols = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../protocols");
+    let copy = |name: &str| {
+        let body = std::fs::read_to_string(protocols.join(format!("{name}.toml"))).unwrap();
+        let protocol = tmp.path().join(format!("{name}.toml"));
+        std::fs::write(&protocol, body + LENIENT_ADMISSION).unwrap();
+        protocol
+    };
+    let calibration = copy("calibration-metal");
+    let soak = copy("soak-metal");
+    // The calibration runs all three arms; a soak runs one, chosen by --arm.
+    let runs = [
+        ("calibrate", None, 3),
+        ("soak", Some("metal-autorelease"), 1),
+        ("soak", Some("metal-leak-16"), 1),
+    ];
+    for (i, (command, arm_id, arms)) in runs.into_iter().enumerate() {
+        let dir = tmp.path().join(format!("run-{i}"));
+        let out = match arm_id {
+            None => memqual(&[
+                command,
+                "--protocol",
+                calibration.to_str().unwrap(),
+                "--force",
+                "--out",
+                dir.to_str().unwrap(),
+            ]),
+            Some(id) => memqual(&[
+                command,
+                soak.to_str().unwrap(),
+                "--arm",
+                id,
+                "--requests",
+                "20",
+                "--no-history",
+                "--out",
+                dir.to_str().unwrap(),
+            ]),
+        };
+        assert_ne!(out.status.code(), Some(0), "{command}: {}", stderr(&out));
+        let r = receipt(&dir);
+        assert_eq!(r.arms.len(), arms, "{command} {arm_id:?}");
+        for a in &r.arms {
+            assert_eq!(
+                a.status,
+                ArmStatus::NotRunnable,
+                "{}: {:?}",
+                a.id,
+                a.failure
+            );
+            assert!(
+                a.failure
+                    .iter()
+                    .any(|f| f.contains("the metal_* calibration patterns need Metal")),
+                "{}: {:?}",
+                a.id,
+                a.failure
+            );
+            assert!(a.phases.is_empty(), "{}: a refused arm ran phases", a.id);
+        }
+        if let Some(id) = arm_id {
+            assert_eq!(r.arms[0].id, id);
+        }
+    }
+}
