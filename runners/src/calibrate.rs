@@ -483,6 +483,9 @@ pub fn run(
     let metal = if cal.uses_metal() {
         let metal = Metal::open()?;
         session.read_device_memory();
+        // The markers' own reading of the device, opened here, not in the
+        // first marker.
+        let _ = sampler::metal::own_allocated_bytes();
         session.log(
             LogLevel::Info,
             format!("metal_* patterns on {}", metal.name()),

@@ -355,6 +355,15 @@ pub fn run(arm: &ArmSpec, spec: &WhisperSpec, session: &mut WorkerSession) -> an
     } else {
         None
     };
+    // Metal likewise (macOS, `metal`): the process's default device is made
+    // before the first marker, and every marker reads its
+    // currentAllocatedSize, which counts whisper.cpp's Metal buffers when
+    // ggml-metal uses that same default device.
+    #[cfg(all(feature = "metal", target_os = "macos"))]
+    if spec.use_gpu {
+        session.read_device_memory();
+        let _ = sampler::metal::own_allocated_bytes();
+    }
     session.mark(Phase::ProcessStart, None)?;
 
     // Inputs first: nothing reaches whisper.cpp unchecked.
