@@ -336,8 +336,8 @@ pub fn assemble_arm(
     }
     let residency = match spec.as_ref().map(|s| &s.worker) {
         Some(WorkerSpec::Whisper(w)) if analysis::residency::applies(w) => {
-            let rows = crate::series::footprint_rows(run, &arm.join(files::SERIES))?;
-            Some(analysis::residency::build(w, &markers, &results, &rows))
+            let series = crate::series::idle_footprints(run, &arm.join(files::SERIES), &markers)?;
+            Some(analysis::residency::build(w, &markers, &results, series))
         }
         _ => None,
     };
