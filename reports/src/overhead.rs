@@ -30,7 +30,7 @@ pub use run_dir::names::OVERHEAD as OVERHEAD_FILE;
 pub use run_dir::names::OVERHEAD_DIR;
 
 /// The block run's switch log, under `arms/<id>/overhead/`.
-pub const SWITCHES_FILE: &str = "switches.json";
+pub use run_dir::names::OVERHEAD_SWITCHES as SWITCHES_FILE;
 
 /// A switch this soon after a request began (or within its first 1 %, if
 /// longer) counts as before it. The harness switches when it reads the

@@ -17,7 +17,7 @@ use crate::receipt::{PhaseRow, PhaseRowsFile};
 use run_dir::digest::hex;
 use run_dir::{RunDir, RunDirError};
 use sha2::{Digest, Sha256};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::Write;
 
 pub use run_dir::names::PHASE_ROWS as FILE;
@@ -58,27 +58,46 @@ impl Write for Hashing<'_> {
     }
 }
 
-/// The rows the receipt keeps. A long arm's every row is written to
-/// `arms/<id>/phase-rows.jsonl` in `run` now, streaming, and only its
-/// record is kept (`None`: a short arm, whose rows all stay). A run opened
-/// read-only is not written: the record gives the digest the file would
-/// have, as a later `memqual report` writes it.
+/// The rows the receipt keeps, taken from `rows` in one pass. A long
+/// arm's every row is written to `arms/<id>/phase-rows.jsonl` in `run` as
+/// it comes, and only the rows the receipt keeps are held (so memory does
+/// not grow with the night); its record is returned (`None`: a short arm,
+/// whose rows all stay). A run opened read-only is not written: the record
+/// gives the digest the file would have, as a later `memqual report`
+/// writes it.
 pub fn split(
     run: &RunDir,
     arm: &str,
-    rows: Vec<PhaseRow>,
+    rows: impl IntoIterator<Item = PhaseRow>,
 ) -> Result<(Vec<PhaseRow>, Option<PhaseRowsFile>), RunDirError> {
-    if rows.iter().filter(|r| repeats(r)).count() <= RECEIPT_ROWS {
-        return Ok((rows, None));
+    let mut rows = rows.into_iter();
+    // Rows are held only until the arm proves long.
+    let mut head = Vec::new();
+    let mut repeating = 0;
+    for row in rows.by_ref() {
+        repeating += usize::from(repeats(&row));
+        head.push(row);
+        if repeating > RECEIPT_ROWS {
+            break;
+        }
     }
-    let keep = keys_to_keep(&rows);
+    if repeating <= RECEIPT_ROWS {
+        return Ok((head, None));
+    }
+    let mut selector = Selector::default();
+    let mut count = 0u64;
     let mut sha = None;
     let mut fill = |out: &mut dyn Write| {
         let mut hashing = Hashing {
             out,
             sha: Sha256::new(),
         };
-        write_lines(&rows, &mut hashing)?;
+        for row in head.drain(..).chain(rows.by_ref()) {
+            serde_json::to_writer(&mut hashing, &row)?;
+            hashing.write_all(b"\n")?;
+            count += 1;
+            selector.push(row);
+        }
         sha = Some(hashing.sha.finalize());
         Ok(())
     };
@@ -88,11 +107,7 @@ pub fn split(
         // Hashing into a sink cannot fail.
         let _ = fill(&mut std::io::sink());
     }
-    let count = rows.len() as u64;
-    let kept: Vec<PhaseRow> = rows
-        .into_iter()
-        .filter(|r| !repeats(r) || keep.contains(&key(r)))
-        .collect();
+    let kept = selector.finish();
     let file = PhaseRowsFile {
         path: format!("{}/{arm}/{FILE}", run_dir::names::ARMS),
         rows: count,
@@ -115,39 +130,86 @@ fn key(row: &PhaseRow) -> Key {
     row.request_id.map_or(Key::Row(row.seq), Key::Request)
 }
 
-/// The requests (and request-less rows) whose rows stay in the receipt.
-fn keys_to_keep(rows: &[PhaseRow]) -> BTreeSet<Key> {
-    let repeating: Vec<&PhaseRow> = rows.iter().filter(|r| repeats(r)).collect();
-    let mut keep = BTreeSet::new();
-    let phases: BTreeSet<&str> = repeating.iter().map(|r| r.phase.as_str()).collect();
-    for phase in phases {
-        let of_phase: Vec<&&PhaseRow> = repeating
-            .iter()
-            .filter(|r| r.phase.as_str() == phase)
-            .collect();
-        // The first and last of every repeating phase.
-        keep.extend(of_phase.iter().take(EDGE_REQUESTS).map(|r| key(r)));
-        keep.extend(of_phase.iter().rev().take(EDGE_REQUESTS).map(|r| key(r)));
-        // Its largest value of every figure a gate or a chart reads.
-        for figure in FIGURES {
-            let best = of_phase
-                .iter()
-                .filter_map(|r| Some((figure(r)?, r.seq, key(r))))
-                // The earliest row of the largest value, as the gate picks it.
-                .max_by_key(|(v, seq, _)| (*v, std::cmp::Reverse(*seq)));
-            if let Some((_, _, k)) = best {
-                keep.insert(k);
+/// One repeating phase's reasons to keep a row, as the rows go by.
+#[derive(Debug, Default)]
+struct PhaseReasons {
+    seen: usize,
+    /// The keys of its last [`EDGE_REQUESTS`] rows, oldest first.
+    last: VecDeque<Key>,
+    /// For every figure: its largest value so far, with the earliest row's
+    /// key (as a gate picks it).
+    best: [Option<(u64, Key)>; FIGURES.len()],
+}
+
+/// Chooses the rows the receipt keeps in one pass, holding only the rows
+/// some reason still points at: the first and last [`EDGE_REQUESTS`] of
+/// every repeating phase, its maximum of every figure, and the first
+/// [`EDGE_REQUESTS`] rows whose kernel peak fell between samples.
+#[derive(Debug, Default)]
+struct Selector {
+    /// Every row of a once-only phase.
+    once: Vec<PhaseRow>,
+    /// The held rows of repeating phases, by key.
+    held: BTreeMap<Key, Vec<PhaseRow>>,
+    phases: BTreeMap<sampler::Phase, PhaseReasons>,
+    first: BTreeSet<Key>,
+    missed: Vec<Key>,
+}
+
+impl Selector {
+    fn push(&mut self, row: PhaseRow) {
+        if !repeats(&row) {
+            self.once.push(row);
+            return;
+        }
+        let k = key(&row);
+        let mut dropped = Vec::new();
+        let reasons = self.phases.entry(row.phase).or_default();
+        if reasons.seen < EDGE_REQUESTS {
+            self.first.insert(k);
+        }
+        reasons.seen += 1;
+        reasons.last.push_back(k);
+        if reasons.last.len() > EDGE_REQUESTS {
+            dropped.extend(reasons.last.pop_front());
+        }
+        for (figure, best) in FIGURES.iter().zip(reasons.best.iter_mut()) {
+            let Some(v) = figure(&row) else { continue };
+            match best {
+                Some((top, _)) if v <= *top => {}
+                _ => {
+                    dropped.extend(best.map(|(_, old)| old));
+                    *best = Some((v, k));
+                }
+            }
+        }
+        if row.peak_between_samples == Some(true) && self.missed.len() < EDGE_REQUESTS {
+            self.missed.push(k);
+        }
+        self.held.entry(k).or_default().push(row);
+        for old in dropped {
+            if !self.wanted(old) {
+                self.held.remove(&old);
             }
         }
     }
-    keep.extend(
-        repeating
-            .iter()
-            .filter(|r| r.peak_between_samples == Some(true))
-            .map(|r| key(r))
-            .take(EDGE_REQUESTS),
-    );
-    keep
+
+    /// Whether any reason still points at `k`.
+    fn wanted(&self, k: Key) -> bool {
+        self.first.contains(&k)
+            || self.missed.contains(&k)
+            || self
+                .phases
+                .values()
+                .any(|p| p.last.contains(&k) || p.best.iter().flatten().any(|(_, b)| *b == k))
+    }
+
+    /// The kept rows, in the order they came (by sequence number).
+    fn finish(self) -> Vec<PhaseRow> {
+        let mut kept: Vec<PhaseRow> = self.held.into_values().flatten().chain(self.once).collect();
+        kept.sort_by_key(|r| r.seq);
+        kept
+    }
 }
 
 /// Every figure of a row a gate or a chart reads.
@@ -199,6 +261,85 @@ mod tests {
         }
         rows.push(row(Phase::TeardownDone, 1 + 2 * requests, None, 1 << 20));
         rows
+    }
+
+    /// The rows to keep, chosen with every row in hand: the rule stated
+    /// once more, plainly, to hold the one-pass [`Selector`] to.
+    fn chosen_whole(rows: &[PhaseRow]) -> Vec<PhaseRow> {
+        let repeating: Vec<&PhaseRow> = rows.iter().filter(|r| repeats(r)).collect();
+        let mut keep = BTreeSet::new();
+        let phases: BTreeSet<sampler::Phase> = repeating.iter().map(|r| r.phase).collect();
+        for phase in phases {
+            let of_phase: Vec<&&PhaseRow> = repeating.iter().filter(|r| r.phase == phase).collect();
+            keep.extend(of_phase.iter().take(EDGE_REQUESTS).map(|r| key(r)));
+            keep.extend(of_phase.iter().rev().take(EDGE_REQUESTS).map(|r| key(r)));
+            for figure in FIGURES {
+                let best = of_phase
+                    .iter()
+                    .filter_map(|r| Some((figure(r)?, r.seq, key(r))))
+                    .max_by_key(|(v, seq, _)| (*v, std::cmp::Reverse(*seq)));
+                keep.extend(best.map(|(_, _, k)| k));
+            }
+        }
+        keep.extend(
+            repeating
+                .iter()
+                .filter(|r| r.peak_between_samples == Some(true))
+                .map(|r| key(r))
+                .take(EDGE_REQUESTS),
+        );
+        rows.iter()
+            .filter(|r| !repeats(r) || keep.contains(&key(r)))
+            .cloned()
+            .collect()
+    }
+
+    #[test]
+    fn one_pass_keeps_what_the_whole_arm_would() {
+        // A night of requests whose figures wander (xorshift), with ties,
+        // missed peaks, device readings and lifecycle rows between them.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        let mut rows = vec![row(Phase::ProcessStart, 0, None, 1 << 20)];
+        let mut seq = 1;
+        for id in 0..5000u64 {
+            for phase in [Phase::RequestBegin, Phase::RequestEnd] {
+                let mut r = row(phase, seq, Some(id), (90 + next(20)) << 20);
+                r.memory.rss_anon_bytes = Some(next(1000));
+                r.memory.device_bytes = (next(3) > 0).then(|| next(50) << 20);
+                r.series_max_resident_bytes = Some((95 + next(10)) << 20);
+                r.peak_between_samples = (next(50) == 0).then_some(true);
+                rows.push(r);
+                seq += 1;
+            }
+            if next(40) == 0 {
+                rows.push(row(Phase::Release, seq, None, next(100) << 20));
+                seq += 1;
+            }
+        }
+        rows.push(row(Phase::TeardownDone, seq, None, 1 << 20));
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::create(&dir.path().join("run")).unwrap();
+        run.create_dir(&run.arm("a").unwrap()).unwrap();
+        let (kept, file) = split(&run, "a", rows.clone()).unwrap();
+        assert_eq!(file.map(|f| f.rows), Some(rows.len() as u64));
+        let whole = chosen_whole(&rows);
+        assert_eq!(kept.len(), whole.len());
+        assert!(
+            kept == whole,
+            "the one-pass choice differs from the whole-arm one"
+        );
+        assert!(
+            kept.len() < rows.len() / 10,
+            "{} of {}",
+            kept.len(),
+            rows.len()
+        );
     }
 
     #[test]

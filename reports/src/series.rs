@@ -45,15 +45,16 @@ pub fn for_each_row(
     Ok(())
 }
 
-/// Time and footprint of every row of the series file at `rel`, as the
-/// residency section reads them (none when the file is absent).
-pub fn footprint_rows(
+/// The idle windows' footprints of `markers` from the series file at
+/// `rel`, streamed (none when the file is absent).
+pub fn idle_footprints(
     run: &RunDir,
     rel: &run_dir::Rel,
-) -> Result<Vec<analysis::residency::FootprintRow>, ReportError> {
-    let mut rows = Vec::new();
-    for_each_row(run, rel, |row| rows.push((row.t_ns, row.footprint_bytes)))?;
-    Ok(rows)
+    markers: &[sampler::Marker],
+) -> Result<analysis::residency::IdleFootprints, ReportError> {
+    let mut pools = analysis::residency::IdleFootprints::new(markers);
+    for_each_row(run, rel, |row| pools.row((row.t_ns, row.footprint_bytes)))?;
+    Ok(pools)
 }
 
 /// One row's drawn values: its time and memory.

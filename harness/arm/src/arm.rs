@@ -159,6 +159,16 @@ fn execute_with(
             error: source,
         })?;
     let toggle_every = toggle.and_then(BlockToggle::worker_toggles_every);
+    let spec_with = |sampler, attribution| ArmSpec {
+        contract_version: CONTRACT_VERSION,
+        arm_id: arm.id.clone(),
+        scratch_dir: scratch_path.clone(),
+        sampler,
+        settle_ms: arm.settle_ms,
+        lifecycle: arm.lifecycle,
+        attribution,
+        worker: arm.worker.clone(),
+    };
     let profiled = match arm.attribution {
         AttributionMode::Off => None,
         AttributionMode::Allocations => match profile(run, dir, toggle_every)? {
@@ -166,20 +176,14 @@ fn execute_with(
             // Never run unattributed what asked to be attributed: the spec
             // it would have run with is kept, so the receipt says what was asked.
             (heap, Err(why)) => {
-                let spec = ArmSpec {
-                    contract_version: CONTRACT_VERSION,
-                    arm_id: arm.id.clone(),
-                    scratch_dir: scratch_path,
-                    sampler: None,
-                    settle_ms: arm.settle_ms,
-                    lifecycle: arm.lifecycle,
-                    attribution: Some(HeapProfiling::Jemalloc {
+                let spec = spec_with(
+                    None,
+                    Some(HeapProfiling::Jemalloc {
                         dir: heap,
                         lg_prof_sample: LG_PROF_SAMPLE,
                         toggle_every,
                     }),
-                    worker: arm.worker.clone(),
-                };
+                );
                 let mut failure = vec![why];
                 if let Err(e) = run.write_json(&dir.join(files::SPEC), &spec) {
                     failure.push(e.to_string());
@@ -188,33 +192,7 @@ fn execute_with(
             }
         },
     };
-    let (pipe_reader, pipe_writer) = std::io::pipe().map_err(|source| ArmSetupError::Spawn {
-        exe: exe.to_path_buf(),
-        source,
-    })?;
-    let mut cmd = Command::new(exe);
-    cmd.stdin(Stdio::piped())
-        .stdout(run.create_file(&dir.join(files::STDOUT))?)
-        .stderr(run.create_file(&dir.join(files::STDERR))?)
-        .process_group(0);
-    if let Some(p) = &profiled {
-        cmd.envs(p.env.iter().map(|(k, v)| (k, v)));
-    }
-    let lifeline = crate::lifeline::fd_mapping().map_err(|source| ArmSetupError::Spawn {
-        exe: exe.to_path_buf(),
-        source,
-    })?;
-    cmd.fd_mappings(vec![
-        FdMapping {
-            parent_fd: pipe_writer.into(),
-            child_fd: MESSAGE_FD,
-        },
-        lifeline,
-    ])
-    .map_err(|e| ArmSetupError::Spawn {
-        exe: exe.to_path_buf(),
-        source: std::io::Error::other(e.to_string()),
-    })?;
+    let (mut cmd, pipe_reader) = worker_command(exe, run, dir, profiled.as_ref())?;
     // Everything that can fail before the worker exists fails here, so no
     // error path below can leave a spawned worker behind.
     let series = match observation {
@@ -243,62 +221,10 @@ fn execute_with(
         None
     };
 
-    // Start the sampler before the worker has its spec: the worker is blocked
-    // on stdin until then, so no phase can be missed.
-    let sampler = series.map(|series| {
-        start_sampler(
-            pid,
-            (arm.period, arm.system_period),
-            toggle,
-            watchdog.clone(),
-            series,
-        )
-    });
-    let schedule = match &sampler {
-        Some(Ok(s)) => Some(SamplerSchedule {
-            epoch_ns: s.epoch_ns(),
-            period_ns: s.period_ns(),
-        }),
-        Some(Err(e)) => {
-            failure.push(format!("external sampler could not start: {e}"));
-            if watchdog.is_some() {
-                // Unwatched, the ceiling would not hold: stop before the spec is sent.
-                failure.push(
-                    "memory ceiling not enforced without the external sampler; the worker's \
-                     process group was killed before it ran"
-                        .into(),
-                );
-                kill_group(pid);
-            }
-            None
-        }
-        None => None,
-    };
-
-    let spec = ArmSpec {
-        contract_version: CONTRACT_VERSION,
-        arm_id: arm.id.clone(),
-        scratch_dir: scratch_path,
-        sampler: schedule,
-        settle_ms: arm.settle_ms,
-        lifecycle: arm.lifecycle,
-        attribution: profiled.as_ref().map(|p| p.spec.clone()),
-        worker: arm.worker.clone(),
-    };
-    match serde_json::to_vec_pretty(&spec) {
-        Ok(spec_json) => {
-            if let Err(e) = run.write_bytes(&dir.join(files::SPEC), &spec_json) {
-                failure.push(e.to_string());
-            }
-            if let Some(mut stdin) = child.stdin.take()
-                && let Err(e) = stdin.write_all(&spec_json)
-            {
-                failure.push(format!("could not send the arm spec to the worker: {e}"));
-            }
-        }
-        // Dropping stdin unsent makes the worker fail on an empty spec.
-        Err(e) => failure.push(format!("cannot serialize the arm spec: {e}")),
-    }
+    let (sampler, schedule) =
+        start_series(arm, pid, toggle, watchdog.as_ref(), series, &mut failure);
+    let spec = spec_with(schedule, profiled.as_ref().map(|p| p.spec.clone()));
+    send_spec(run, dir, &mut child, &spec, &mut failure);
 
     let (tx, rx) = mpsc::channel::<Event>();
     let reader = ChannelReader::start_observed(
@@ -323,51 +249,64 @@ fn execute_with(
     std::thread::spawn(move || {
         let _ = waiter_tx.send(Event::Exited(child.wait()));
     });
-
-    let deadline = protocol::limits::deadline_after(arm.timeout);
-    let mut timed_out = false;
-    let mut killed_for_violation = false;
-    let mut killed_for_interrupt = false;
-    let status = loop {
-        if !killed_for_interrupt && interrupted.load(Ordering::SeqCst) {
-            killed_for_interrupt = true;
-            failure
-                .push("interrupted (SIGINT/SIGTERM); the worker's process group was killed".into());
-            kill_group(pid);
-        }
-        let to_deadline = deadline.saturating_duration_since(Instant::now());
-        let wait = if timed_out {
-            INTERRUPT_POLL
-        } else {
-            to_deadline.min(INTERRUPT_POLL)
-        };
-        match rx.recv_timeout(wait) {
-            Ok(Event::Exited(status)) => break status,
-            Ok(Event::Violation) => {
-                // The reader records the reason; a worker that broke the
-                // contract cannot be trusted to finish, so stop it now.
-                if !killed_for_violation {
-                    killed_for_violation = true;
-                    kill_group(pid);
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) if timed_out || Instant::now() < deadline => {}
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                timed_out = true;
-                failure.push(format!(
-                    "timed out after {} s; the worker's process group was killed",
-                    arm.timeout.as_secs()
-                ));
-                kill_group(pid);
-            }
-            Err(_) => break Err(std::io::Error::other("lost track of the worker process")),
-        }
-    };
+    let (status, stops) = wait_for_exit(&rx, arm, pid, interrupted, &mut failure);
     // Never leave a straggler alive into the next arm.
     kill_group(pid);
-    let ended_ns = clock::monotonic_ns();
-    let sampler_record = sampler.and_then(Result::ok).map(ExternalSampler::stop);
-    if let Some(s) = &sampler_record
+    let ended = Ended {
+        pid,
+        started_ns,
+        ended_ns: clock::monotonic_ns(),
+        status,
+        stops,
+        sampler: sampler.and_then(Result::ok).map(ExternalSampler::stop),
+        report: reader.join(),
+        probes,
+        watchdog,
+        profiled: profiled.is_some(),
+    };
+    Ok(conclude(arm, exe, run, dir, &scratch, ended, failure))
+}
+
+/// What the harness knows once the worker has exited and its watchers
+/// have stopped.
+struct Ended {
+    pid: u32,
+    started_ns: u64,
+    ended_ns: u64,
+    status: std::io::Result<ExitStatus>,
+    stops: Stops,
+    sampler: Option<sampler::SamplerStats>,
+    report: ReaderReport,
+    probes: Option<Probes>,
+    watchdog: Option<Arc<Watchdog>>,
+    profiled: bool,
+}
+
+/// The arm's outcome from what `ended` saw, every failure found so far
+/// (`failure`) and those found now: series rows not written, a crossed
+/// memory ceiling, the worker's own account judged against its exit.
+fn conclude(
+    arm: &Arm,
+    exe: &Path,
+    run: &RunDir,
+    dir: &Rel,
+    scratch: &Rel,
+    ended: Ended,
+    mut failure: Vec<String>,
+) -> ArmOutcome {
+    let Ended {
+        pid,
+        started_ns,
+        ended_ns,
+        status,
+        stops,
+        sampler,
+        report,
+        probes,
+        watchdog,
+        profiled,
+    } = ended;
+    if let Some(s) = &sampler
         && s.sink_errors > 0
     {
         failure.push(format!(
@@ -376,7 +315,6 @@ fn execute_with(
             s.first_error.as_deref().unwrap_or("unknown error")
         ));
     }
-    let report: ReaderReport = reader.join();
     if let Some(probes) = probes {
         failure.extend(probes.finish());
     }
@@ -387,7 +325,7 @@ fn execute_with(
             None
         }
     };
-    let period_ns = sampler_record.as_ref().map_or(
+    let period_ns = sampler.as_ref().map_or(
         u64::try_from(arm.period.as_nanos()).unwrap_or(u64::MAX),
         |s| s.period_ns,
     );
@@ -402,8 +340,214 @@ fn execute_with(
         &mut failure,
         exit.as_ref(),
         &report,
-        timed_out || killed_for_violation || killed_for_interrupt || crossing.is_some(),
+        stops.any() || crossing.is_some(),
     );
+    tidy_up(run, dir, scratch, profiled, &report, &mut failure);
+    ArmOutcome {
+        id: arm.id.clone(),
+        status: status_of(&failure, exit.as_ref(), &report),
+        failure,
+        worker_executable: exe.display().to_string(),
+        worker_pid: Some(pid),
+        hello: report.hello,
+        exit,
+        timed_out: stops.timed_out,
+        timeout_s: arm.timeout.as_secs(),
+        bye: report.bye,
+        markers: report.markers,
+        results: report.results,
+        worker_errors: report.worker_errors,
+        started_ns,
+        ended_ns,
+        sampler,
+        memory_ceiling,
+    }
+}
+
+/// Start the external sampler on the worker `pid`, writing `series` (none:
+/// nothing outside the worker watches it), before the worker has its spec:
+/// the worker is blocked on stdin until then, so no phase can be missed.
+/// Returns it with the schedule the worker is told. A sampler that cannot
+/// start is a failure, and with a memory ceiling the worker is killed
+/// before it runs.
+fn start_series(
+    arm: &Arm,
+    pid: u32,
+    toggle: Option<&BlockToggle>,
+    watchdog: Option<&Arc<Watchdog>>,
+    series: Option<CsvAppender>,
+    failure: &mut Vec<String>,
+) -> (
+    Option<Result<ExternalSampler, sampler::SamplerError>>,
+    Option<SamplerSchedule>,
+) {
+    let sampler = series.map(|series| {
+        start_sampler(
+            pid,
+            (arm.period, arm.system_period),
+            toggle,
+            watchdog.cloned(),
+            series,
+        )
+    });
+    let schedule = match &sampler {
+        Some(Ok(s)) => Some(SamplerSchedule {
+            epoch_ns: s.epoch_ns(),
+            period_ns: s.period_ns(),
+        }),
+        Some(Err(e)) => {
+            failure.push(format!("external sampler could not start: {e}"));
+            if watchdog.is_some() {
+                // Unwatched, the ceiling would not hold: stop before the spec is sent.
+                failure.push(
+                    "memory ceiling not enforced without the external sampler; the worker's \
+                     process group was killed before it ran"
+                        .into(),
+                );
+                kill_group(pid);
+            }
+            None
+        }
+        None => None,
+    };
+    (sampler, schedule)
+}
+
+/// The worker's command, not yet spawned: its stdout and stderr files in
+/// the arm's folder, its own process group, the message pipe's write end
+/// and the lifeline at their descriptors, and the heap profiler's
+/// environment when profiled; with the pipe's read end.
+fn worker_command(
+    exe: &Path,
+    run: &RunDir,
+    dir: &Rel,
+    profiled: Option<&crate::attribution::Profiled>,
+) -> Result<(Command, std::io::PipeReader), ArmSetupError> {
+    let spawn_error = |source| ArmSetupError::Spawn {
+        exe: exe.to_path_buf(),
+        source,
+    };
+    let (pipe_reader, pipe_writer) = std::io::pipe().map_err(spawn_error)?;
+    let mut cmd = Command::new(exe);
+    cmd.stdin(Stdio::piped())
+        .stdout(run.create_file(&dir.join(files::STDOUT))?)
+        .stderr(run.create_file(&dir.join(files::STDERR))?)
+        .process_group(0);
+    if let Some(p) = profiled {
+        cmd.envs(p.env.iter().map(|(k, v)| (k, v)));
+    }
+    let lifeline = crate::lifeline::fd_mapping().map_err(spawn_error)?;
+    cmd.fd_mappings(vec![
+        FdMapping {
+            parent_fd: pipe_writer.into(),
+            child_fd: MESSAGE_FD,
+        },
+        lifeline,
+    ])
+    .map_err(|e| spawn_error(std::io::Error::other(e.to_string())))?;
+    Ok((cmd, pipe_reader))
+}
+
+/// Keep `spec` in the arm's folder and send it to the worker on its stdin;
+/// what fails goes to `failure` (a worker whose stdin closes unsent fails on
+/// an empty spec).
+fn send_spec(
+    run: &RunDir,
+    dir: &Rel,
+    child: &mut std::process::Child,
+    spec: &ArmSpec,
+    failure: &mut Vec<String>,
+) {
+    match serde_json::to_vec_pretty(spec) {
+        Ok(spec_json) => {
+            if let Err(e) = run.write_bytes(&dir.join(files::SPEC), &spec_json) {
+                failure.push(e.to_string());
+            }
+            if let Some(mut stdin) = child.stdin.take()
+                && let Err(e) = stdin.write_all(&spec_json)
+            {
+                failure.push(format!("could not send the arm spec to the worker: {e}"));
+            }
+        }
+        Err(e) => failure.push(format!("cannot serialize the arm spec: {e}")),
+    }
+}
+
+/// Why the harness killed the worker before it exited by itself.
+#[derive(Debug, Default, Clone, Copy)]
+struct Stops {
+    timed_out: bool,
+    violation: bool,
+    interrupt: bool,
+}
+
+impl Stops {
+    fn any(self) -> bool {
+        self.timed_out || self.violation || self.interrupt
+    }
+}
+
+/// Wait for the worker `pid` to exit, killing its process group on an
+/// interrupt, a contract violation or the arm's timeout (each said in
+/// `failure`); its exit status, and what stopped it.
+fn wait_for_exit(
+    rx: &mpsc::Receiver<Event>,
+    arm: &Arm,
+    pid: u32,
+    interrupted: &AtomicBool,
+    failure: &mut Vec<String>,
+) -> (std::io::Result<ExitStatus>, Stops) {
+    let deadline = protocol::limits::deadline_after(arm.timeout);
+    let mut stops = Stops::default();
+    let status = loop {
+        if !stops.interrupt && interrupted.load(Ordering::SeqCst) {
+            stops.interrupt = true;
+            failure
+                .push("interrupted (SIGINT/SIGTERM); the worker's process group was killed".into());
+            kill_group(pid);
+        }
+        let to_deadline = deadline.saturating_duration_since(Instant::now());
+        let wait = if stops.timed_out {
+            INTERRUPT_POLL
+        } else {
+            to_deadline.min(INTERRUPT_POLL)
+        };
+        match rx.recv_timeout(wait) {
+            Ok(Event::Exited(status)) => break status,
+            Ok(Event::Violation) => {
+                // The reader records the reason; a worker that broke the
+                // contract cannot be trusted to finish, so stop it now.
+                if !stops.violation {
+                    stops.violation = true;
+                    kill_group(pid);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout)
+                if stops.timed_out || Instant::now() < deadline => {}
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                stops.timed_out = true;
+                failure.push(format!(
+                    "timed out after {} s; the worker's process group was killed",
+                    arm.timeout.as_secs()
+                ));
+                kill_group(pid);
+            }
+            Err(_) => break Err(std::io::Error::other("lost track of the worker process")),
+        }
+    };
+    (status, stops)
+}
+
+/// After the worker: its stderr's last line when it never said hello, the
+/// heap profiles' symbols, and its scratch folder removed.
+fn tidy_up(
+    run: &RunDir,
+    dir: &Rel,
+    scratch: &Rel,
+    profiled: bool,
+    report: &ReaderReport,
+    failure: &mut Vec<String>,
+) {
     // A worker that never started (the loader could not find a library, a
     // binary for another machine) says why only on its stderr.
     if report.hello.is_none()
@@ -412,50 +556,30 @@ fn execute_with(
     {
         failure.push(format!("its stderr ends: {line}"));
     }
-    if profiled.is_some()
-        && let Err(e) = crate::attribution::symbolize(run, dir)
-    {
+    if profiled && let Err(e) = crate::attribution::symbolize(run, dir) {
         // The receipt then names sites by object and offset, and says so.
         crate::warn(format_args!(
             "memqual: warning: cannot write the heap profiles' symbols: {e}"
         ));
     }
-    if let Err(e) = run.remove_tree(&scratch) {
+    if let Err(e) = run.remove_tree(scratch) {
         // Not the worker's failure; the leftovers stay in the run, sealed.
         crate::warn(format_args!(
             "memqual: warning: cannot remove the worker's scratch folder: {e}"
         ));
     }
-    Ok(ArmOutcome {
-        id: arm.id.clone(),
-        status: if failure.is_empty() {
-            ArmStatus::Completed
-        } else if exit
-            .as_ref()
-            .is_some_and(|e| e.code == Some(EXIT_NOT_RUNNABLE))
-            && report.markers == 0
-        {
-            // The worker refused before doing anything: it lacks what the arm needs.
-            ArmStatus::NotRunnable
-        } else {
-            ArmStatus::Failed
-        },
-        failure,
-        worker_executable: exe.display().to_string(),
-        worker_pid: Some(pid),
-        hello: report.hello,
-        exit,
-        timed_out,
-        timeout_s: arm.timeout.as_secs(),
-        bye: report.bye,
-        markers: report.markers,
-        results: report.results,
-        worker_errors: report.worker_errors,
-        started_ns,
-        ended_ns,
-        sampler: sampler_record,
-        memory_ceiling,
-    })
+}
+
+/// Completed without a failure; not runnable when the worker refused
+/// before doing anything (it lacks what the arm needs); failed otherwise.
+fn status_of(failure: &[String], exit: Option<&ExitInfo>, report: &ReaderReport) -> ArmStatus {
+    if failure.is_empty() {
+        ArmStatus::Completed
+    } else if exit.is_some_and(|e| e.code == Some(EXIT_NOT_RUNNABLE)) && report.markers == 0 {
+        ArmStatus::NotRunnable
+    } else {
+        ArmStatus::Failed
+    }
 }
 
 /// The arm's `heap/` folder, made, and how its worker is profiled; the

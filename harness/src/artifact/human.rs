@@ -8,7 +8,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 /// `1234567` as `1,234,567`.
-fn grouped(n: u64) -> String {
+pub(super) fn grouped(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
@@ -20,7 +20,7 @@ fn grouped(n: u64) -> String {
     out
 }
 
-fn mb(bytes: u64) -> String {
+pub(super) fn mb(bytes: u64) -> String {
     format!("{:.2} MB", bytes as f64 / 1e6)
 }
 
@@ -256,142 +256,6 @@ pub fn estimate(path: &Path, e: &StateEstimate) -> String {
             grouped(enc),
             grouped(dec)
         );
-    }
-    s
-}
-
-fn feature_line(f: &coreml_package::Feature) -> String {
-    let dims: Vec<String> = f.shape.iter().map(i64::to_string).collect();
-    format!(
-        "{} ({}, {}, [{}]{})",
-        f.name,
-        f.kind,
-        f.data_type.as_deref().unwrap_or("no data type"),
-        dims.join(", "),
-        if f.flexible_shape { ", flexible" } else { "" }
-    )
-}
-
-/// `memqual artifact inspect` of a Core ML model.
-pub fn coreml(i: &super::coreml::CoremlInspection) -> String {
-    let m = &i.model;
-    let mut s = String::new();
-    let format = match m.format {
-        coreml_package::Format::Mlpackage => "Core ML package (.mlpackage)",
-        coreml_package::Format::Mlmodelc => "compiled Core ML model (.mlmodelc)",
-    };
-    let _ = writeln!(s, "{}: {format}", m.path.display());
-    let _ = writeln!(
-        s,
-        "  tree: SHA-256 {} (memqual-tree-v1; {} files, {} folders)",
-        i.tree.sha256, i.tree.files, i.tree.directories
-    );
-    let _ = writeln!(
-        s,
-        "  package size: {}",
-        m.package_bytes
-            .map_or("- (a compiled model)".into(), |b| format!(
-                "{} bytes ({})",
-                grouped(b),
-                mb(b)
-            ))
-    );
-    let _ = writeln!(
-        s,
-        "  compiled size: {}",
-        m.compiled_bytes.map_or("not compiled".into(), |b| format!(
-            "{} bytes ({})",
-            grouped(b),
-            mb(b)
-        ))
-    );
-    let _ = writeln!(
-        s,
-        "  spec version: {}; model type: {}; opset: {}",
-        m.spec_version.map_or("unknown".into(), |v| v.to_string()),
-        m.model_type.as_deref().unwrap_or("unknown"),
-        m.opset.as_deref().unwrap_or("unknown")
-    );
-    for f in &m.inputs {
-        let _ = writeln!(s, "  input:  {}", feature_line(f));
-    }
-    for f in &m.outputs {
-        let _ = writeln!(s, "  output: {}", feature_line(f));
-    }
-    match &m.weights {
-        None => {
-            let _ = writeln!(s, "  weights: not readable");
-        }
-        Some(w) => {
-            let depth = w
-                .bit_depth()
-                .map_or("none found".into(), |b| format!("{b}-bit"));
-            let _ = writeln!(
-                s,
-                "  weights: {} ({})",
-                depth,
-                if w.is_palettized() {
-                    "palettized"
-                } else {
-                    "dense"
-                }
-            );
-            for p in &w.palettized {
-                let _ = writeln!(
-                    s,
-                    "    palettized {}-bit (a {}-entry table): {} tensors, {} weights",
-                    p.bits,
-                    1u64 << p.bits.min(63),
-                    p.tensors,
-                    grouped(p.elements)
-                );
-            }
-            for d in &w.dense {
-                let _ = writeln!(
-                    s,
-                    "    dense {}: {} tensors, {} weights",
-                    d.data_type,
-                    d.tensors,
-                    grouped(d.elements)
-                );
-            }
-            for (op, n) in &w.other_compressed {
-                let _ = writeln!(s, "    {op}: {n} tensors");
-            }
-        }
-    }
-    if !m.operations.is_empty() {
-        let ops: Vec<String> = m
-            .operations
-            .iter()
-            .map(|(op, n)| format!("{op} {n}"))
-            .collect();
-        let _ = writeln!(s, "  operations: {}", ops.join(", "));
-    }
-    for n in &m.not_read {
-        let _ = writeln!(s, "  not read: {} ({})", n.file, n.reason);
-    }
-    if let Some(a) = &i.against {
-        let _ = writeln!(
-            s,
-            "  against {}: n_mels {}, n_audio_ctx {}, n_audio_state {}: {}",
-            a.model.display(),
-            a.dims.n_mels,
-            a.dims.n_audio_ctx,
-            a.dims.n_audio_state,
-            if a.fits {
-                "fits (input and output shapes as whisper.cpp binds them)"
-            } else {
-                "does not fit"
-            }
-        );
-        for m in &a.mismatches {
-            let _ = writeln!(
-                s,
-                "    {}: expected {}, found {}",
-                m.what, m.expected, m.found
-            );
-        }
     }
     s
 }

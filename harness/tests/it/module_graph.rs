@@ -16,9 +16,13 @@
 //! descendants are not sibling edges and are not counted (a parent declares
 //! its children and its children may use what it holds).
 //!
+//! Inside a macro invocation (maud's `html!`, `format!`, a crate's own
+//! `out!`), whose tokens are not Rust syntax until expanded, every run of
+//! `name::name…` tokens is read as a path and resolved the same way, so a
+//! reference written in a template counts like one in code.
+//!
 //! Not counted: code gated `#[cfg(test)]` (or `cfg(all(test, …))`), since
-//! unit tests may reach across modules freely; and paths inside macro
-//! invocations (their tokens are not Rust syntax until expanded).
+//! unit tests may reach across modules freely.
 
 use proc_macro2::Span;
 use std::collections::{BTreeMap, BTreeSet};
@@ -246,6 +250,45 @@ impl Walker<'_> {
     }
 }
 
+impl Walker<'_> {
+    /// Every `a::b…` run of tokens in a macro's input (groups entered), as
+    /// a path used here; an absolute `::a::b` is an extern crate's.
+    fn macro_paths(&mut self, tokens: proc_macro2::TokenStream) {
+        use proc_macro2::{Spacing, TokenTree};
+        let trees: Vec<TokenTree> = tokens.into_iter().collect();
+        let colons = |a: Option<&TokenTree>, b: Option<&TokenTree>| {
+            matches!((a, b), (Some(TokenTree::Punct(a)), Some(TokenTree::Punct(b)))
+                if a.as_char() == ':' && a.spacing() == Spacing::Joint && b.as_char() == ':')
+        };
+        let mut i = 0;
+        while i < trees.len() {
+            match &trees[i] {
+                TokenTree::Group(g) => {
+                    self.macro_paths(g.stream());
+                    i += 1;
+                }
+                TokenTree::Ident(first) => {
+                    let absolute = i >= 2 && colons(trees.get(i - 2), trees.get(i - 1));
+                    let mut segments = vec![first.to_string()];
+                    let mut j = i + 1;
+                    while colons(trees.get(j), trees.get(j + 1)) {
+                        let Some(TokenTree::Ident(next)) = trees.get(j + 2) else {
+                            break;
+                        };
+                        segments.push(next.to_string());
+                        j += 3;
+                    }
+                    if segments.len() > 1 && !absolute {
+                        self.reference(&segments, first.span());
+                    }
+                    i = j;
+                }
+                _ => i += 1,
+            }
+        }
+    }
+}
+
 impl<'ast> Visit<'ast> for Walker<'_> {
     fn visit_item(&mut self, item: &'ast syn::Item) {
         let attrs: &[syn::Attribute] = match item {
@@ -294,6 +337,11 @@ impl<'ast> Visit<'ast> for Walker<'_> {
                 self.module.pop();
             }
         }
+    }
+
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        self.macro_paths(mac.tokens.clone());
+        syn::visit::visit_macro(self, mac);
     }
 
     fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
@@ -636,6 +684,51 @@ fn the_checker_finds_a_planted_cycle() {
         "the re-export hides c -> d"
     );
     assert!(!top.edges["c"].contains_key("a"), "test-only code counted");
+}
+
+/// A path written inside a macro's input counts: a template's `(…)` group
+/// and a formatting macro's argument close a cycle, an absolute `::b::X`
+/// (an extern crate's) does not.
+#[test]
+fn the_checker_reads_paths_inside_macro_invocations() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let src = dir.path();
+    std::fs::write(
+        src.join("lib.rs"),
+        "mod a; mod b; mod c;
+",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("a.rs"),
+        "pub struct Y;
+fn page() { html! { div { p { (super::b::title()) } } } }
+",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("b.rs"),
+        "pub fn title() {}
+fn f() { println!(\"{:?}\", crate::a::Y); }
+",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("c.rs"),
+        "fn g() { out!(\"{}\", ::b::X); }
+",
+    )
+    .unwrap();
+    let graphs = graphs_of(&src.join("lib.rs"));
+    let top = &graphs[&ModPath::new()];
+    assert_eq!(cycles(top), vec![vec!["a".to_string(), "b".to_string()]]);
+    let text = describe(&src.join("lib.rs"), src, &[], top, &cycles(top));
+    assert!(text.contains("a -> b  (a.rs:2)"), "{text}");
+    assert!(text.contains("b -> a  (b.rs:2)"), "{text}");
+    assert!(
+        !top.edges.get("c").is_some_and(|e| e.contains_key("b")),
+        "an absolute path counted"
+    );
 }
 
 /// A cycle between two modules deep inside one top-level module (the shape

@@ -181,34 +181,86 @@ impl Pool {
     }
 }
 
+/// Each idle window as the marker indices `(open, close)` that bound it: a
+/// `warmup_done` or `request_end`, and the next `request_begin` or
+/// `idle_end` after it.
+fn idle_windows(markers: &[Marker]) -> Vec<(usize, usize)> {
+    markers
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| matches!(m.phase, Phase::WarmupDone | Phase::RequestEnd))
+        .filter_map(|(i, _)| {
+            let close = markers[i + 1..]
+                .iter()
+                .position(|c| matches!(c.phase, Phase::RequestBegin | Phase::IdleEnd))?;
+            Some((i, i + 1 + close))
+        })
+        .collect()
+}
+
+/// The footprint of the series rows inside each idle window and the
+/// series' largest footprint, gathered one row at a time as the series
+/// streams by (so a night's series is never held).
+pub struct IdleFootprints {
+    /// Each window's `(start, end]` in ns, in order of start (and so of end:
+    /// each closes at the first close after its opening).
+    bounds: Vec<(u64, u64)>,
+    pools: Vec<Pool>,
+    /// The first window that may still take a row.
+    next: usize,
+    peak: Option<u64>,
+}
+
+impl IdleFootprints {
+    /// Empty pools for the idle windows of `markers` (in order).
+    pub fn new(markers: &[Marker]) -> Self {
+        let bounds: Vec<(u64, u64)> = idle_windows(markers)
+            .into_iter()
+            .map(|(i, j)| (markers[i].t_ns, markers[j].t_ns))
+            .collect();
+        let pools = bounds.iter().map(|_| Pool::default()).collect();
+        Self {
+            bounds,
+            pools,
+            next: 0,
+            peak: None,
+        }
+    }
+
+    /// Take one series row (rows in time order).
+    pub fn row(&mut self, (t_ns, footprint): FootprintRow) {
+        let Some(f) = footprint else { return };
+        self.peak = Some(self.peak.map_or(f, |p| p.max(f)));
+        while self
+            .bounds
+            .get(self.next)
+            .is_some_and(|(_, end)| *end < t_ns)
+        {
+            self.next += 1;
+        }
+        for (k, (start, end)) in self.bounds.iter().enumerate().skip(self.next) {
+            if *start >= t_ns {
+                break;
+            }
+            if t_ns <= *end {
+                self.pools[k].add(f);
+            }
+        }
+    }
+}
+
 /// Build the section from the arm's spec, markers (in order), results and
-/// series rows (in time order).
+/// the series' idle footprints.
 pub fn build(
     spec: &WhisperSpec,
     markers: &[Marker],
     results: &[RequestResult],
-    rows: &[FootprintRow],
+    series: IdleFootprints,
 ) -> ResidencyReceipt {
     let mut windows = Vec::new();
-    let mut pools: Vec<Pool> = Vec::new();
-    for (i, m) in markers.iter().enumerate() {
-        if !matches!(m.phase, Phase::WarmupDone | Phase::RequestEnd) {
-            continue;
-        }
-        let Some((j, close)) = markers
-            .iter()
-            .enumerate()
-            .skip(i + 1)
-            .find(|(_, c)| matches!(c.phase, Phase::RequestBegin | Phase::IdleEnd))
-        else {
-            continue;
-        };
-        let mut pool = Pool::default();
-        for (_, f) in rows.iter().filter(|(t, _)| *t > m.t_ns && *t <= close.t_ns) {
-            if let Some(f) = f {
-                pool.add(*f);
-            }
-        }
+    let pools = series.pools;
+    for ((i, j), pool) in idle_windows(markers).into_iter().zip(&pools) {
+        let (m, close) = (&markers[i], &markers[j]);
         let before_request = (close.phase == Phase::RequestBegin)
             .then_some(close.request_id)
             .flatten();
@@ -226,7 +278,6 @@ pub fn build(
             min_footprint_bytes: pool.min,
             released: markers[i + 1..j].iter().any(|x| x.phase == Phase::Release),
         });
-        pools.push(pool);
     }
     let mut all = Pool::default();
     pools.iter().for_each(|p| all.merge(p));
@@ -287,12 +338,7 @@ pub fn build(
     let marker_footprints = markers
         .iter()
         .flat_map(|m| [m.memory.footprint_bytes, m.memory.footprint_peak_bytes]);
-    let peak_footprint_bytes = rows
-        .iter()
-        .map(|(_, f)| *f)
-        .chain(marker_footprints)
-        .flatten()
-        .max();
+    let peak_footprint_bytes = marker_footprints.chain([series.peak]).flatten().max();
     let peak_resident_bytes = markers
         .iter()
         .filter_map(|m| m.memory.resident_peak_bytes)
@@ -510,7 +556,9 @@ mod tests {
             })
             .collect();
         let results = vec![result(0, 1000, 400, true), result(1, 3000, 300, true)];
-        let r = build(&spec(), &markers, &results, &rows);
+        let mut series = IdleFootprints::new(&markers);
+        rows.iter().for_each(|r| series.row(*r));
+        let r = build(&spec(), &markers, &results, series);
         assert_eq!(
             (r.policy.as_str(), r.request_mode.as_str()),
             ("load_on_speech", "realtime")

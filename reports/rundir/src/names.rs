@@ -87,6 +87,9 @@ pub const SOAK: &str = "soak.json";
 pub const OVERHEAD_DIR: &str = "overhead";
 /// Per arm (overhead gate): the block-run summary.
 pub const OVERHEAD: &str = "overhead.json";
+/// In `overhead/`: when the sampler was switched on or off, after which
+/// request.
+pub const OVERHEAD_SWITCHES: &str = "switches.json";
 /// Per arm (allocation attribution): the heap profiles, one per profiled
 /// marker (`<seq>-<phase>.heap`, written by jemalloc in the worker), and
 /// their symbols.
@@ -185,6 +188,7 @@ pub const ALL: &[&str] = &[
     SOAK,
     OVERHEAD_DIR,
     OVERHEAD,
+    OVERHEAD_SWITCHES,
     HEAP_DIR,
     HEAP_SYMBOLS,
 ];

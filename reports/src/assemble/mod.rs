@@ -187,12 +187,17 @@ fn device_row(device: &mut Option<crate::receipt::DeviceSeriesSummary>, row: &Se
 }
 
 /// Build the phase table: each marker with the series maxima of its window.
-fn phase_rows(markers: &[Marker], intervals: &[Interval], page_bytes: u64) -> Vec<PhaseRow> {
-    let mut rows = Vec::with_capacity(markers.len());
+/// One row a marker, made as they are taken (a long soak's rows are never
+/// all held).
+fn phase_rows<'a>(
+    markers: &'a [Marker],
+    intervals: &'a [Interval],
+    page_bytes: u64,
+) -> impl Iterator<Item = PhaseRow> + 'a {
     // Index of the marker whose reset opened the current window, if any.
     let mut window_opened_by: Option<usize> = None;
     let mut acc = Interval::default();
-    for (i, m) in markers.iter().enumerate() {
+    markers.iter().enumerate().map(move |(i, m)| {
         let iv = &intervals[i];
         acc.samples += iv.samples;
         acc.max_resident = max_opt(acc.max_resident, iv.max_resident);
@@ -229,7 +234,7 @@ fn phase_rows(markers: &[Marker], intervals: &[Interval], page_bytes: u64) -> Ve
             (None, None) => None,
             (a, b) => Some(a.unwrap_or(false) || b.unwrap_or(false)),
         };
-        rows.push(PhaseRow {
+        let row = PhaseRow {
             phase: m.phase,
             seq: m.seq,
             request_id: m.request_id,
@@ -247,13 +252,13 @@ fn phase_rows(markers: &[Marker], intervals: &[Interval], page_bytes: u64) -> Ve
                 .checked_sub(1)
                 .and_then(|j| markers[j].system.as_ref().zip(m.system.as_ref()))
                 .and_then(|(before, after)| PhaseHeldDeltas::between(before, after)),
-        });
+        };
         if m.memory.peak_reset == Some(true) {
             window_opened_by = Some(i);
             acc = Interval::default();
         }
-    }
-    rows
+        row
+    })
 }
 
 fn latency(results: &[RequestResult]) -> Option<LatencySummary> {
@@ -301,7 +306,13 @@ pub fn assemble_arm(
         .and_then(|o| o.sampler.as_ref())
         .map(|s| s.system_period_ns)
         .filter(|ns| *ns > 0);
-    let phases = phase_rows(&markers, &intervals, page_bytes);
+    // A long soak's request rows go to their own file as they are made; the
+    // receipt keeps what a reviewer and the gates need (each phase's first,
+    // latest and largest rows, which is all the figures below read), and
+    // the file's digest.
+    let (phases, phase_rows) =
+        crate::phase_rows::split(run, id, phase_rows(&markers, &intervals, page_bytes))?;
+    drop(intervals);
     let mut runtime: Option<RuntimeReport> = run.read_json(&arm.join(files::RUNTIME))?;
     if let Some(coreml) = runtime.as_mut().and_then(|r| r.coreml.as_mut()) {
         coreml.placement = placement::settled(run, arm, &coreml.placement)?;
@@ -329,8 +340,8 @@ pub fn assemble_arm(
     }
     let residency = match spec.as_ref().map(|s| &s.worker) {
         Some(WorkerSpec::Whisper(w)) if analysis::residency::applies(w) => {
-            let rows = crate::series::footprint_rows(run, &arm.join(files::SERIES))?;
-            Some(analysis::residency::build(w, &markers, &results, &rows))
+            let series = crate::series::idle_footprints(run, &arm.join(files::SERIES), &markers)?;
+            Some(analysis::residency::build(w, &markers, &results, series))
         }
         _ => None,
     };
@@ -368,24 +379,26 @@ pub fn assemble_arm(
         matches!(spec.as_ref().map(|s| &s.worker), Some(WorkerSpec::Whisper(w)) if w.state_bounds.is_some()),
     );
     let device_memory = device_memory::build(&phases);
-    let points: Vec<crate::attribution::MarkerPoint> = phases
-        .iter()
-        .map(|p| crate::attribution::MarkerPoint {
-            phase: p.phase,
-            seq: p.seq,
-            request_id: p.request_id,
-            resident_bytes: p.memory.resident_bytes,
-        })
-        .collect();
+    // Every marker, not the receipt's rows: attribution sets profiles
+    // against each listed phase. Only an arm that profiled needs them.
+    let points: Vec<crate::attribution::MarkerPoint> = match spec.as_ref() {
+        Some(s) if s.attribution.is_some() => markers
+            .iter()
+            .map(|m| crate::attribution::MarkerPoint {
+                phase: m.phase,
+                seq: m.seq,
+                request_id: m.request_id,
+                resident_bytes: m.memory.resident_bytes,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
     let mut attribution = crate::attribution::assemble(run, arm, spec.as_ref(), &points)?;
     crate::attribution::with_measured_cost(
         &mut attribution,
         overhead.as_ref(),
         format!("{arm}/{}", crate::overhead::OVERHEAD_FILE),
     );
-    // A long soak's request rows go to their own file; the receipt keeps
-    // what a reviewer and the gates need, and the file's digest.
-    let (phases, phase_rows) = crate::phase_rows::split(run, id, phases)?;
     Ok(ArmReceipt {
         id: id.to_string(),
         status,
@@ -573,7 +586,7 @@ mod tests {
             interval(2, Some(12 * mib)),
             interval(1, Some(12 * mib)),
         ];
-        let rows = phase_rows(&markers, &intervals, page);
+        let rows = phase_rows(&markers, &intervals, page).collect::<Vec<_>>();
         assert_eq!(rows[0].peak_between_samples, Some(false));
         assert_eq!(rows[1].peak_between_samples, Some(true));
         assert_eq!(rows[1].observed_max_resident_bytes, 12 * mib);
@@ -592,7 +605,7 @@ mod tests {
             marker(1, Phase::TeardownDone, 200, 5 * mib, 300 * mib),
         ];
         let intervals = vec![interval(0, None), interval(1, Some(5 * mib))];
-        let rows = phase_rows(&markers, &intervals, 4096);
+        let rows = phase_rows(&markers, &intervals, 4096).collect::<Vec<_>>();
         assert_eq!(rows[1].peak_between_samples, Some(false));
     }
 
@@ -604,7 +617,7 @@ mod tests {
         m0.memory.peak_reset = None;
         m1.memory.peak_reset = None;
         let intervals = vec![interval(1, Some(80 * mib)), interval(1, Some(50 * mib))];
-        let rows = phase_rows(&[m0, m1], &intervals, 4096);
+        let rows = phase_rows(&[m0, m1], &intervals, 4096).collect::<Vec<_>>();
         // The lifetime peak of 80 MiB was seen in the first interval.
         assert_eq!(rows[1].window_start_ns, None);
         assert_eq!(rows[1].samples, 2);
@@ -615,7 +628,7 @@ mod tests {
     fn no_kernel_peak_means_no_verdict() {
         let mut m = marker(0, Phase::ProcessStart, 1, 1, 1);
         m.memory.resident_peak_bytes = None;
-        let rows = phase_rows(&[m], &[interval(0, None)], 4096);
+        let rows = phase_rows(&[m], &[interval(0, None)], 4096).collect::<Vec<_>>();
         assert_eq!(rows[0].peak_between_samples, None);
     }
 

@@ -505,7 +505,7 @@ pub fn page(panels: &[LadderPanel]) -> String {
             head {
                 meta charset="utf-8";
                 title { "memqual ladder: " (titles.join(" · ")) }
-                style { (PreEscaped(super::sections::STYLE)) (PreEscaped(PAGE_STYLE)) }
+                style { (PreEscaped(super::STYLE)) (PreEscaped(PAGE_STYLE)) }
             }
             body {
                 h1 { "Worker and encoder process by phase" }

@@ -29,6 +29,10 @@
 //! ([`envelope`]), which keeps every bucket's extremes and so every local
 //! peak; the receipt and `series.csv` keep the raw data.
 
+/// `assets/report.css`: the report page's style, which the ladder page
+/// inlines too.
+const STYLE: &str = include_str!("../../assets/report.css");
+
 mod arm_chart;
 mod attribution;
 pub mod compare;

@@ -19,9 +19,6 @@ use reports::soak_history::SoakHistory;
 use sampler::Phase;
 use std::collections::BTreeMap;
 
-/// `assets/report.css`, also inlined by the ladder page ([`super::ladder_chart::page`]).
-pub(super) const STYLE: &str = include_str!("../../assets/report.css");
-
 fn class(o: Outcome) -> &'static str {
     match o {
         Outcome::Pass => "pass",
@@ -63,7 +60,7 @@ pub fn page(r: &Receipt, data: &PageData) -> Markup {
             head {
                 meta charset="utf-8";
                 title { "memqual " (r.run.protocol_name) }
-                style { (PreEscaped(STYLE)) }
+                style { (PreEscaped(super::STYLE)) }
             }
             body {
                 h1 { "memqual run " code { (r.run.protocol_name) } }
