@@ -102,12 +102,18 @@ pub fn report(dir: &Path, reseal: bool) -> Result<u8, Failure> {
     if let Some(why) = refusal(dir, &check, reseal) {
         return Err(failed(anyhow!(why)));
     }
+    // The new raw seal is planned, not written: it replaces raw-seal.json
+    // only once the run has been re-derived from the data it accepts and
+    // every derived file is written. A reseal over data that makes no
+    // receipt (a CSV that does not parse) leaves the old seal, and so the
+    // evidence of what the run recorded, as it was.
     let now = chrono::Utc::now().to_rfc3339();
-    run.update_raw_seal(
-        &check,
-        reseal.then_some((now.as_str(), env!("CARGO_PKG_VERSION"))),
-    )
-    .map_err(harness)?;
+    let (planned, rewrite) = run
+        .plan_raw_seal(
+            &check,
+            reseal.then_some((now.as_str(), env!("CARGO_PKG_VERSION"))),
+        )
+        .map_err(harness)?;
     // Raw data that does not make a receipt (a record that does not parse,
     // resealed on purpose) is the input's fault: exit 2, not 3. A write
     // that failed (a long soak's phase-rows.jsonl on a full disk) is not.
@@ -121,9 +127,17 @@ pub fn report(dir: &Path, reseal: bool) -> Result<u8, Failure> {
                 }))
             )
         });
+        let e = if rewrite {
+            e.context(format!(
+                "{} was left as it was: nothing was resealed",
+                run.display(&Rel::file(run_dir::names::RAW_SEAL)).display()
+            ))
+        } else {
+            e
+        };
         if wrote { harness(e) } else { usage(e) }
     })?;
-    reports::reassess_integrity(&run, &mut receipt)
+    reports::reassess_integrity_over(&run, planned.clone(), &mut receipt)
         .with_context(|| format!("cannot assemble the receipt of {}", dir.display()))
         .map_err(usage)?;
     let receipt = run::publish(&run, (receipt, series), |run, receipt| {
@@ -131,6 +145,11 @@ pub fn report(dir: &Path, reseal: bool) -> Result<u8, Failure> {
         if run.has_file(&Rel::file(files::CALIBRATION))? {
             let table = calibrate::evaluate(&dir.display().to_string(), receipt);
             run.write_json(&Rel::file(files::CALIBRATION), &table)?;
+        }
+        // Last before the manifest, which lists it: every derived file is
+        // written from the data this seal accepts.
+        if rewrite {
+            run.commit_raw_seal(&planned)?;
         }
         Ok(())
     })

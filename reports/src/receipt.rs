@@ -419,7 +419,17 @@ impl Integrity {
         run: &RunInfo,
         arms: &[ArmReceipt],
     ) -> Result<Integrity, ReportError> {
-        let seal = dir.raw_seal()?;
+        Self::assess_over(dir, run, arms, dir.raw_seal()?)
+    }
+
+    /// [`Integrity::assess`] over `seal`, which may not be written yet
+    /// (`report` writes a new raw seal only once the run is re-derived).
+    pub(crate) fn assess_over(
+        dir: &RunDir,
+        run: &RunInfo,
+        arms: &[ArmReceipt],
+        seal: run_dir::raw_seal::RawSeal,
+    ) -> Result<Integrity, ReportError> {
         let mut notes = Vec::new();
         for id in &run.arms {
             if !arms.iter().any(|a| &a.id == id) {

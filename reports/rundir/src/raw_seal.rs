@@ -222,11 +222,28 @@ impl RunDir {
     /// Record in the seal what `check` found: unsealed files are sealed as
     /// found by `report`; with `reseal`, changed and missing files are
     /// accepted too and the reseal (with the digests it replaces) is kept.
+    /// Writes it at once: [`RunDir::plan_raw_seal`] and
+    /// [`RunDir::commit_raw_seal`] apart let a caller write it only once
+    /// the run has been re-derived from it.
     pub fn update_raw_seal(
         &self,
         check: &RawCheck,
         reseal: Option<(&str, &str)>,
     ) -> Result<RawSeal, RunDirError> {
+        let (seal, write) = self.plan_raw_seal(check, reseal)?;
+        if write {
+            self.commit_raw_seal(&seal)?;
+        }
+        Ok(seal)
+    }
+
+    /// The seal [`RunDir::update_raw_seal`] would write, and whether it
+    /// differs from `raw-seal.json`; nothing is written.
+    pub fn plan_raw_seal(
+        &self,
+        check: &RawCheck,
+        reseal: Option<(&str, &str)>,
+    ) -> Result<(RawSeal, bool), RunDirError> {
         let mut seal = self.raw_seal()?;
         let mut by_path: BTreeMap<String, SealedFile> =
             seal.files.drain(..).map(|f| (f.path.clone(), f)).collect();
@@ -268,9 +285,12 @@ impl RunDir {
             }
         }
         seal.files = by_path.into_values().collect();
-        if !check.unsealed.is_empty() || reseal.is_some() {
-            self.write_raw_seal(&seal)?;
-        }
-        Ok(seal)
+        Ok((seal, !check.unsealed.is_empty() || reseal.is_some()))
+    }
+
+    /// Replace `raw-seal.json` with `seal`, atomically (a temporary file
+    /// renamed over it): a reader sees the old seal or the new one.
+    pub fn commit_raw_seal(&self, seal: &RawSeal) -> Result<(), RunDirError> {
+        self.write_raw_seal(seal)
     }
 }
