@@ -151,9 +151,12 @@ enum Command {
     /// sealed by the run as each arm ended (raw-seal.json). If any differs
     /// from its sealed digest, report refuses (exit 1) and names it, unless
     /// --reseal: then the change is accepted, the seal keeps the old digests
-    /// and the receipt (and `verify`) say the run was resealed. Raw files the
-    /// run never sealed (it was killed) are sealed as found, and the receipt
-    /// is marked incomplete.
+    /// and the receipt, summary.md, report.html and `verify` say the run was
+    /// resealed. A file added where the run had sealed everything, and a
+    /// missing raw-seal.json, are refused the same way. The new seal replaces
+    /// raw-seal.json only once the run is re-derived without error. Raw files
+    /// a killed run never sealed are sealed as found, and the receipt is
+    /// marked incomplete.
     Report {
         /// The run directory (it holds run.json and raw-seal.json).
         run_dir: PathBuf,

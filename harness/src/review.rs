@@ -69,6 +69,23 @@ fn refusal(dir: &Path, check: &RawCheck, reseal: bool) -> Option<String> {
             .iter()
             .map(|c| format!("  MISSING {}", describe(c))),
     );
+    list.extend(check.added.iter().map(|c| {
+        format!(
+            "  ADDED {}: not written by the run (it sealed everything there before)",
+            describe(c)
+        )
+    }));
+    if check.seal_missing {
+        return Some(format!(
+            "{} has no raw-seal.json: the digests the run recorded of its raw data are gone, so \
+             memqual cannot tell whether any raw file was changed since. `memqual report` will \
+             not seal the raw data as it finds it. To accept it anyway, run `memqual report \
+             --reseal {}`: the seal is rebuilt from the files as found and says so, and the \
+             receipt, summary.md, report.html and `memqual verify` all report the run as resealed.",
+            dir.display(),
+            dir.display()
+        ));
+    }
     Some(format!(
         "raw data in {} no longer matches what the run sealed (raw-seal.json):\n{}\n\
          `memqual report` rebuilds only derived files from the raw data the run recorded. To \
@@ -157,12 +174,15 @@ pub fn report(dir: &Path, reseal: bool) -> Result<u8, Failure> {
     console::outln(format_args!(
         "{}: raw data {}; receipt, report.html, summary.md, phases.csv and trace.json rebuilt and sealed",
         dir.display(),
-        if check.changed.is_empty() && check.missing.is_empty() {
+        if check.seal_missing {
+            "RESEALED (raw-seal.json was missing: the seal was rebuilt from the files as found)"
+                .to_string()
+        } else if check.holds() {
             "matches its seal".to_string()
         } else {
             format!(
-                "RESEALED ({} file(s) changed after the run)",
-                check.changed.len() + check.missing.len()
+                "RESEALED ({} file(s) changed, removed or added after the run)",
+                check.changed.len() + check.missing.len() + check.added.len()
             )
         }
     ));
@@ -217,6 +237,14 @@ pub fn verify(dir: &Path, pubkey: Option<&Path>, json: bool) -> Result<u8, Failu
                 dir.display(),
                 v.problems.len()
             ));
+        }
+        if !v.incomplete.is_empty() {
+            console::outln(format_args!(
+                "the run is INCOMPLETE (receipt.json integrity.complete = false):"
+            ));
+            for note in &v.incomplete {
+                console::outln(format_args!("  {note}"));
+            }
         }
         if !fleet {
             console::outln(format_args!("{}", signature_line(&v)));

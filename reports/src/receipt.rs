@@ -461,11 +461,20 @@ impl Integrity {
             ));
         }
         for r in &seal.reseals {
-            notes.push(format!(
-                "raw data was resealed at {} ({} file(s) changed after the run)",
-                r.at_utc,
-                r.changes.len()
-            ));
+            notes.push(if r.seal_was_missing {
+                format!(
+                    "raw-seal.json was missing: `memqual report --reseal` rebuilt it at {} from \
+                     {} raw file(s) as found, none of them checked against what the run recorded",
+                    r.at_utc,
+                    r.changes.len()
+                )
+            } else {
+                format!(
+                    "raw data was resealed at {} ({} file(s) changed after the run)",
+                    r.at_utc,
+                    r.changes.len()
+                )
+            });
         }
         Ok(Integrity {
             complete: notes.is_empty(),

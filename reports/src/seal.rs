@@ -225,6 +225,11 @@ pub struct Verification {
     pub files_checked: u64,
     /// Whether a signature was checked and held (`None`: no signature checked).
     pub signature: Option<crate::sign::SignatureCheck>,
+    /// The receipt's integrity notes when it is marked incomplete (a run
+    /// that stopped, files sealed by `report` rather than the run, a
+    /// reseal); empty for a complete run. The seal may hold all the same.
+    #[serde(default)]
+    pub incomplete: Vec<String>,
 }
 
 impl Verification {
@@ -356,6 +361,9 @@ pub fn verify(run: &RunDir, pubkey: Option<&minisign::PublicKey>) -> Verificatio
     check_raw_seal(run, manifest.as_ref(), &mut problems);
     if let Some((r, _)) = &receipt {
         check_phase_rows(run, r, &mut problems);
+        if !r.integrity.complete {
+            verification.incomplete = r.integrity.notes.clone();
+        }
     }
     if let Some((_, bytes)) = &receipt {
         verification.signature = crate::sign::check(run, bytes, pubkey, |path, detail| {
@@ -464,6 +472,19 @@ fn check_raw_seal(run: &RunDir, manifest: Option<&Manifest>, problems: &mut Prob
     };
     for reseal in &seal.reseals {
         let paths: Vec<&str> = reseal.changes.iter().map(|c| c.path.as_str()).collect();
+        if reseal.seal_was_missing {
+            problems.add(
+                files::RAW_SEAL,
+                "resealed",
+                format!(
+                    "raw-seal.json was missing and was rebuilt by `memqual report --reseal` at {} \
+                     from the {} raw file(s) as found: nothing the run recorded could be checked",
+                    reseal.at_utc,
+                    paths.len()
+                ),
+            );
+            continue;
+        }
         problems.add(
             files::RAW_SEAL,
             "resealed",

@@ -77,3 +77,115 @@ fn a_failed_reseal_leaves_the_seal_as_it_was() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(text(&out).contains("seal verified"), "{}", text(&out));
 }
+
+fn read(dir: &Path, name: &str) -> String {
+    std::fs::read_to_string(dir.join(name)).unwrap()
+}
+
+/// Finding 2: with `raw-seal.json` deleted and a raw file edited, `report`
+/// refuses (the run's digests are gone) and writes nothing; `--reseal`
+/// rebuilds the seal, and `verify`, `summary.md` and `report.html` all say
+/// that it was rebuilt.
+#[test]
+fn a_deleted_seal_is_never_rebuilt_silently() {
+    let r = sealed_run();
+    std::fs::remove_file(r.dir.join("raw-seal.json")).unwrap();
+    let log = r.dir.join("arms/plateau/worker.log");
+    let mut edited = std::fs::read(&log).unwrap();
+    edited.extend_from_slice(b"an edit after the run\n");
+    std::fs::write(&log, &edited).unwrap();
+    let receipt_before = std::fs::read(r.dir.join("receipt.json")).unwrap();
+
+    let out = memqual(&["report", path(&r.dir)]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("has no raw-seal.json"), "{said}");
+    assert!(said.contains("memqual report --reseal"), "{said}");
+    assert!(!said.contains("matches its seal"), "{said}");
+    assert!(!r.dir.join("raw-seal.json").exists(), "report wrote a seal");
+    assert_eq!(
+        std::fs::read(r.dir.join("receipt.json")).unwrap(),
+        receipt_before
+    );
+    let out = verify(&r.dir);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("MISSING raw-seal.json"),
+        "{}",
+        text(&out)
+    );
+
+    let out = memqual(&["report", "--reseal", path(&r.dir)]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("RESEALED (raw-seal.json was missing"),
+        "{said}"
+    );
+    assert!(said.contains("the receipt is marked incomplete"), "{said}");
+
+    let out = verify(&r.dir);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("RESEALED raw-seal.json"), "{said}");
+    assert!(
+        said.contains("raw-seal.json was missing and was rebuilt"),
+        "{said}"
+    );
+    assert!(said.contains("the run is INCOMPLETE"), "{said}");
+    let rc = receipt_json(&r.dir);
+    assert_eq!(rc["integrity"]["complete"], false);
+    assert_eq!(rc["integrity"]["reseals"][0]["seal_was_missing"], true);
+    let note = "raw-seal.json was missing: `memqual report --reseal` rebuilt it";
+    let summary = read(&r.dir, "summary.md");
+    assert!(summary.contains("**INCOMPLETE:**"), "{summary}");
+    assert!(summary.contains(note), "{summary}");
+    let page = read(&r.dir, "report.html");
+    assert!(page.contains("INCOMPLETE: this receipt does not rest"));
+    assert!(page.contains(note));
+}
+
+fn receipt_json(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&read(dir, "receipt.json")).unwrap()
+}
+
+/// Finding 2, last part: a file added to a finished arm is not absorbed
+/// into the seal as if the run had written it.
+#[test]
+fn a_file_added_to_a_finished_run_is_refused_then_reported_as_resealed() {
+    let r = sealed_run();
+    std::fs::write(r.dir.join("arms/plateau/extra.jsonl"), "{}\n").unwrap();
+    std::fs::write(r.dir.join("notes.txt"), "mine\n").unwrap();
+    let seal_before = std::fs::read(r.dir.join("raw-seal.json")).unwrap();
+
+    let out = memqual(&["report", path(&r.dir)]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("ADDED arms/plateau/extra.jsonl"), "{said}");
+    assert!(said.contains("ADDED notes.txt"), "{said}");
+    assert_eq!(
+        std::fs::read(r.dir.join("raw-seal.json")).unwrap(),
+        seal_before
+    );
+
+    let out = memqual(&["report", "--reseal", path(&r.dir)]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("RESEALED (2 file(s) changed, removed or added"),
+        "{said}"
+    );
+    let out = verify(&r.dir);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("arms/plateau/extra.jsonl, notes.txt"),
+        "{said}"
+    );
+    let rc = receipt_json(&r.dir);
+    assert_eq!(rc["integrity"]["complete"], false);
+    let changes = rc["integrity"]["reseals"][0]["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 2);
+    assert!(changes.iter().all(|c| c["before"].is_null()));
+    assert!(read(&r.dir, "summary.md").contains("**INCOMPLETE:**"));
+}
