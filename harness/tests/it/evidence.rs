@@ -189,3 +189,95 @@ fn a_file_added_to_a_finished_run_is_refused_then_reported_as_resealed() {
     assert!(changes.iter().all(|c| c["before"].is_null()));
     assert!(read(&r.dir, "summary.md").contains("**INCOMPLETE:**"));
 }
+
+/// The plateau under a memory gate whose ceiling is a parameter: the
+/// default passes, `--param ceiling=2` fails, and both are runs of one
+/// protocol (the same digest), as `merge` needs.
+const GATED_PLATEAU: &str = "\n[params]\nceiling = \"400\"\n[[arm]]\nid = \"plateau\"\n\
+[arm.calibrate]\nrequests = 1\nrequest_ms = 1\nidle_ms = 1\nplateau = { mib = 16 }\n\
+[[arm.gate]]\nkind = \"memory\"\nphase = \"state_ready\"\nceiling_mib = \"${ceiling}\"\n";
+
+fn fleet_md(dir: &Path) -> String {
+    read(dir, "fleet.md")
+}
+
+/// Finding 3: two runs of one host, one failing, merged in either order:
+/// both are in the host × arm table and the failing one is named under
+/// "What fails"; the same run given twice under two paths is refused.
+#[test]
+fn merge_shows_every_run_of_one_host_and_refuses_a_copy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let protocol = write_protocol(tmp.path(), &format!("{GATED_PLATEAU}{LENIENT_ADMISSION}"));
+    let (pass, fail) = (tmp.path().join("pass"), tmp.path().join("fail"));
+    let args = |out: &Path| -> Vec<String> {
+        [
+            "run",
+            path(&protocol),
+            "--out",
+            path(out),
+            "--host-label",
+            "lab",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let a = args(&pass);
+    let out = memqual(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let mut b = args(&fail);
+    b.extend(["--param".into(), "ceiling=2".into()]);
+    let out = memqual(&b.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+
+    for (order, name) in [([&pass, &fail], "f1"), ([&fail, &pass], "f2")] {
+        let fleet = tmp.path().join(name);
+        let out = memqual(&[
+            "merge",
+            path(order[0]),
+            path(order[1]),
+            "--out",
+            path(&fleet),
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        let md = fleet_md(&fleet);
+        assert!(
+            md.contains("**Verdict: FAIL** over 2 run(s) on 1 host(s)"),
+            "{md}"
+        );
+        let row = md
+            .lines()
+            .find(|l| l.starts_with("| lab |"))
+            .unwrap_or_else(|| panic!("no row for host lab: {md}"));
+        let (p, f) = if name == "f1" { (1, 2) } else { (2, 1) };
+        assert!(row.contains(&format!("run {p}: PASS")), "{row}");
+        assert!(row.contains(&format!("run {f}: FAIL")), "{row}");
+        assert!(!md.contains("No host and no arm fails"), "{md}");
+        assert!(md.contains("- host **lab**: plateau"), "{md}");
+        let json: serde_json::Value = serde_json::from_str(&read(&fleet, "fleet.json")).unwrap();
+        let shown: Vec<bool> = json["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["shown"].as_bool().unwrap())
+            .collect();
+        assert_eq!(shown, [true, true]);
+        let page = read(&fleet, "fleet.html");
+        assert!(page.contains(&format!("run {p}: PASS")));
+        assert!(page.contains(&format!("run {f}: FAIL")));
+    }
+
+    // A copy of a run is the same run: refused, by content, not by path.
+    let copy = tmp.path().join("copy-of-pass");
+    copy_tree(&pass, &copy);
+    let fleet = tmp.path().join("f3");
+    let out = memqual(&["merge", path(&pass), path(&copy), "--out", path(&fleet)]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("is run 1"), "{said}");
+    assert!(said.contains("the same sealed receipt"), "{said}");
+    assert!(
+        !fleet.exists(),
+        "a refused merge created {}",
+        fleet.display()
+    );
+}
