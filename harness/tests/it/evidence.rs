@@ -281,3 +281,54 @@ fn merge_shows_every_run_of_one_host_and_refuses_a_copy() {
         fleet.display()
     );
 }
+
+/// Finding 4: `--param` for a name the protocol does not declare is
+/// refused by `run`, `soak` and `bisect` before anything runs, with one
+/// message (one rule, in the protocol loader; `calibrate` takes no
+/// `--param`).
+#[test]
+fn an_undeclared_param_is_refused_by_every_command_before_anything_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let protocol = write_protocol(tmp.path(), GATED_PLATEAU);
+    let p = path(&protocol);
+    for (i, command) in [
+        vec!["run", p],
+        vec!["soak", p, "--requests", "2", "--no-history"],
+        vec!["bisect", p],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let out_dir = tmp.path().join(format!("out-{i}"));
+        let mut args = command.clone();
+        let bisect = command[0] == "bisect";
+        args.extend(["--param", if bisect { "sise=96,128" } else { "sise=96" }]);
+        args.extend(["--out", path(&out_dir), "--force"]);
+        let out = memqual(&args);
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{command:?}: {said}");
+        assert!(
+            said.contains(&format!(
+                "`sise` is not a parameter of {p}: it declares ceiling. Declare it under [params]"
+            )),
+            "{command:?}: {said}"
+        );
+        assert!(
+            !out_dir.exists(),
+            "{command:?} created {}",
+            out_dir.display()
+        );
+    }
+    // The declared name is taken, and measured.
+    let out_dir = tmp.path().join("declared");
+    let out = memqual(&[
+        "run",
+        p,
+        "--param",
+        "ceiling=2",
+        "--out",
+        path(&out_dir),
+        "--force",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+}
