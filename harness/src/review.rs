@@ -49,8 +49,9 @@ fn refusal(dir: &Path, check: &RawCheck, reseal: bool) -> Option<String> {
             .map(|i| format!("  {} is a {}", i.path, i.what))
             .collect();
         return Some(format!(
-            "{} holds entries that are not regular files or folders; memqual never reads or writes \
-             through them. Remove them (they are not part of the run) and run report again:\n{}",
+            "{} holds entries that are not regular files or folders a run writes; memqual never \
+             reads or writes through them. Remove them (they are not part of the run) and run \
+             report again:\n{}",
             dir.display(),
             list.join("\n")
         ));

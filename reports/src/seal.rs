@@ -458,6 +458,55 @@ pub fn check_files(run: &RunDir, manifest: &Manifest, sealed: &str, problems: &m
     for path in listed.into_keys() {
         problems.add(path, "missing", "listed in the manifest");
     }
+    // A folder is part of the run when it holds a file somewhere below it,
+    // or is one the run's layout makes and may leave empty (an arm that
+    // wrote nothing yet, its snapshots/ before the first snapshot). Any
+    // other folder, however deep, was added after the run.
+    let mut holding: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    for file in &walk.files {
+        let parts = file.rel.components();
+        for k in 1..parts.len() {
+            holding.insert(parts[..k].join("/"));
+        }
+    }
+    let mut added: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    for dir in &walk.dirs {
+        let path = dir.to_string();
+        // One problem per added tree: the folders below it are named by it.
+        let parts = dir.components();
+        if (1..parts.len()).any(|k| added.contains(&parts[..k].join("/"))) {
+            continue;
+        }
+        if !holding.contains(&path) && !layout_folder(parts) {
+            added.insert(path.clone());
+            problems.add(
+                &path,
+                "added",
+                "a folder that holds no file of the run and is not one the run makes",
+            );
+        }
+    }
+}
+
+/// Whether a folder (by its path's names) is one a run, fleet or bisect
+/// directory makes and may leave empty.
+fn layout_folder(parts: &[String]) -> bool {
+    use run_dir::names;
+    const MAY_BE_EMPTY: &[&str] = &[
+        names::SNAPSHOTS_DIR,
+        names::HEAP_DIR,
+        names::SCRATCH,
+        names::OVERHEAD_DIR,
+    ];
+    let p: Vec<&str> = parts.iter().map(String::as_str).collect();
+    match p.as_slice() {
+        [top] => [names::ARMS, names::fleet::RUNS, names::bisect::PROBES].contains(top),
+        [names::ARMS, _] => true,
+        [names::ARMS, _, sub] => MAY_BE_EMPTY.contains(sub),
+        [names::ARMS, _, names::OVERHEAD_DIR, _] => true,
+        [names::ARMS, _, names::OVERHEAD_DIR, _, sub] => MAY_BE_EMPTY.contains(sub),
+        _ => false,
+    }
 }
 
 /// Raw files as the manifest lists them against the source seal; every

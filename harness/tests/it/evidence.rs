@@ -332,3 +332,92 @@ fn an_undeclared_param_is_refused_by_every_command_before_anything_runs() {
     ]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
 }
+
+/// `depth` nested folders named `d` under `base` (made with `mkdirat` from
+/// each new folder: the whole path is far longer than PATH_MAX).
+fn nest(base: &Path, depth: usize) {
+    use nix::fcntl::{OFlag, open, openat};
+    use nix::sys::stat::{Mode, mkdirat};
+    std::fs::create_dir(base).unwrap();
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY;
+    let mut fd = open(base, flags, Mode::empty()).unwrap();
+    for _ in 0..depth {
+        mkdirat(&fd, "d", Mode::from_bits_truncate(0o755)).unwrap();
+        fd = openat(&fd, "d", flags, Mode::empty()).unwrap();
+    }
+}
+
+/// `memqual ARGS` with its wall time.
+fn timed(args: &[&str]) -> (Output, std::time::Duration) {
+    let start = std::time::Instant::now();
+    let out = memqual(args);
+    (out, start.elapsed())
+}
+
+/// Finding 5: 5,000 nested empty folders inside a run took verify, report,
+/// compare and ladder-chart more than a minute each (every folder was
+/// opened again from the run's root), and verify still said "seal
+/// verified". Now the walk stops at 16 levels and names the tree; each
+/// command answers in seconds. A stray empty folder is named too.
+#[test]
+fn a_deep_tree_is_named_at_once_and_a_stray_folder_is_reported() {
+    let r = sealed_run();
+    nest(&r.dir.join("junk"), 5_000);
+    let limit = std::time::Duration::from_secs(10);
+    let deep = format!("junk/{}", ["d"; 16].join("/"));
+
+    let (out, took) = timed(&["verify", path(&r.dir)]);
+    let said = text(&out);
+    assert!(took < limit, "verify took {took:?}");
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(&format!(
+            "IRREGULAR {deep}: a folder nested more than 16 levels deep, which no memqual run writes"
+        )),
+        "{said}"
+    );
+    assert!(
+        said.contains("ADDED junk: a folder that holds no file of the run"),
+        "{said}"
+    );
+    assert!(
+        !said.contains("ADDED junk/d"),
+        "one problem per tree: {said}"
+    );
+    assert!(!said.contains("seal verified"), "{said}");
+
+    let (out, took) = timed(&["report", path(&r.dir)]);
+    assert!(took < limit, "report took {took:?}");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!(
+            "{deep} is a folder nested more than 16 levels deep"
+        )),
+        "{}",
+        text(&out)
+    );
+
+    let (out, took) = timed(&["compare", path(&r.dir), path(&r.dir)]);
+    assert!(took < limit, "compare took {took:?}");
+    assert!(text(&out).contains("seal BROKEN"), "{}", text(&out));
+
+    let chart = r.tmp.path().join("chart.html");
+    let (out, took) = timed(&["ladder-chart", path(&r.dir), "--out", path(&chart)]);
+    assert!(took < limit, "ladder-chart took {took:?}");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(!chart.exists());
+
+    // Without the deep tree, a stray empty folder inside an arm is named.
+    std::fs::remove_dir_all(r.dir.join("junk")).unwrap();
+    std::fs::create_dir_all(r.dir.join("arms/plateau/stray/deeper")).unwrap();
+    let out = verify(&r.dir);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("ADDED arms/plateau/stray: a folder"),
+        "{said}"
+    );
+    std::fs::remove_dir_all(r.dir.join("arms/plateau/stray")).unwrap();
+    let out = verify(&r.dir);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+}
