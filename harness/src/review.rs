@@ -109,6 +109,21 @@ pub fn report(dir: &Path, reseal: bool) -> Result<u8, Failure> {
             dir.display()
         )));
     }
+    // A folder that is not a run (no run.json) is refused before anything
+    // is walked or written: report used to seal whatever it found there
+    // (and walk a whole file system for `report /`) before it refused.
+    let is_run = run
+        .has_file(&Rel::file(run_dir::names::RUN))
+        .with_context(|| format!("cannot read {}", dir.display()))
+        .map_err(usage)?;
+    if !is_run {
+        return Err(usage(anyhow!(
+            "{} is not a memqual run directory: it has no run.json, so there is nothing to \
+             rebuild, and nothing was written. Give the folder `memqual run`, `soak` or \
+             `calibrate` wrote (it holds run.json, raw-seal.json and arms/)",
+            dir.display()
+        )));
+    }
     // The raw data is checked before anything is assembled: assembling a
     // long soak writes its `phase-rows.jsonl`, and a refused report must
     // leave the run as it was. (Hashing runs at over 1 GB/s: 0.4 s of a

@@ -421,3 +421,64 @@ fn a_deep_tree_is_named_at_once_and_a_stray_folder_is_reported() {
     let out = verify(&r.dir);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }
+
+/// Every entry under `dir` (names only, sorted), to show nothing was written.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            out.push(e.path().strip_prefix(dir).unwrap().display().to_string());
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Finding 6: `report` on a folder that is not a run wrote raw-seal.json
+/// there before it refused, and `report /` walked the whole file system
+/// first. Both are refused at once, and nothing is written.
+#[test]
+fn report_refuses_a_folder_that_is_not_a_run_before_writing_anything() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mine = tmp.path().join("photos");
+    std::fs::create_dir_all(mine.join("2026/arms")).unwrap();
+    std::fs::write(mine.join("2026/cat.jpg"), "not a run").unwrap();
+    std::fs::write(mine.join("notes.txt"), "mine").unwrap();
+    let before = listing(&mine);
+    for (dir, reseal) in [(&mine, false), (&mine, true)] {
+        let mut args = vec!["report"];
+        if reseal {
+            args.push("--reseal");
+        }
+        args.push(path(dir));
+        let out = memqual(&args);
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{said}");
+        assert!(
+            said.contains("is not a memqual run directory: it has no run.json"),
+            "{said}"
+        );
+        assert_eq!(
+            listing(&mine),
+            before,
+            "report wrote into {}",
+            mine.display()
+        );
+    }
+    let (out, took) = timed(&["report", "/"]);
+    assert!(
+        took < std::time::Duration::from_secs(5),
+        "report / took {took:?}"
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("/ is not a memqual run directory"),
+        "{}",
+        text(&out)
+    );
+}
