@@ -151,11 +151,25 @@ pub fn prepare_run(
     let workers =
         crate::worker_dir::WorkerDir::resolve(opts.worker_dir.clone()).map_err(harness)?;
     let executables = run::executables(loaded, &workers).map_err(harness)?;
+    check_outputs(opts)?;
     let dir = run::OutDir::resolve(opts.out.clone(), &loaded.name)
         .create()
         .map_err(crate::exit::creating_run_dir)?;
     install_interrupt_handler()?;
     Ok((executables, dir))
+}
+
+/// The CI files a run writes besides its run directory, checked before
+/// the directory is created (the rule of [`crate::out_path`]): never
+/// through a link.
+pub fn check_outputs(opts: &SessionOptions) -> Result<(), Failure> {
+    if let Some(junit) = &opts.ci.junit {
+        crate::out_path::check_file(junit, "--junit")?;
+    }
+    if let Some(bmf) = &opts.ci.bmf {
+        crate::out_path::check_file(bmf, "--export-bmf")?;
+    }
+    Ok(())
 }
 
 /// The exit code of a run: interrupted beats everything else.

@@ -482,3 +482,98 @@ fn report_refuses_a_folder_that_is_not_a_run_before_writing_anything() {
         text(&out)
     );
 }
+
+/// A file whose bytes and mode must survive: `(path, bytes, mode)`.
+fn precious(dir: &Path) -> (std::path::PathBuf, Vec<u8>, u32) {
+    use std::os::unix::fs::PermissionsExt;
+    let file = dir.join("precious.html");
+    std::fs::write(&file, "precious").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    (file, b"precious".to_vec(), 0o600)
+}
+
+fn unchanged(file: &Path, bytes: &[u8], mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::read(file).unwrap(),
+        bytes,
+        "{} was rewritten",
+        file.display()
+    );
+    let now = std::fs::metadata(file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(now, mode, "{} changed its mode", file.display());
+}
+
+/// Finding 7: `ladder-chart --force` and `--junit` replaced the file a
+/// symbolic link points at (and its mode). Both refuse a link before
+/// anything is read or run; a link to a stream (`/dev/stdout`) is still
+/// written to.
+#[test]
+fn no_command_writes_through_a_symbolic_link() {
+    let r = sealed_run();
+    let tmp = r.tmp.path();
+    let (file, bytes, mode) = precious(tmp);
+    let link = tmp.join("chart.html");
+    std::os::unix::fs::symlink(&file, &link).unwrap();
+
+    let out = memqual(&[
+        "ladder-chart",
+        path(&r.dir),
+        "--out",
+        path(&link),
+        "--force",
+    ]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("--out"), "{said}");
+    assert!(said.contains("is a symbolic link"), "{said}");
+    unchanged(&file, &bytes, mode);
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+
+    for flag in ["--junit", "--export-bmf"] {
+        let out_dir = tmp.join(format!("run{flag}"));
+        let out = memqual(&[
+            "run",
+            path(&r.protocol),
+            "--out",
+            path(&out_dir),
+            "--force",
+            flag,
+            path(&link),
+        ]);
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {said}");
+        assert!(
+            said.contains(&format!("{flag} {} is a symbolic link", link.display())),
+            "{said}"
+        );
+        assert!(!out_dir.exists(), "{flag}: the run went ahead");
+        unchanged(&file, &bytes, mode);
+    }
+
+    // A link to a stream is written to, never replaced.
+    if std::fs::symlink_metadata("/dev/stdout").is_ok_and(|m| m.file_type().is_symlink()) {
+        let out_dir = tmp.join("to-stdout");
+        let out = memqual(&[
+            "run",
+            path(&r.protocol),
+            "--out",
+            path(&out_dir),
+            "--force",
+            "--json",
+            "--export-bmf",
+            "/dev/stdout",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("plateau"),
+            "{}",
+            text(&out)
+        );
+    }
+}
