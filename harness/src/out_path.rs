@@ -1,15 +1,25 @@
-//! The one rule for every file a command writes outside its own run
-//! directory (`ladder-chart --out`; `--junit` and `--export-bmf`): checked
+//! The one rule for every path a command writes outside its own run
+//! directory's insides (`--out` of `run`, `soak`, `calibrate`, `bisect`,
+//! `merge` and `ladder-chart`; `--junit` and `--export-bmf`): checked
 //! before anything runs or is read.
 //!
 //! - Never through a symbolic link: replacing the file a link points at
 //!   (and its mode) is writing somewhere the user never named. A link to a
 //!   device or FIFO (`/dev/stdout`) is a stream, written to and never
 //!   replaced, so it stays allowed.
+//! - Never inside a run directory (a folder holding `run.json`) or a fleet
+//!   directory (`fleet.json`): a new file there breaks that run's seal.
 
 use crate::exit::{Failure, usage};
 use anyhow::anyhow;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// The files that make a folder a run (or fleet) directory.
+const MARKS: &[&str] = &[
+    run_dir::names::RUN,
+    run_dir::names::RECEIPT,
+    run_dir::names::fleet::REPORT,
+];
 
 /// Refuse `path` (given as `flag`, e.g. `--junit`) when it is a symbolic
 /// link to anything but a device, FIFO or socket.
@@ -36,7 +46,58 @@ pub fn refuse_link(path: &Path, flag: &str) -> Result<(), Failure> {
     }
 }
 
-/// The rules for a file a command writes (a page, a CI file).
+/// The run (or fleet) directory `path` would be written inside, if any:
+/// the nearest existing folder above it and every folder above that.
+pub fn enclosing_run(path: &Path) -> Option<PathBuf> {
+    let start = path
+        .parent()
+        .map(|p| {
+            if p.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                p
+            }
+        })
+        .unwrap_or(Path::new("."));
+    let existing = start.ancestors().find(|p| {
+        std::fs::symlink_metadata(if p.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            p
+        })
+        .is_ok()
+    })?;
+    let existing = if existing.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        existing
+    };
+    let real = std::fs::canonicalize(existing).ok()?;
+    real.ancestors()
+        .find(|dir| {
+            MARKS
+                .iter()
+                .any(|m| std::fs::symlink_metadata(dir.join(m)).is_ok_and(|meta| meta.is_file()))
+        })
+        .map(Path::to_path_buf)
+}
+
+/// Refuse `path` (given as `flag`) when it lies inside a run or fleet
+/// directory, whose seal a new file would break.
+pub fn refuse_inside_run(path: &Path, flag: &str) -> Result<(), Failure> {
+    match enclosing_run(path) {
+        Some(run) => Err(usage(anyhow!(
+            "{flag} {} is inside the run directory {}, whose seal it would break: choose a \
+             folder outside every run; nothing was written",
+            path.display(),
+            run.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Both rules, for a file a command writes (a page, a CI file).
 pub fn check_file(path: &Path, flag: &str) -> Result<(), Failure> {
-    refuse_link(path, flag)
+    refuse_link(path, flag)?;
+    refuse_inside_run(path, flag)
 }

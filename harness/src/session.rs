@@ -151,18 +151,19 @@ pub fn prepare_run(
     let workers =
         crate::worker_dir::WorkerDir::resolve(opts.worker_dir.clone()).map_err(harness)?;
     let executables = run::executables(loaded, &workers).map_err(harness)?;
-    check_outputs(opts)?;
-    let dir = run::OutDir::resolve(opts.out.clone(), &loaded.name)
-        .create()
-        .map_err(crate::exit::creating_run_dir)?;
+    let out = run::OutDir::resolve(opts.out.clone(), &loaded.name);
+    check_outputs(&out, opts)?;
+    let dir = out.create().map_err(crate::exit::creating_run_dir)?;
     install_interrupt_handler()?;
     Ok((executables, dir))
 }
 
-/// The CI files a run writes besides its run directory, checked before
-/// the directory is created (the rule of [`crate::out_path`]): never
-/// through a link.
-pub fn check_outputs(opts: &SessionOptions) -> Result<(), Failure> {
+/// Every path a run writes besides its run directory's insides, checked
+/// before the directory is created (the one rule of [`crate::out_path`]):
+/// the run directory never inside another run, the CI files never through
+/// a link nor inside a run.
+pub fn check_outputs(out: &run::OutDir, opts: &SessionOptions) -> Result<(), Failure> {
+    crate::out_path::refuse_inside_run(out.path(), "--out")?;
     if let Some(junit) = &opts.ci.junit {
         crate::out_path::check_file(junit, "--junit")?;
     }

@@ -139,6 +139,7 @@ pub fn command(
             )))
         }
     };
+    crate::out_path::refuse_inside_run(out.path(), "--out")?;
     let dir = out.create().map_err(exit::creating_run_dir)?;
     dir.create_dir(&Rel::file(names::PROBES)).map_err(harness)?;
     session::install_interrupt_handler()?;

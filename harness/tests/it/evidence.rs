@@ -577,3 +577,92 @@ fn no_command_writes_through_a_symbolic_link() {
         );
     }
 }
+
+/// Finding 8: an `--out` (or a CI file) inside a sealed run broke that
+/// run's seal for `run`, `calibrate`, `bisect` and `ladder-chart`, while
+/// `merge` refused it. One rule now refuses it for all of them, before
+/// anything runs, and the run's seal still holds.
+#[test]
+fn no_command_writes_inside_a_sealed_run() {
+    let r = sealed_run();
+    let p = path(&r.protocol);
+    let inside = |name: &str| r.dir.join("arms").join(name);
+    let (a, b, c, d, e, f) = (
+        inside("new-run"),
+        inside("new-cal"),
+        inside("new-bisect"),
+        inside("chart.html"),
+        inside("junit.xml"),
+        inside("fleet"),
+    );
+    let elsewhere = r.tmp.path().join("elsewhere");
+    let cases: Vec<(Vec<&str>, &Path)> = vec![
+        (vec!["run", p, "--force", "--out", path(&a)], &a),
+        (
+            vec![
+                "soak",
+                p,
+                "--requests",
+                "2",
+                "--no-history",
+                "--force",
+                "--out",
+                path(&a),
+            ],
+            &a,
+        ),
+        (
+            vec!["calibrate", "--protocol", p, "--force", "--out", path(&b)],
+            &b,
+        ),
+        (vec!["ladder-chart", path(&r.dir), "--out", path(&d)], &d),
+        (
+            vec![
+                "run",
+                p,
+                "--force",
+                "--out",
+                path(&elsewhere),
+                "--junit",
+                path(&e),
+            ],
+            &e,
+        ),
+        (vec!["merge", path(&r.dir), "--out", path(&f)], &f),
+    ];
+    for (args, target) in cases {
+        let out = memqual(&args);
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {said}");
+        assert!(
+            said.contains(&format!(
+                "is inside the run directory {}",
+                std::fs::canonicalize(&r.dir).unwrap().display()
+            )),
+            "{args:?}: {said}"
+        );
+        assert!(!target.exists(), "{args:?} wrote {}", target.display());
+        assert!(!elsewhere.exists(), "{args:?} ran");
+    }
+    // bisect, whose protocol needs a parameter to search.
+    let tmp = tempfile::tempdir().unwrap();
+    let gated = write_protocol(tmp.path(), GATED_PLATEAU);
+    let out = memqual(&[
+        "bisect",
+        path(&gated),
+        "--param",
+        "ceiling=2,400",
+        "--force",
+        "--out",
+        path(&c),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("is inside the run directory"),
+        "{}",
+        text(&out)
+    );
+    assert!(!c.exists());
+    let out = verify(&r.dir);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+}
