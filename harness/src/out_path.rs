@@ -7,18 +7,20 @@
 //!   (and its mode) is writing somewhere the user never named. A link to a
 //!   device or FIFO (`/dev/stdout`) is a stream, written to and never
 //!   replaced, so it stays allowed.
-//! - Never inside a run directory (a folder holding `run.json`) or a fleet
-//!   directory (`fleet.json`): a new file there breaks that run's seal.
+//! - Never inside a run directory (a folder holding `run.json` or
+//!   `receipt.json`), a fleet directory (`fleet.json`) or a bisect
+//!   directory (`bisect.json`): a new file there breaks its seal.
 
 use crate::exit::{Failure, usage};
 use anyhow::anyhow;
 use std::path::{Path, PathBuf};
 
-/// The files that make a folder a run (or fleet) directory.
+/// The files that make a folder a run, fleet or bisect directory.
 const MARKS: &[&str] = &[
     run_dir::names::RUN,
     run_dir::names::RECEIPT,
     run_dir::names::fleet::REPORT,
+    run_dir::names::bisect::SUMMARY,
 ];
 
 /// Refuse `path` (given as `flag`, e.g. `--junit`) when it is a symbolic
