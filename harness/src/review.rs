@@ -350,11 +350,23 @@ pub fn read_receipt(
         .read_json_limited(&Rel::file(files::RECEIPT), limits::RECEIPT)
         .map_err(usage)?
         .ok_or_else(|| {
-            usage(anyhow!(
-                "{} has no receipt.json: run `memqual report {}` first",
-                dir.display(),
-                dir.display()
-            ))
+            // `report` only rebuilds a run: advising it for a folder that is
+            // not one (`compare / /`) would send the user somewhere useless.
+            if run
+                .has_file(&Rel::file(run_dir::names::RUN))
+                .unwrap_or(false)
+            {
+                usage(anyhow!(
+                    "{} has no receipt.json: run `memqual report {}` first",
+                    dir.display(),
+                    dir.display()
+                ))
+            } else {
+                usage(anyhow!(
+                    "{} has no receipt.json and no run.json: it is not a memqual run directory",
+                    dir.display()
+                ))
+            }
         })?;
     Ok((receipt, seal))
 }
