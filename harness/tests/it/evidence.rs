@@ -156,6 +156,9 @@ fn a_file_added_to_a_finished_run_is_refused_then_reported_as_resealed() {
     let r = sealed_run();
     std::fs::write(r.dir.join("arms/plateau/extra.jsonl"), "{}\n").unwrap();
     std::fs::write(r.dir.join("notes.txt"), "mine\n").unwrap();
+    // An arm run.json never named: not an arm a stopped run left unsealed.
+    std::fs::create_dir(r.dir.join("arms/intruder")).unwrap();
+    std::fs::write(r.dir.join("arms/intruder/markers.jsonl"), "{}\n").unwrap();
     let seal_before = std::fs::read(r.dir.join("raw-seal.json")).unwrap();
 
     let out = memqual(&["report", path(&r.dir)]);
@@ -163,6 +166,7 @@ fn a_file_added_to_a_finished_run_is_refused_then_reported_as_resealed() {
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert!(said.contains("ADDED arms/plateau/extra.jsonl"), "{said}");
     assert!(said.contains("ADDED notes.txt"), "{said}");
+    assert!(said.contains("ADDED arms/intruder/markers.jsonl"), "{said}");
     assert_eq!(
         std::fs::read(r.dir.join("raw-seal.json")).unwrap(),
         seal_before
@@ -172,20 +176,20 @@ fn a_file_added_to_a_finished_run_is_refused_then_reported_as_resealed() {
     let said = text(&out);
     assert_eq!(out.status.code(), Some(0), "{said}");
     assert!(
-        said.contains("RESEALED (2 file(s) changed, removed or added"),
+        said.contains("RESEALED (3 file(s) changed, removed or added"),
         "{said}"
     );
     let out = verify(&r.dir);
     let said = text(&out);
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert!(
-        said.contains("arms/plateau/extra.jsonl, notes.txt"),
+        said.contains("arms/intruder/markers.jsonl, arms/plateau/extra.jsonl, notes.txt"),
         "{said}"
     );
     let rc = receipt_json(&r.dir);
     assert_eq!(rc["integrity"]["complete"], false);
     let changes = rc["integrity"]["reseals"][0]["changes"].as_array().unwrap();
-    assert_eq!(changes.len(), 2);
+    assert_eq!(changes.len(), 3);
     assert!(changes.iter().all(|c| c["before"].is_null()));
     assert!(read(&r.dir, "summary.md").contains("**INCOMPLETE:**"));
 }

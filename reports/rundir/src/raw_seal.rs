@@ -102,10 +102,14 @@ pub fn is_raw(rel: &str) -> bool {
 }
 
 /// Whether a raw file the seal does not hold may have been left unsealed by
-/// a run that stopped (`report` then seals it as found): a file inside an
-/// arm whose folder the run never sealed, or a top-level file the run
-/// writes and seals as it goes. Anything else is an addition.
-fn may_be_sealed_late(path: &str, finished: &std::collections::BTreeSet<&str>) -> bool {
+/// a run that stopped (`report` then seals it as found): a file inside the
+/// folder of an arm of `run.json` that the run never sealed, or a top-level
+/// file the run writes and seals as it goes. Anything else is an addition.
+fn may_be_sealed_late(
+    path: &str,
+    planned: &std::collections::BTreeSet<String>,
+    finished: &std::collections::BTreeSet<&str>,
+) -> bool {
     const TOP: &[&str] = &[
         names::PROTOCOL,
         names::RUN,
@@ -116,7 +120,7 @@ fn may_be_sealed_late(path: &str, finished: &std::collections::BTreeSet<&str>) -
     let mut parts = path.split('/');
     match (parts.next(), parts.next(), parts.next()) {
         (Some(name), None, None) => TOP.contains(&name),
-        (Some(names::ARMS), Some(id), Some(_)) => !finished.contains(id),
+        (Some(names::ARMS), Some(id), Some(_)) => planned.contains(id) && !finished.contains(id),
         _ => false,
     }
 }
@@ -231,6 +235,21 @@ impl RunDir {
                 }
             })
             .collect();
+        // The arms the run set out to run (run.json, written and sealed
+        // first): only their folders may hold files a stopped run left
+        // unsealed. A folder for any other id was added after the run.
+        let planned: std::collections::BTreeSet<String> = self
+            .read_json_limited::<serde_json::Value>(&Rel::file(names::RUN), limits::JSON_RECORD)
+            .ok()
+            .flatten()
+            .and_then(|v| {
+                v.get("arms").and_then(|a| a.as_array()).map(|a| {
+                    a.iter()
+                        .filter_map(|id| id.as_str().map(str::to_string))
+                        .collect()
+                })
+            })
+            .unwrap_or_default();
         let mut check = RawCheck {
             irregular: walk.irregular,
             seal_missing,
@@ -254,7 +273,7 @@ impl RunDir {
                     after: Some(now),
                 }),
                 None => {
-                    let late = !seal_missing && may_be_sealed_late(&path, &finished);
+                    let late = !seal_missing && may_be_sealed_late(&path, &planned, &finished);
                     let change = Change {
                         path,
                         before: None,
