@@ -54,10 +54,16 @@ pub fn undeclared<'a>(
     if declared.contains(&name) {
         return None;
     }
+    // A control character in the name is shown escaped, never printed raw.
+    let name = name.escape_debug().to_string();
     let known = if declared.is_empty() {
         "it declares none".to_string()
     } else {
-        format!("it declares {}", declared.join(", "))
+        let shown: Vec<String> = declared
+            .iter()
+            .map(|d| d.escape_debug().to_string())
+            .collect();
+        format!("it declares {}", shown.join(", "))
     };
     Some(format!(
         "--param {name}: `{name}` is not a parameter of {file}: {known}. Declare it under \

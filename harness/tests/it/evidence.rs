@@ -670,3 +670,26 @@ fn no_command_writes_inside_a_sealed_run() {
     let out = verify(&r.dir);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }
+
+/// Hostile pass: a control character in an undeclared `--param` name is
+/// shown escaped in the refusal, never printed raw to the terminal.
+#[test]
+fn an_undeclared_param_with_a_control_character_is_shown_escaped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let protocol = write_protocol(tmp.path(), GATED_PLATEAU);
+    let out_dir = tmp.path().join("out");
+    let out = memqual(&[
+        "run",
+        path(&protocol),
+        "--param",
+        "si\u{1}ze=1",
+        "--out",
+        path(&out_dir),
+        "--force",
+    ]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("`si\\u{1}ze` is not a parameter"), "{said}");
+    assert!(!said.contains('\u{1}'), "{said:?}");
+    assert!(!out_dir.exists());
+}
