@@ -40,6 +40,39 @@ fn describe(c: &Change) -> String {
     )
 }
 
+/// `raw-seal.json` as it is now against the digest `manifest.json` holds
+/// for it, when both exist and differ.
+fn edited_raw_seal(run: &RunDir) -> anyhow::Result<Option<Change>> {
+    let seal = Rel::file(run_dir::names::RAW_SEAL);
+    let Some(manifest) = run.read_json_limited::<reports::seal::Manifest>(
+        &Rel::file(files::MANIFEST),
+        limits::SEAL_RECORD,
+    )?
+    else {
+        return Ok(None);
+    };
+    let Some(listed) = manifest
+        .files
+        .iter()
+        .find(|f| f.path == run_dir::names::RAW_SEAL)
+    else {
+        return Ok(None);
+    };
+    if !run.has_file(&seal)? {
+        return Ok(None); // a missing seal is refused by itself
+    }
+    let (bytes, sha256) = run.digest(&seal)?;
+    if bytes == listed.bytes && sha256 == listed.sha256 {
+        return Ok(None);
+    }
+    let digest = |bytes, sha256| Some(run_dir::raw_seal::FileDigest { bytes, sha256 });
+    Ok(Some(Change {
+        path: run_dir::names::RAW_SEAL.to_string(),
+        before: digest(listed.bytes, listed.sha256.clone()),
+        after: digest(bytes, sha256),
+    }))
+}
+
 /// Why `report` will not rebuild, or `None`.
 fn refusal(dir: &Path, check: &RawCheck, reseal: bool) -> Option<String> {
     if !check.irregular.is_empty() {
@@ -135,18 +168,54 @@ pub fn report(dir: &Path, reseal: bool) -> Result<u8, Failure> {
     if let Some(why) = refusal(dir, &check, reseal) {
         return Err(failed(anyhow!(why)));
     }
+    // raw-seal.json itself, against the digest the last seal's manifest
+    // holds: every command that changes it writes a new manifest at once,
+    // so a difference is an edit (an accident, or digests rewritten to
+    // match edited data), refused like one.
+    let seal_edit = edited_raw_seal(&run)
+        .with_context(|| format!("cannot check the raw seal of {}", dir.display()))
+        .map_err(usage)?;
+    if let (Some(c), false) = (&seal_edit, reseal) {
+        return Err(failed(anyhow!(
+            "{} changed after the run was last sealed: {}. memqual cannot tell which raw \
+             digests were rewritten, so it does not rebuild over them. `memqual verify {}` names \
+             the difference; to accept it anyway, run `memqual report --reseal {}`, which the \
+             receipt, summary.md, report.html and verify then report.",
+            run.display(&Rel::file(run_dir::names::RAW_SEAL)).display(),
+            describe(c),
+            dir.display(),
+            dir.display()
+        )));
+    }
     // The new raw seal is planned, not written: it replaces raw-seal.json
     // only once the run has been re-derived from the data it accepts and
     // every derived file is written. A reseal over data that makes no
     // receipt (a CSV that does not parse) leaves the old seal, and so the
     // evidence of what the run recorded, as it was.
     let now = chrono::Utc::now().to_rfc3339();
-    let (planned, rewrite) = run
+    let before = run.raw_seal().map_err(usage)?.reseals.len();
+    let (mut planned, rewrite) = run
         .plan_raw_seal(
             &check,
             reseal.then_some((now.as_str(), env!("CARGO_PKG_VERSION"))),
         )
         .map_err(harness)?;
+    let seal_edited = seal_edit.is_some();
+    if let Some(c) = seal_edit {
+        // Accepted by --reseal (refused above otherwise): recorded with it.
+        if planned.reseals.len() > before {
+            if let Some(last) = planned.reseals.last_mut() {
+                last.changes.push(c);
+            }
+        } else {
+            planned.reseals.push(run_dir::raw_seal::Reseal {
+                at_utc: now.clone(),
+                memqual_version: env!("CARGO_PKG_VERSION").to_string(),
+                changes: vec![c],
+                seal_was_missing: false,
+            });
+        }
+    }
     // Raw data that does not make a receipt (a record that does not parse,
     // resealed on purpose) is the input's fault: exit 2, not 3. A write
     // that failed (a long soak's phase-rows.jsonl on a full disk) is not.
@@ -193,6 +262,8 @@ pub fn report(dir: &Path, reseal: bool) -> Result<u8, Failure> {
         if check.seal_missing {
             "RESEALED (raw-seal.json was missing: the seal was rebuilt from the files as found)"
                 .to_string()
+        } else if seal_edited {
+            "RESEALED (raw-seal.json itself had changed after the run was last sealed)".to_string()
         } else if check.holds() {
             "matches its seal".to_string()
         } else {

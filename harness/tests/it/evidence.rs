@@ -694,3 +694,60 @@ fn an_undeclared_param_with_a_control_character_is_shown_escaped() {
     assert!(!said.contains('\u{1}'), "{said:?}");
     assert!(!out_dir.exists());
 }
+
+/// Hostile pass: raw-seal.json edited by hand (here, a raw file's digest
+/// rewritten to match an edit of that file) was absorbed by `report`: the
+/// seal matched the data, and the new manifest listed the edited seal.
+/// It is refused against the last manifest's digest of it, and a reseal
+/// that accepts it names it.
+#[test]
+fn an_edited_raw_seal_is_refused_then_named_by_the_reseal() {
+    let r = sealed_run();
+    let log = r.dir.join("arms/plateau/worker.log");
+    let mut edited = std::fs::read(&log).unwrap();
+    edited.extend_from_slice(b"forged line\n");
+    std::fs::write(&log, &edited).unwrap();
+    let seal_path = r.dir.join("raw-seal.json");
+    let mut seal: serde_json::Value = serde_json::from_str(&read(&r.dir, "raw-seal.json")).unwrap();
+    let digest = {
+        use sha2::Digest;
+        sha2::Sha256::digest(&edited)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    for f in seal["files"].as_array_mut().unwrap() {
+        if f["path"] == "arms/plateau/worker.log" {
+            f["sha256"] = digest.clone().into();
+            f["bytes"] = (edited.len() as u64).into();
+        }
+    }
+    std::fs::write(&seal_path, seal.to_string()).unwrap();
+    let receipt_before = std::fs::read(r.dir.join("receipt.json")).unwrap();
+
+    let out = memqual(&["report", path(&r.dir)]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("raw-seal.json changed after the run was last sealed"),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read(r.dir.join("receipt.json")).unwrap(),
+        receipt_before
+    );
+
+    let out = memqual(&["report", "--reseal", path(&r.dir)]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("RESEALED (raw-seal.json itself had changed"),
+        "{said}"
+    );
+    let out = verify(&r.dir);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("RESEALED raw-seal.json"), "{said}");
+    assert!(said.contains(": raw-seal.json"), "{said}");
+    assert!(read(&r.dir, "summary.md").contains("**INCOMPLETE:**"));
+}
