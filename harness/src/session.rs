@@ -67,6 +67,17 @@ pub fn load_protocol(
     embedded: (&str, &str),
     params: &[(String, String)],
 ) -> Result<protocol::LoadedProtocol, Failure> {
+    // A name given twice would silently keep the last value.
+    for (i, (name, value)) in params.iter().enumerate() {
+        if let Some((_, first)) = params[..i].iter().find(|(n, _)| n == name) {
+            return Err(usage(anyhow::anyhow!(
+                "--param {} is given twice ({:?}, then {:?}): give each parameter once",
+                name.escape_debug(),
+                first,
+                value
+            )));
+        }
+    }
     // A protocol without whisper arms (calibration) never opens the speech
     // fixtures: it is parsed against an empty catalog first, and only a
     // protocol that has whisper arms is parsed again against the real one.

@@ -751,3 +751,29 @@ fn an_edited_raw_seal_is_refused_then_named_by_the_reseal() {
     assert!(said.contains(": raw-seal.json"), "{said}");
     assert!(read(&r.dir, "summary.md").contains("**INCOMPLETE:**"));
 }
+
+/// Hostile pass: the same `--param` twice kept the last value silently.
+#[test]
+fn a_param_given_twice_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let protocol = write_protocol(tmp.path(), GATED_PLATEAU);
+    let out_dir = tmp.path().join("out");
+    let out = memqual(&[
+        "run",
+        path(&protocol),
+        "--param",
+        "ceiling=2",
+        "--param",
+        "ceiling=400",
+        "--out",
+        path(&out_dir),
+        "--force",
+    ]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("--param ceiling is given twice (\"2\", then \"400\")"),
+        "{said}"
+    );
+    assert!(!out_dir.exists());
+}
