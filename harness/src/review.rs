@@ -41,14 +41,17 @@ fn describe(c: &Change) -> String {
 }
 
 /// `raw-seal.json` as it is now against the digest `manifest.json` holds
-/// for it, when both exist and differ.
+/// for it, when both exist and differ. (A manifest deleted or garbled
+/// along with the seal hides the edit from this check; `verify` of the
+/// sealed run before the report names both.)
 fn edited_raw_seal(run: &RunDir) -> anyhow::Result<Option<Change>> {
     let seal = Rel::file(run_dir::names::RAW_SEAL);
-    let Some(manifest) = run.read_json_limited::<reports::seal::Manifest>(
+    // A manifest that is gone or does not parse is derived, and rebuilt
+    // like any other: it then holds nothing to compare with.
+    let Ok(Some(manifest)) = run.read_json_limited::<reports::seal::Manifest>(
         &Rel::file(files::MANIFEST),
         limits::SEAL_RECORD,
-    )?
-    else {
+    ) else {
         return Ok(None);
     };
     let Some(listed) = manifest

@@ -777,3 +777,20 @@ fn a_param_given_twice_is_refused() {
     );
     assert!(!out_dir.exists());
 }
+
+/// A garbled manifest.json is a derived file: `report` rebuilds it, as it
+/// did before it began comparing raw-seal.json with the manifest's digest.
+#[test]
+fn a_garbled_manifest_is_rebuilt_by_report() {
+    let r = sealed_run();
+    std::fs::write(r.dir.join("manifest.json"), "garbage").unwrap();
+    let out = memqual(&["report", path(&r.dir)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).contains("raw data matches its seal"),
+        "{}",
+        text(&out)
+    );
+    let out = verify(&r.dir);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+}
