@@ -30,18 +30,24 @@ pub struct CiOutputs {
 }
 
 /// Write `bytes` to `path`: a regular file (or none yet) is replaced
-/// atomically (through a link, the file it points at); a device, FIFO or
-/// terminal (`/dev/null`, `/dev/stdout`) is written to, never replaced, and
-/// a FIFO nobody reads is an error at once instead of a hang.
+/// atomically; a device, FIFO or terminal (`/dev/null`, `/dev/stdout`,
+/// also through a link) is written to, never replaced, and a FIFO nobody
+/// reads is an error at once instead of a hang. A link to a regular file,
+/// a folder or nothing is refused: memqual never writes through a link
+/// (the commands refuse one before they run: [`crate::out_path`]).
 pub fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    match std::fs::metadata(path) {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => match std::fs::metadata(path) {
+            Ok(t) if !t.is_file() && !t.is_dir() => write_special(path, bytes),
+            _ => Err(anyhow!(
+                "{} is a symbolic link: memqual never writes through a link, which would \
+                 replace the file it points at; give the real path",
+                path.display()
+            )),
+        },
         Ok(m) if m.is_dir() => Err(anyhow!("{} is a folder: give a file path", path.display())),
         Ok(m) if !m.is_file() => write_special(path, bytes),
-        Ok(_) => {
-            let target = std::fs::canonicalize(path)
-                .with_context(|| format!("cannot resolve {}", path.display()))?;
-            write_atomic(&target, bytes)
-        }
+        Ok(_) => write_atomic(path, bytes),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => write_atomic(path, bytes),
         Err(e) => Err(anyhow!("cannot write {}: {e}", path.display())),
     }

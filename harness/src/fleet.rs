@@ -198,25 +198,10 @@ pub fn merge(
             )));
         }
     }
-    // The fleet directory may not go inside a run: that run's seal would break.
-    let out_abs = out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .map_or_else(|| Path::new(".").to_path_buf(), Path::to_path_buf);
-    if let Ok(parent) = std::fs::canonicalize(&out_abs) {
-        for dir in dirs {
-            if let Ok(run) = std::fs::canonicalize(dir)
-                && parent.starts_with(&run)
-            {
-                return Err(usage(anyhow!(
-                    "--out {} is inside the run {}, whose seal it would break: \
-                     choose a folder outside every run",
-                    out.display(),
-                    dir.display()
-                )));
-            }
-        }
-    }
+    // The fleet directory may not go inside a run (or another fleet): that
+    // directory's seal would break. The one rule of `out_path`, which
+    // `run`, `soak`, `calibrate`, `bisect` and `ladder-chart` share.
+    crate::out_path::refuse_inside_run(out, "--out")?;
     for dir in dirs {
         match checked(dir, key.as_ref())? {
             Ok((run, input)) => {

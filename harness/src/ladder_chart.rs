@@ -20,6 +20,9 @@ const PROBLEMS_SHOWN: usize = 10;
 /// Refuse an `--out` that is a folder, or that exists without `--force`,
 /// or whose folder does not exist: before any run is read.
 fn check_out(out: &Path, force: bool) -> Result<(), Failure> {
+    // Never through a link, never inside a run: `--force` replaces a file,
+    // not what a link points at.
+    crate::out_path::check_file(out, "--out")?;
     match std::fs::symlink_metadata(out) {
         Ok(_) if out.is_dir() => Err(usage(anyhow!(
             "--out {} is a folder: give the HTML file to write (e.g. {}/ladder.html)",

@@ -34,6 +34,7 @@ pub mod host;
 pub mod import;
 pub mod ladder_chart;
 pub mod manual;
+pub mod out_path;
 mod overhead;
 pub mod probe_verdict;
 pub mod progress;

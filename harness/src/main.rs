@@ -151,9 +151,12 @@ enum Command {
     /// sealed by the run as each arm ended (raw-seal.json). If any differs
     /// from its sealed digest, report refuses (exit 1) and names it, unless
     /// --reseal: then the change is accepted, the seal keeps the old digests
-    /// and the receipt (and `verify`) say the run was resealed. Raw files the
-    /// run never sealed (it was killed) are sealed as found, and the receipt
-    /// is marked incomplete.
+    /// and the receipt, summary.md, report.html and `verify` say the run was
+    /// resealed. A file added where the run had sealed everything, and a
+    /// missing raw-seal.json, are refused the same way. The new seal replaces
+    /// raw-seal.json only once the run is re-derived without error. Raw files
+    /// a killed run never sealed are sealed as found, and the receipt is
+    /// marked incomplete.
     Report {
         /// The run directory (it holds run.json and raw-seal.json).
         run_dir: PathBuf,
@@ -237,7 +240,8 @@ enum Command {
         /// The run directories to draw, one panel each, in this order.
         #[arg(required = true, num_args = 1.., value_name = "RUN_DIR")]
         run_dirs: Vec<PathBuf>,
-        /// The HTML file to write (must not exist unless --force; not a folder).
+        /// The HTML file to write (must not exist unless --force; not a
+        /// folder, not a symbolic link, not inside a run directory).
         #[arg(long, value_name = "FILE.html")]
         out: PathBuf,
         /// Replace --out when it exists.
@@ -379,7 +383,8 @@ enum Command {
 
 #[derive(clap::Args, Debug)]
 struct CommonArgs {
-    /// The run directory to create (must not exist or be empty; not a symbolic link).
+    /// The run directory to create (must not exist or be empty; not a
+    /// symbolic link; not inside another run directory).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Print a machine-readable summary on stdout instead of the table.
@@ -394,7 +399,9 @@ struct CommonArgs {
     force: bool,
     /// Also write a JUnit XML report here: one test case per gate check
     /// (NOT_EVALUATED as skipped), each arm's QoI and cold/warm throughput as
-    /// suite properties, for CI test views.
+    /// suite properties, for CI test views. Never a symbolic link to a file
+    /// (a link to a device such as /dev/stdout is written to), never inside
+    /// a run directory.
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
     /// Also write the metrics here in Bencher Metric Format (JSON): per arm

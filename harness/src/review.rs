@@ -40,6 +40,42 @@ fn describe(c: &Change) -> String {
     )
 }
 
+/// `raw-seal.json` as it is now against the digest `manifest.json` holds
+/// for it, when both exist and differ. (A manifest deleted or garbled
+/// along with the seal hides the edit from this check; `verify` of the
+/// sealed run before the report names both.)
+fn edited_raw_seal(run: &RunDir) -> anyhow::Result<Option<Change>> {
+    let seal = Rel::file(run_dir::names::RAW_SEAL);
+    // A manifest that is gone or does not parse is derived, and rebuilt
+    // like any other: it then holds nothing to compare with.
+    let Ok(Some(manifest)) = run.read_json_limited::<reports::seal::Manifest>(
+        &Rel::file(files::MANIFEST),
+        limits::SEAL_RECORD,
+    ) else {
+        return Ok(None);
+    };
+    let Some(listed) = manifest
+        .files
+        .iter()
+        .find(|f| f.path == run_dir::names::RAW_SEAL)
+    else {
+        return Ok(None);
+    };
+    if !run.has_file(&seal)? {
+        return Ok(None); // a missing seal is refused by itself
+    }
+    let (bytes, sha256) = run.digest(&seal)?;
+    if bytes == listed.bytes && sha256 == listed.sha256 {
+        return Ok(None);
+    }
+    let digest = |bytes, sha256| Some(run_dir::raw_seal::FileDigest { bytes, sha256 });
+    Ok(Some(Change {
+        path: run_dir::names::RAW_SEAL.to_string(),
+        before: digest(listed.bytes, listed.sha256.clone()),
+        after: digest(bytes, sha256),
+    }))
+}
+
 /// Why `report` will not rebuild, or `None`.
 fn refusal(dir: &Path, check: &RawCheck, reseal: bool) -> Option<String> {
     if !check.irregular.is_empty() {
@@ -49,8 +85,9 @@ fn refusal(dir: &Path, check: &RawCheck, reseal: bool) -> Option<String> {
             .map(|i| format!("  {} is a {}", i.path, i.what))
             .collect();
         return Some(format!(
-            "{} holds entries that are not regular files or folders; memqual never reads or writes \
-             through them. Remove them (they are not part of the run) and run report again:\n{}",
+            "{} holds entries that are not regular files or folders a run writes; memqual never \
+             reads or writes through them. Remove them (they are not part of the run) and run \
+             report again:\n{}",
             dir.display(),
             list.join("\n")
         ));
@@ -69,6 +106,23 @@ fn refusal(dir: &Path, check: &RawCheck, reseal: bool) -> Option<String> {
             .iter()
             .map(|c| format!("  MISSING {}", describe(c))),
     );
+    list.extend(check.added.iter().map(|c| {
+        format!(
+            "  ADDED {}: not written by the run (it sealed everything there before)",
+            describe(c)
+        )
+    }));
+    if check.seal_missing {
+        return Some(format!(
+            "{} has no raw-seal.json: the digests the run recorded of its raw data are gone, so \
+             memqual cannot tell whether any raw file was changed since. `memqual report` will \
+             not seal the raw data as it finds it. To accept it anyway, run `memqual report \
+             --reseal {}`: the seal is rebuilt from the files as found and says so, and the \
+             receipt, summary.md, report.html and `memqual verify` all report the run as resealed.",
+            dir.display(),
+            dir.display()
+        ));
+    }
     Some(format!(
         "raw data in {} no longer matches what the run sealed (raw-seal.json):\n{}\n\
          `memqual report` rebuilds only derived files from the raw data the run recorded. To \
@@ -91,6 +145,21 @@ pub fn report(dir: &Path, reseal: bool) -> Result<u8, Failure> {
             dir.display()
         )));
     }
+    // A folder that is not a run (no run.json) is refused before anything
+    // is walked or written: report used to seal whatever it found there
+    // (and walk a whole file system for `report /`) before it refused.
+    let is_run = run
+        .has_file(&Rel::file(run_dir::names::RUN))
+        .with_context(|| format!("cannot read {}", dir.display()))
+        .map_err(usage)?;
+    if !is_run {
+        return Err(usage(anyhow!(
+            "{} is not a memqual run directory: it has no run.json, so there is nothing to \
+             rebuild, and nothing was written. Give the folder `memqual run`, `soak` or \
+             `calibrate` wrote (it holds run.json, raw-seal.json and arms/)",
+            dir.display()
+        )));
+    }
     // The raw data is checked before anything is assembled: assembling a
     // long soak writes its `phase-rows.jsonl`, and a refused report must
     // leave the run as it was. (Hashing runs at over 1 GB/s: 0.4 s of a
@@ -102,12 +171,54 @@ pub fn report(dir: &Path, reseal: bool) -> Result<u8, Failure> {
     if let Some(why) = refusal(dir, &check, reseal) {
         return Err(failed(anyhow!(why)));
     }
+    // raw-seal.json itself, against the digest the last seal's manifest
+    // holds: every command that changes it writes a new manifest at once,
+    // so a difference is an edit (an accident, or digests rewritten to
+    // match edited data), refused like one.
+    let seal_edit = edited_raw_seal(&run)
+        .with_context(|| format!("cannot check the raw seal of {}", dir.display()))
+        .map_err(usage)?;
+    if let (Some(c), false) = (&seal_edit, reseal) {
+        return Err(failed(anyhow!(
+            "{} changed after the run was last sealed: {}. memqual cannot tell which raw \
+             digests were rewritten, so it does not rebuild over them. `memqual verify {}` names \
+             the difference; to accept it anyway, run `memqual report --reseal {}`, which the \
+             receipt, summary.md, report.html and verify then report.",
+            run.display(&Rel::file(run_dir::names::RAW_SEAL)).display(),
+            describe(c),
+            dir.display(),
+            dir.display()
+        )));
+    }
+    // The new raw seal is planned, not written: it replaces raw-seal.json
+    // only once the run has been re-derived from the data it accepts and
+    // every derived file is written. A reseal over data that makes no
+    // receipt (a CSV that does not parse) leaves the old seal, and so the
+    // evidence of what the run recorded, as it was.
     let now = chrono::Utc::now().to_rfc3339();
-    run.update_raw_seal(
-        &check,
-        reseal.then_some((now.as_str(), env!("CARGO_PKG_VERSION"))),
-    )
-    .map_err(harness)?;
+    let before = run.raw_seal().map_err(usage)?.reseals.len();
+    let (mut planned, rewrite) = run
+        .plan_raw_seal(
+            &check,
+            reseal.then_some((now.as_str(), env!("CARGO_PKG_VERSION"))),
+        )
+        .map_err(harness)?;
+    let seal_edited = seal_edit.is_some();
+    if let Some(c) = seal_edit {
+        // Accepted by --reseal (refused above otherwise): recorded with it.
+        if planned.reseals.len() > before {
+            if let Some(last) = planned.reseals.last_mut() {
+                last.changes.push(c);
+            }
+        } else {
+            planned.reseals.push(run_dir::raw_seal::Reseal {
+                at_utc: now.clone(),
+                memqual_version: env!("CARGO_PKG_VERSION").to_string(),
+                changes: vec![c],
+                seal_was_missing: false,
+            });
+        }
+    }
     // Raw data that does not make a receipt (a record that does not parse,
     // resealed on purpose) is the input's fault: exit 2, not 3. A write
     // that failed (a long soak's phase-rows.jsonl on a full disk) is not.
@@ -121,9 +232,17 @@ pub fn report(dir: &Path, reseal: bool) -> Result<u8, Failure> {
                 }))
             )
         });
+        let e = if rewrite {
+            e.context(format!(
+                "{} was left as it was: nothing was resealed",
+                run.display(&Rel::file(run_dir::names::RAW_SEAL)).display()
+            ))
+        } else {
+            e
+        };
         if wrote { harness(e) } else { usage(e) }
     })?;
-    reports::reassess_integrity(&run, &mut receipt)
+    reports::reassess_integrity_over(&run, planned.clone(), &mut receipt)
         .with_context(|| format!("cannot assemble the receipt of {}", dir.display()))
         .map_err(usage)?;
     let receipt = run::publish(&run, (receipt, series), |run, receipt| {
@@ -132,18 +251,28 @@ pub fn report(dir: &Path, reseal: bool) -> Result<u8, Failure> {
             let table = calibrate::evaluate(&dir.display().to_string(), receipt);
             run.write_json(&Rel::file(files::CALIBRATION), &table)?;
         }
+        // Last before the manifest, which lists it: every derived file is
+        // written from the data this seal accepts.
+        if rewrite {
+            run.commit_raw_seal(&planned)?;
+        }
         Ok(())
     })
     .map_err(harness)?;
     console::outln(format_args!(
         "{}: raw data {}; receipt, report.html, summary.md, phases.csv and trace.json rebuilt and sealed",
         dir.display(),
-        if check.changed.is_empty() && check.missing.is_empty() {
+        if check.seal_missing {
+            "RESEALED (raw-seal.json was missing: the seal was rebuilt from the files as found)"
+                .to_string()
+        } else if seal_edited {
+            "RESEALED (raw-seal.json itself had changed after the run was last sealed)".to_string()
+        } else if check.holds() {
             "matches its seal".to_string()
         } else {
             format!(
-                "RESEALED ({} file(s) changed after the run)",
-                check.changed.len() + check.missing.len()
+                "RESEALED ({} file(s) changed, removed or added after the run)",
+                check.changed.len() + check.missing.len() + check.added.len()
             )
         }
     ));
@@ -198,6 +327,14 @@ pub fn verify(dir: &Path, pubkey: Option<&Path>, json: bool) -> Result<u8, Failu
                 dir.display(),
                 v.problems.len()
             ));
+        }
+        if !v.incomplete.is_empty() {
+            console::outln(format_args!(
+                "the run is INCOMPLETE (receipt.json integrity.complete = false):"
+            ));
+            for note in &v.incomplete {
+                console::outln(format_args!("  {note}"));
+            }
         }
         if !fleet {
             console::outln(format_args!("{}", signature_line(&v)));
@@ -287,11 +424,23 @@ pub fn read_receipt(
         .read_json_limited(&Rel::file(files::RECEIPT), limits::RECEIPT)
         .map_err(usage)?
         .ok_or_else(|| {
-            usage(anyhow!(
-                "{} has no receipt.json: run `memqual report {}` first",
-                dir.display(),
-                dir.display()
-            ))
+            // `report` only rebuilds a run: advising it for a folder that is
+            // not one (`compare / /`) would send the user somewhere useless.
+            if run
+                .has_file(&Rel::file(run_dir::names::RUN))
+                .unwrap_or(false)
+            {
+                usage(anyhow!(
+                    "{} has no receipt.json: run `memqual report {}` first",
+                    dir.display(),
+                    dir.display()
+                ))
+            } else {
+                usage(anyhow!(
+                    "{} has no receipt.json and no run.json: it is not a memqual run directory",
+                    dir.display()
+                ))
+            }
         })?;
     Ok((receipt, seal))
 }

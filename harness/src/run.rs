@@ -35,6 +35,13 @@ impl OutDir {
         }
     }
 
+    /// The path asked for (the default's base, before `-2`, `-3`, …).
+    pub fn path(&self) -> &std::path::Path {
+        match self {
+            OutDir::Exact(dir) | OutDir::Default(dir) => dir,
+        }
+    }
+
     /// Create and claim the directory (atomically: of two runs into one
     /// directory, one is refused).
     pub fn create(&self) -> Result<RunDir, run_dir::RunDirError> {

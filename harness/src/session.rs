@@ -67,6 +67,17 @@ pub fn load_protocol(
     embedded: (&str, &str),
     params: &[(String, String)],
 ) -> Result<protocol::LoadedProtocol, Failure> {
+    // A name given twice would silently keep the last value.
+    for (i, (name, value)) in params.iter().enumerate() {
+        if let Some((_, first)) = params[..i].iter().find(|(n, _)| n == name) {
+            return Err(usage(anyhow::anyhow!(
+                "--param {} is given twice ({:?}, then {:?}): give each parameter once",
+                name.escape_debug(),
+                first,
+                value
+            )));
+        }
+    }
     // A protocol without whisper arms (calibration) never opens the speech
     // fixtures: it is parsed against an empty catalog first, and only a
     // protocol that has whisper arms is parsed again against the real one.
@@ -151,11 +162,26 @@ pub fn prepare_run(
     let workers =
         crate::worker_dir::WorkerDir::resolve(opts.worker_dir.clone()).map_err(harness)?;
     let executables = run::executables(loaded, &workers).map_err(harness)?;
-    let dir = run::OutDir::resolve(opts.out.clone(), &loaded.name)
-        .create()
-        .map_err(crate::exit::creating_run_dir)?;
+    let out = run::OutDir::resolve(opts.out.clone(), &loaded.name);
+    check_outputs(&out, opts)?;
+    let dir = out.create().map_err(crate::exit::creating_run_dir)?;
     install_interrupt_handler()?;
     Ok((executables, dir))
+}
+
+/// Every path a run writes besides its run directory's insides, checked
+/// before the directory is created (the one rule of [`crate::out_path`]):
+/// the run directory never inside another run, the CI files never through
+/// a link nor inside a run.
+pub fn check_outputs(out: &run::OutDir, opts: &SessionOptions) -> Result<(), Failure> {
+    crate::out_path::refuse_inside_run(out.path(), "--out")?;
+    if let Some(junit) = &opts.ci.junit {
+        crate::out_path::check_file(junit, "--junit")?;
+    }
+    if let Some(bmf) = &opts.ci.bmf {
+        crate::out_path::check_file(bmf, "--export-bmf")?;
+    }
+    Ok(())
 }
 
 /// The exit code of a run: interrupted beats everything else.

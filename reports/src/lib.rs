@@ -87,7 +87,7 @@ pub mod speech;
 pub mod stability;
 pub mod verdict;
 
-pub use assemble::{assemble, assemble_with_series, reassess_integrity};
+pub use assemble::{assemble, assemble_with_series, reassess_integrity, reassess_integrity_over};
 pub use error::ReportError;
 pub use quality::{QualityError, Reference, Transcription};
 pub use receipt::Receipt;

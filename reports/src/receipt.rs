@@ -424,7 +424,17 @@ impl Integrity {
         run: &RunInfo,
         arms: &[ArmReceipt],
     ) -> Result<Integrity, ReportError> {
-        let seal = dir.raw_seal()?;
+        Self::assess_over(dir, run, arms, dir.raw_seal()?)
+    }
+
+    /// [`Integrity::assess`] over `seal`, which may not be written yet
+    /// (`report` writes a new raw seal only once the run is re-derived).
+    pub(crate) fn assess_over(
+        dir: &RunDir,
+        run: &RunInfo,
+        arms: &[ArmReceipt],
+        seal: run_dir::raw_seal::RawSeal,
+    ) -> Result<Integrity, ReportError> {
         let mut notes = Vec::new();
         for id in &run.arms {
             if !arms.iter().any(|a| &a.id == id) {
@@ -456,11 +466,20 @@ impl Integrity {
             ));
         }
         for r in &seal.reseals {
-            notes.push(format!(
-                "raw data was resealed at {} ({} file(s) changed after the run)",
-                r.at_utc,
-                r.changes.len()
-            ));
+            notes.push(if r.seal_was_missing {
+                format!(
+                    "raw-seal.json was missing: `memqual report --reseal` rebuilt it at {} from \
+                     {} raw file(s) as found, none of them checked against what the run recorded",
+                    r.at_utc,
+                    r.changes.len()
+                )
+            } else {
+                format!(
+                    "raw data was resealed at {} ({} file(s) changed after the run)",
+                    r.at_utc,
+                    r.changes.len()
+                )
+            });
         }
         Ok(Integrity {
             complete: notes.is_empty(),

@@ -225,6 +225,11 @@ pub struct Verification {
     pub files_checked: u64,
     /// Whether a signature was checked and held (`None`: no signature checked).
     pub signature: Option<crate::sign::SignatureCheck>,
+    /// The receipt's integrity notes when it is marked incomplete (a run
+    /// that stopped, files sealed by `report` rather than the run, a
+    /// reseal); empty for a complete run. The seal may hold all the same.
+    #[serde(default)]
+    pub incomplete: Vec<String>,
 }
 
 impl Verification {
@@ -356,6 +361,9 @@ pub fn verify(run: &RunDir, pubkey: Option<&minisign::PublicKey>) -> Verificatio
     check_raw_seal(run, manifest.as_ref(), &mut problems);
     if let Some((r, _)) = &receipt {
         check_phase_rows(run, r, &mut problems);
+        if !r.integrity.complete {
+            verification.incomplete = r.integrity.notes.clone();
+        }
     }
     if let Some((_, bytes)) = &receipt {
         verification.signature = crate::sign::check(run, bytes, pubkey, |path, detail| {
@@ -450,6 +458,55 @@ pub fn check_files(run: &RunDir, manifest: &Manifest, sealed: &str, problems: &m
     for path in listed.into_keys() {
         problems.add(path, "missing", "listed in the manifest");
     }
+    // A folder is part of the run when it holds a file somewhere below it,
+    // or is one the run's layout makes and may leave empty (an arm that
+    // wrote nothing yet, its snapshots/ before the first snapshot). Any
+    // other folder, however deep, was added after the run.
+    let mut holding: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    for file in &walk.files {
+        let parts = file.rel.components();
+        for k in 1..parts.len() {
+            holding.insert(parts[..k].join("/"));
+        }
+    }
+    let mut added: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    for dir in &walk.dirs {
+        let path = dir.to_string();
+        // One problem per added tree: the folders below it are named by it.
+        let parts = dir.components();
+        if (1..parts.len()).any(|k| added.contains(&parts[..k].join("/"))) {
+            continue;
+        }
+        if !holding.contains(&path) && !layout_folder(parts) {
+            added.insert(path.clone());
+            problems.add(
+                &path,
+                "added",
+                "a folder that holds no file of the run and is not one the run makes",
+            );
+        }
+    }
+}
+
+/// Whether a folder (by its path's names) is one a run, fleet or bisect
+/// directory makes and may leave empty.
+fn layout_folder(parts: &[String]) -> bool {
+    use run_dir::names;
+    const MAY_BE_EMPTY: &[&str] = &[
+        names::SNAPSHOTS_DIR,
+        names::HEAP_DIR,
+        names::SCRATCH,
+        names::OVERHEAD_DIR,
+    ];
+    let p: Vec<&str> = parts.iter().map(String::as_str).collect();
+    match p.as_slice() {
+        [top] => [names::ARMS, names::fleet::RUNS, names::bisect::PROBES].contains(top),
+        [names::ARMS, _] => true,
+        [names::ARMS, _, sub] => MAY_BE_EMPTY.contains(sub),
+        [names::ARMS, _, names::OVERHEAD_DIR, _] => true,
+        [names::ARMS, _, names::OVERHEAD_DIR, _, sub] => MAY_BE_EMPTY.contains(sub),
+        _ => false,
+    }
 }
 
 /// Raw files as the manifest lists them against the source seal; every
@@ -464,6 +521,19 @@ fn check_raw_seal(run: &RunDir, manifest: Option<&Manifest>, problems: &mut Prob
     };
     for reseal in &seal.reseals {
         let paths: Vec<&str> = reseal.changes.iter().map(|c| c.path.as_str()).collect();
+        if reseal.seal_was_missing {
+            problems.add(
+                files::RAW_SEAL,
+                "resealed",
+                format!(
+                    "raw-seal.json was missing and was rebuilt by `memqual report --reseal` at {} \
+                     from the {} raw file(s) as found: nothing the run recorded could be checked",
+                    reseal.at_utc,
+                    paths.len()
+                ),
+            );
+            continue;
+        }
         problems.add(
             files::RAW_SEAL,
             "resealed",

@@ -628,6 +628,13 @@ fn resolve_params(
     ctx: &ParseContext,
     spans: &Spans,
 ) -> Result<BTreeMap<String, String>, ProtocolError> {
+    // An override of a name the file never declares is refused first: it
+    // would be set and never used, and the default measured in its place.
+    for name in ctx.overrides.keys() {
+        if let Some(message) = crate::params::undeclared(name, file, declared.keys()) {
+            return Err(error_at(file, text, spans.value("params"), message));
+        }
+    }
     let mut values = declared.clone();
     values.extend(ctx.overrides.clone());
     let declared_at = |name: &str| {
@@ -1307,7 +1314,7 @@ kind = "parity"
 
     #[test]
     fn a_param_cycle_through_an_override_names_the_flag() {
-        let text = whisper("a = \"${b}\"", "model = \"${a}/x.bin\"");
+        let text = whisper("a = \"${b}\"\nb = \"x\"", "model = \"${a}/x.bin\"");
         let ctx = ParseContext {
             overrides: BTreeMap::from([("b".to_string(), "${a}".to_string())]),
             base_dir: PathBuf::from("."),
@@ -1324,7 +1331,7 @@ kind = "parity"
 
     #[test]
     fn a_whole_value_placeholder_is_the_parameter_typed() {
-        let text = "schema_version = 1\nname = \"t\"\n[params]\nsize = \"24\"\nlimit = \"40.5\"\n\
+        let text = "schema_version = 1\nname = \"t\"\n[params]\nsize = \"24\"\nlimit = \"40.5\"\nceiling = \"200 MiB\"\n\
             [[arm]]\nid = \"a\"\nmemory_ceiling = \"${ceiling}\"\n[arm.calibrate]\nplateau = { mib = \"${size}\" }\n\
             [[arm.gate]]\nkind = \"memory\"\nphase = \"state_ready\"\nceiling_mib = \"${limit}\"\n";
         let fixtures = FixtureCatalog::default();
@@ -1366,7 +1373,7 @@ kind = "parity"
             &ctx(&[("ceiling", "300 MiB"), ("size", "big")]),
         )
         .unwrap_err();
-        assert_eq!((err.line, err.col), (10, 19), "{err}");
+        assert_eq!((err.line, err.col), (11, 19), "{err}");
         assert!(err.message.contains("expected u64"), "{err}");
         let err = parse(
             "p.toml",
@@ -1374,14 +1381,23 @@ kind = "parity"
             &ctx(&[("ceiling", "300 MiB"), ("size", "2097152")]),
         )
         .unwrap_err();
-        assert_eq!((err.line, err.col), (10, 19), "{err}");
+        assert_eq!((err.line, err.col), (11, 19), "{err}");
         assert!(
             err.message
                 .contains("plateau.mib = 2097152 is out of range"),
             "{err}"
         );
-        // Unset: named, with how to set it.
-        let err = parse("p.toml", text, &ctx(&[])).unwrap_err();
+        // Unset: named, with how to set it. (`--param ceiling=…` alone
+        // cannot set it: an override of an undeclared name is refused.)
+        let unset = text.replace("ceiling = \"200 MiB\"\n", "");
+        let err = parse("p.toml", &unset, &ctx(&[("ceiling", "300 MiB")])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "p.toml:3:1: --param ceiling: `ceiling` is not a parameter of p.toml: it declares \
+             limit, size. Declare it under [params] (with a default) and write \"${ceiling}\" \
+             where the value goes"
+        );
+        let err = parse("p.toml", &unset, &ctx(&[])).unwrap_err();
         assert_eq!(
             err.to_string(),
             "p.toml:8:18: `${ceiling}` names a parameter that is not set: declare it under [params] or pass --param ceiling=…"

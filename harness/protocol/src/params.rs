@@ -40,6 +40,37 @@ pub struct ParamError {
     pub message: String,
 }
 
+/// The one rule for `--param NAME=VALUE`, in every command (`run`, `soak`,
+/// `calibrate`, `bisect`): `NAME` must be declared under the protocol's
+/// `[params]`, so a typo (`sise` for `size`) is refused before anything
+/// runs instead of leaving the default to be measured. `None` when it is
+/// declared; else the message refusing it.
+pub fn undeclared<'a>(
+    name: &str,
+    file: &str,
+    declared: impl IntoIterator<Item = &'a String>,
+) -> Option<String> {
+    let declared: Vec<&str> = declared.into_iter().map(String::as_str).collect();
+    if declared.contains(&name) {
+        return None;
+    }
+    // A control character in the name is shown escaped, never printed raw.
+    let name = name.escape_debug().to_string();
+    let known = if declared.is_empty() {
+        "it declares none".to_string()
+    } else {
+        let shown: Vec<String> = declared
+            .iter()
+            .map(|d| d.escape_debug().to_string())
+            .collect();
+        format!("it declares {}", shown.join(", "))
+    };
+    Some(format!(
+        "--param {name}: `{name}` is not a parameter of {file}: {known}. Declare it under \
+         [params] (with a default) and write \"${{{name}}}\" where the value goes"
+    ))
+}
+
 /// Expand every parameter; the result holds no `${`.
 pub fn resolve(declared: &Declared) -> Result<BTreeMap<String, String>, ParamError> {
     let mut done = BTreeMap::new();

@@ -97,20 +97,10 @@ pub fn command(
         .with_context(|| format!("cannot read the protocol {}", protocol_path.display()))
         .map_err(usage)?;
     let declared = protocol::declared_params(&text);
-    if !declared.contains(name) {
-        let known = if declared.is_empty() {
-            "it declares none".to_string()
-        } else {
-            format!(
-                "it declares {}",
-                declared.iter().cloned().collect::<Vec<_>>().join(", ")
-            )
-        };
-        return Err(usage(anyhow!(
-            "`{name}` is not a parameter of {}: {known}. Declare it under [params] (its default \
-             is not used) and write \"${{{name}}}\" where the value goes",
-            protocol_path.display()
-        )));
+    if let Some(message) =
+        protocol::params::undeclared(name, &protocol_path.display().to_string(), &declared)
+    {
+        return Err(usage(anyhow!(message)));
     }
     // Every value is loaded before anything runs: a value the protocol
     // refuses is found now, not after an hour of probes.
@@ -149,6 +139,7 @@ pub fn command(
             )))
         }
     };
+    crate::out_path::refuse_inside_run(out.path(), "--out")?;
     let dir = out.create().map_err(exit::creating_run_dir)?;
     dir.create_dir(&Rel::file(names::PROBES)).map_err(harness)?;
     session::install_interrupt_handler()?;

@@ -22,6 +22,7 @@ mod ci;
 mod cmake_bootstrap;
 mod coreml;
 mod ct2;
+mod evidence;
 mod failures;
 mod fixtures;
 mod gates;

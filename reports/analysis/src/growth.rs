@@ -252,9 +252,20 @@ fn median_of(values: &[f64]) -> f64 {
     median_in_place(&mut v).unwrap_or(0.0)
 }
 
+/// Of a level change seen between two windows, the share one boundary
+/// must carry for it to be a jump. A jump lands between two bins (bins
+/// keep their minimum, so a jump inside a bin shows at the next boundary):
+/// one boundary carries all of it. A ramp spreads its rise evenly over the
+/// `w` boundaries between the windows, so one carries about a w-th of it.
+const JUMP_SHARE: f64 = 0.6;
+
 /// Level jumps of at least `min_jump` between the medians of the `w` bins
-/// before and after a boundary (w = bins/32, at least 2); each jump is
-/// counted once, at the largest single-bin rise near it. Returns the request of the first bin after each jump.
+/// before and after a boundary (w = bins/32, at least 2), each counted once,
+/// at the largest single-bin rise near it, and only where that one rise
+/// carries most of the change ([`JUMP_SHARE`]): memory that climbs by the
+/// same small amount every request for a while (a ramp) crosses `min_jump`
+/// between windows without ever jumping, and is not a step. Returns the
+/// request of the first bin after each jump.
 pub fn find_steps(bins: &[Point], min_jump: f64) -> Vec<u64> {
     let w = (bins.len() / 32).max(2);
     if bins.len() < 2 * w {
@@ -265,18 +276,30 @@ pub fn find_steps(bins: &[Point], min_jump: f64) -> Vec<u64> {
     let mut steps = Vec::new();
     let mut i = w;
     while i + w <= ys.len() {
-        if jump(i) >= min_jump {
+        let seen = jump(i);
+        if seen >= min_jump {
             // The medians first see a jump up to w/2 bins early: place it at
             // the largest bin-to-bin rise among the next w boundaries.
             let end = (i + w + 1).min(ys.len());
             let best = (i..end)
                 .max_by(|&a, &b| (ys[a] - ys[a - 1]).total_cmp(&(ys[b] - ys[b - 1])))
                 .unwrap_or(i);
-            steps.push(bins[best].request);
-            i = best + w;
-        } else {
-            i += 1;
+            // The whole change across the placed boundary (the windows on
+            // either side of it): a jump's is its size; a ramp's is the rise
+            // of about w bins, of which one boundary carries a w-th.
+            let full = if best + w <= ys.len() {
+                jump(best).max(seen)
+            } else {
+                seen
+            };
+            let rise = ys[best] - ys[best - 1];
+            if rise >= JUMP_SHARE * full {
+                steps.push(bins[best].request);
+                i = best + w;
+                continue;
+            }
         }
+        i += 1;
     }
     steps
 }
@@ -574,6 +597,107 @@ mod tests {
             "{}",
             g.reason
         );
+    }
+
+    /// Issue 59, finding 9: generated shapes, each with its own name, and a
+    /// jump reported only where the series jumps. A ramp (the same small
+    /// rise every request for a while, then none) of any slope and length
+    /// that stops in the first half is bounded: a plateau, with no level
+    /// jump, however far it climbed; two jumps are a step found where they
+    /// are; seven are a staircase too long for a cache; a leak that never
+    /// stops is linear growth.
+    #[test]
+    fn generated_shapes_get_their_own_names_and_jumps_only_where_they_are() {
+        for slope_kib in [8.0, 32.0, 64.0, 128.0, 256.0, 1024.0] {
+            for (start, len) in [(50, 100), (100, 300), (200, 600), (20, 900)] {
+                let pts = series(2000, |i| {
+                    let climbed = i.saturating_sub(start).min(len) as f64;
+                    100.0 * MIB + slope_kib * KIB * climbed + noise(i, 64.0 * KIB)
+                });
+                let g = analyse("worker_resident", &pts, &settings());
+                let shape = format!("a ramp of {slope_kib} KiB/request from {start} for {len}");
+                assert!(
+                    g.steps_at_request.is_empty(),
+                    "{shape}: jumps at {:?} where there are none",
+                    g.steps_at_request
+                );
+                assert_eq!(
+                    g.classification,
+                    Classification::Plateau,
+                    "{shape}: {}",
+                    g.reason
+                );
+            }
+        }
+        for (a, b, size_mib) in [(300u64, 1100u64, 4.0), (500, 900, 16.0), (150, 800, 64.0)] {
+            let pts = series(2000, |i| {
+                let level = u8::from(i >= a) + u8::from(i >= b);
+                50.0 * MIB + f64::from(level) * size_mib * MIB + noise(i, 128.0 * KIB)
+            });
+            let g = analyse("worker_resident", &pts, &settings());
+            let shape = format!("jumps of {size_mib} MiB at {a} and {b}");
+            assert_eq!(
+                g.classification,
+                Classification::Step,
+                "{shape}: {}",
+                g.reason
+            );
+            assert_eq!(
+                g.steps_at_request.len(),
+                2,
+                "{shape}: {:?}",
+                g.steps_at_request
+            );
+            assert!(
+                g.steps_at_request[0].abs_diff(a) <= 16,
+                "{shape}: {:?}",
+                g.steps_at_request
+            );
+            assert!(
+                g.steps_at_request[1].abs_diff(b) <= 16,
+                "{shape}: {:?}",
+                g.steps_at_request
+            );
+        }
+        // A ramp between two jumps: the jumps are found, the ramp is not one.
+        let pts = series(2000, |i| {
+            let ramp = i.saturating_sub(700).min(200) as f64 * 32.0 * KIB;
+            50.0 * MIB
+                + if i >= 300 { 8.0 * MIB } else { 0.0 }
+                + ramp
+                + if i >= 1200 { 8.0 * MIB } else { 0.0 }
+        });
+        let g = analyse("worker_resident", &pts, &settings());
+        assert_eq!(g.classification, Classification::Step, "{}", g.reason);
+        assert_eq!(g.steps_at_request.len(), 2, "{:?}", g.steps_at_request);
+        // A staircase of seven jumps of 6 MiB: inconclusive, each jump found.
+        let pts = series(2000, |i| 6.0 * MIB * (i / 100).min(7) as f64);
+        let g = analyse("worker_resident", &pts, &settings());
+        assert_eq!(g.steps_at_request.len(), 7, "{:?}", g.steps_at_request);
+        assert_eq!(
+            g.classification,
+            Classification::Inconclusive,
+            "{}",
+            g.reason
+        );
+        // Slow leaks that never stop, just above the threshold and far above it.
+        for slope in [16.0 * KIB, 64.0 * KIB, 512.0 * KIB] {
+            let pts = series(2000, |i| {
+                80.0 * MIB + slope * i as f64 + noise(i, 64.0 * KIB)
+            });
+            let g = analyse("worker_resident", &pts, &settings());
+            assert_eq!(
+                g.classification,
+                Classification::LinearGrowth,
+                "{slope}: {}",
+                g.reason
+            );
+            assert!(
+                g.steps_at_request.is_empty(),
+                "{slope}: {:?}",
+                g.steps_at_request
+            );
+        }
     }
 
     #[test]

@@ -102,7 +102,9 @@ pub struct Cell {
     pub run: usize,
     /// Run there only as a control an owned arm of the shard needed.
     pub companion: bool,
-    /// The cell the table shows for this host × arm.
+    /// Shown in the host × arm table: every run that owned the arm on the
+    /// host (two runs of one host are both shown, never one hidden behind
+    /// the other), or the first companion where no run owned it.
     pub shown: bool,
     /// How the arm ended on this host.
     pub status: ArmStatus,
@@ -235,6 +237,15 @@ impl FleetReport {
             .iter()
             .find(|c| c.shown && c.host == host && c.arm == arm)
     }
+
+    /// Every cell the table shows for `host` × `arm`, in run order: more
+    /// than one when several runs of one host measured the arm.
+    pub fn cells_at(&self, host: &str, arm: &str) -> Vec<&Cell> {
+        self.cells
+            .iter()
+            .filter(|c| c.shown && c.host == host && c.arm == arm)
+            .collect()
+    }
 }
 
 /// Why runs cannot be merged.
@@ -243,6 +254,21 @@ pub enum MergeError {
     /// No run was given.
     #[error("no run to merge")]
     Empty,
+    /// One run given twice, under two paths (a copy, say).
+    #[error(
+        "{second} is run {first_index} ({first}) again: {why}. Each run is merged once; \
+         leave one of them out"
+    )]
+    Duplicate {
+        /// The run given first.
+        first: String,
+        /// Its position among the runs given, from 1.
+        first_index: usize,
+        /// The run given again.
+        second: String,
+        /// What they share, in words.
+        why: String,
+    },
     /// Runs of different protocols (or the same one, changed): the message
     /// names both runs, protocols and digests.
     #[error("{0}: a fleet report compares one protocol across hosts")]
@@ -361,6 +387,35 @@ pub fn build(inputs: &[FleetInput], created_utc: &str) -> Result<FleetReport, Me
         let seal = r.seal.as_ref().ok_or_else(|| MergeError::Unsealed {
             dir: input.dir.clone(),
         })?;
+        // One run given twice under two paths (a copy, a link): its sealed
+        // receipt, or the run it records (start time, host, protocol,
+        // shard), is the same.
+        for (earlier, e) in inputs[..i].iter().enumerate() {
+            let same_receipt = e
+                .receipt
+                .seal
+                .as_ref()
+                .is_some_and(|s| s.receipt_sha256 == seal.receipt_sha256);
+            let same_run = e.receipt.run.started_utc == r.run.started_utc
+                && host_of(&e.receipt) == host_of(r)
+                && e.receipt.run.shard == r.run.shard;
+            if same_receipt || same_run {
+                return Err(MergeError::Duplicate {
+                    first: e.dir.clone(),
+                    first_index: earlier + 1,
+                    second: input.dir.clone(),
+                    why: if same_receipt {
+                        format!("the same sealed receipt (sha256 {})", seal.receipt_sha256)
+                    } else {
+                        format!(
+                            "the same run: started {} on host {}",
+                            r.run.started_utc,
+                            host_of(r)
+                        )
+                    },
+                });
+            }
+        }
         let host = host_of(r);
         push_new(&mut hosts, &host);
         let order = r
@@ -403,29 +458,38 @@ pub fn build(inputs: &[FleetInput], created_utc: &str) -> Result<FleetReport, Me
             arms: r.arms.iter().map(|a| a.id.clone()).collect(),
         });
     }
-    // The shown cell per host × arm: an owned one first, else the first given.
+    // The shown cells per host × arm: every run that owned the arm there
+    // (two runs of one host are two measurements, and a failing one may not
+    // hide behind a passing one), else the first companion measurement.
     for host in &hosts {
         for arm in &arms {
             let here: Vec<usize> = (0..cells.len())
                 .filter(|&i| &cells[i].host == host && &cells[i].arm == arm)
                 .collect();
-            let pick = here
+            let owned: Vec<usize> = here
                 .iter()
                 .copied()
-                .find(|&i| !cells[i].companion)
-                .or(here.first().copied());
-            if let Some(i) = pick {
+                .filter(|&i| !cells[i].companion)
+                .collect();
+            let show: Vec<usize> = if owned.is_empty() {
+                here.first().copied().into_iter().collect()
+            } else {
+                owned
+            };
+            for &i in &show {
                 cells[i].shown = true;
             }
             if here.len() > 1 {
-                let which: Vec<String> = here
-                    .iter()
-                    .map(|&i| format!("run {}", cells[i].run))
-                    .collect();
+                let runs = |list: &[usize]| -> String {
+                    list.iter()
+                        .map(|&i| format!("run {}", cells[i].run))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
                 notes.push(format!(
-                    "host {host}, arm {arm}: measured by {}; the table shows run {}",
-                    which.join(", "),
-                    pick.map_or(0, |i| cells[i].run)
+                    "host {host}, arm {arm}: measured by {}; the table shows {}",
+                    runs(&here),
+                    runs(&show)
                 ));
             }
         }
@@ -470,11 +534,14 @@ pub fn build(inputs: &[FleetInput], created_utc: &str) -> Result<FleetReport, Me
             }
             values.sort_by(|a, b| a.0.total_cmp(&b.0));
             let sorted: Vec<f64> = values.iter().map(|v| v.0).collect();
+            let mut measured_on: Vec<&str> = values.iter().map(|v| v.1).collect();
+            measured_on.sort_unstable();
+            measured_on.dedup();
             spread.push(Spread {
                 arm: arm.clone(),
                 metric: m.name.to_string(),
                 unit: m.unit.to_string(),
-                hosts: values.len(),
+                hosts: measured_on.len(),
                 min: sorted[0],
                 median: median(&sorted),
                 max: sorted[sorted.len() - 1],
@@ -661,8 +728,16 @@ pub fn markdown(f: &FleetReport) -> String {
             .arms
             .iter()
             .map(|a| {
-                f.cell(host, a)
-                    .map_or("–".to_string(), |c| md(&cell_text(c)))
+                let here = f.cells_at(host, a);
+                match here.as_slice() {
+                    [] => "–".to_string(),
+                    [c] => md(&cell_text(c)),
+                    many => many
+                        .iter()
+                        .map(|c| format!("run {}: {}", c.run, md(&cell_text(c))))
+                        .collect::<Vec<_>>()
+                        .join(" <br> "),
+                }
             })
             .collect();
         let _ = writeln!(out, "| {} | {} |", md(host), row.join(" | "));

@@ -42,9 +42,15 @@ pub fn page(f: &FleetReport) -> String {
                         tr {
                             th { (h) }
                             @for a in &f.arms {
-                                @match f.cell(h, a) {
-                                    Some(c) => td class=(class(c)) { (cell_text(c)) },
-                                    None => td class="none" { "–" },
+                                @let here = f.cells_at(h, a);
+                                @match here.as_slice() {
+                                    [] => td class="none" { "–" },
+                                    [c] => td class=(class(c)) { (cell_text(c)) },
+                                    many => td class=(if many.iter().any(|c| c.fails) { "fail" } else { "pass" }) {
+                                        @for c in many {
+                                            div class=(class(c)) { "run " (c.run) ": " (cell_text(c)) }
+                                        }
+                                    },
                                 }
                             }
                         }

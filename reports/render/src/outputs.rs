@@ -40,6 +40,16 @@ pub fn summary_markdown(r: &Receipt) -> String {
             let _ = writeln!(out, "**Verdict: none** (no arm declares gates)\n");
         }
     }
+    if !r.integrity.complete {
+        let _ = writeln!(
+            out,
+            "**INCOMPLETE:** this receipt does not rest on raw data sealed by the run alone:\n"
+        );
+        for note in &r.integrity.notes {
+            let _ = writeln!(out, "- {note}");
+        }
+        let _ = writeln!(out);
+    }
     let _ = writeln!(
         out,
         "Started {} on {} (memqual {}), protocol digest `{}`.\n",

@@ -618,13 +618,4 @@ impl RunDir {
             error: source,
         })
     }
-
-    pub(crate) fn list(&self, dir: &Rel) -> Result<Vec<fsio::Entry>, RunDirError> {
-        let fd = self.dir_fd(dir)?;
-        fsio::list(fd.as_fd()).map_err(|source| RunDirError::Io {
-            op: "list",
-            path: self.display(dir),
-            error: source,
-        })
-    }
 }

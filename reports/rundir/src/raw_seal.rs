@@ -67,6 +67,10 @@ pub struct Reseal {
     pub memqual_version: String,
     /// Every file it accepted as changed, added or removed.
     pub changes: Vec<Change>,
+    /// True when `raw-seal.json` was gone: the seal was rebuilt from the
+    /// files as found, and nothing the run recorded could be checked.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub seal_was_missing: bool,
 }
 
 /// `raw-seal.json`.
@@ -97,6 +101,30 @@ pub fn is_raw(rel: &str) -> bool {
     !names::is_derived(rel) && rel != names::RAW_SEAL
 }
 
+/// Whether a raw file the seal does not hold may have been left unsealed by
+/// a run that stopped (`report` then seals it as found): a file inside the
+/// folder of an arm of `run.json` that the run never sealed, or a top-level
+/// file the run writes and seals as it goes. Anything else is an addition.
+fn may_be_sealed_late(
+    path: &str,
+    planned: &std::collections::BTreeSet<String>,
+    finished: &std::collections::BTreeSet<&str>,
+) -> bool {
+    const TOP: &[&str] = &[
+        names::PROTOCOL,
+        names::RUN,
+        names::HOST,
+        names::ADMISSION,
+        names::SOAK_HISTORY,
+    ];
+    let mut parts = path.split('/');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(name), None, None) => TOP.contains(&name),
+        (Some(names::ARMS), Some(id), Some(_)) => planned.contains(id) && !finished.contains(id),
+        _ => false,
+    }
+}
+
 /// How the raw files of a run directory compare with their seal.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RawCheck {
@@ -104,16 +132,30 @@ pub struct RawCheck {
     pub changed: Vec<Change>,
     /// Sealed files that are gone.
     pub missing: Vec<Change>,
-    /// Raw files present but never sealed.
+    /// Raw files present but never sealed, where a stopped run may have
+    /// left them (an arm that never wrote its sealed `arm.json`, or a
+    /// top-level file the run writes): `report` seals them as found.
     pub unsealed: Vec<Change>,
+    /// Raw files present but never sealed where the run had already
+    /// sealed everything (a finished arm's folder, a name the run never
+    /// writes): added after the run. Refused like a change.
+    pub added: Vec<Change>,
+    /// True when the run directory has no `raw-seal.json` at all: every
+    /// digest the run recorded is gone, so no raw file can be checked.
+    /// Refused like a change.
+    pub seal_missing: bool,
     /// Links, FIFOs, devices, … anywhere in the run directory.
     pub irregular: Vec<crate::Irregular>,
 }
 
 impl RawCheck {
-    /// True when every raw file matches the seal (unsealed files aside).
+    /// True when every raw file matches the seal (files a stopped run left
+    /// unsealed aside).
     pub fn holds(&self) -> bool {
-        self.changed.is_empty() && self.missing.is_empty()
+        self.changed.is_empty()
+            && self.missing.is_empty()
+            && self.added.is_empty()
+            && !self.seal_missing
     }
 }
 
@@ -173,12 +215,44 @@ impl RunDir {
 
     /// Compare every raw file with the seal. Linear in the number of files.
     pub fn check_raw(&self) -> Result<RawCheck, RunDirError> {
-        let seal = self.raw_seal()?;
+        let found =
+            self.read_json_limited::<RawSeal>(&Rel::file(names::RAW_SEAL), limits::SEAL_RECORD)?;
+        let seal_missing = found.is_none();
+        let seal = found.unwrap_or_default();
         let walk = self.walk(&Rel::root())?;
         let mut sealed: BTreeMap<&str, &SealedFile> =
             seal.files.iter().map(|f| (f.path.as_str(), f)).collect();
+        // Arms whose folder the run sealed as the arm ended (`arm.json` is
+        // written just before): nothing new may appear in them.
+        let finished: std::collections::BTreeSet<&str> = seal
+            .files
+            .iter()
+            .filter_map(|f| {
+                let mut parts = f.path.split('/');
+                match (parts.next(), parts.next(), parts.next(), parts.next()) {
+                    (Some(names::ARMS), Some(id), Some(names::ARM), None) => Some(id),
+                    _ => None,
+                }
+            })
+            .collect();
+        // The arms the run set out to run (run.json, written and sealed
+        // first): only their folders may hold files a stopped run left
+        // unsealed. A folder for any other id was added after the run.
+        let planned: std::collections::BTreeSet<String> = self
+            .read_json_limited::<serde_json::Value>(&Rel::file(names::RUN), limits::JSON_RECORD)
+            .ok()
+            .flatten()
+            .and_then(|v| {
+                v.get("arms").and_then(|a| a.as_array()).map(|a| {
+                    a.iter()
+                        .filter_map(|id| id.as_str().map(str::to_string))
+                        .collect()
+                })
+            })
+            .unwrap_or_default();
         let mut check = RawCheck {
             irregular: walk.irregular,
+            seal_missing,
             ..RawCheck::default()
         };
         for file in &walk.files {
@@ -198,11 +272,19 @@ impl RunDir {
                     }),
                     after: Some(now),
                 }),
-                None => check.unsealed.push(Change {
-                    path,
-                    before: None,
-                    after: Some(now),
-                }),
+                None => {
+                    let late = !seal_missing && may_be_sealed_late(&path, &planned, &finished);
+                    let change = Change {
+                        path,
+                        before: None,
+                        after: Some(now),
+                    };
+                    if late {
+                        check.unsealed.push(change);
+                    } else {
+                        check.added.push(change);
+                    }
+                }
             }
         }
         check.missing = sealed
@@ -222,11 +304,28 @@ impl RunDir {
     /// Record in the seal what `check` found: unsealed files are sealed as
     /// found by `report`; with `reseal`, changed and missing files are
     /// accepted too and the reseal (with the digests it replaces) is kept.
+    /// Writes it at once: [`RunDir::plan_raw_seal`] and
+    /// [`RunDir::commit_raw_seal`] apart let a caller write it only once
+    /// the run has been re-derived from it.
     pub fn update_raw_seal(
         &self,
         check: &RawCheck,
         reseal: Option<(&str, &str)>,
     ) -> Result<RawSeal, RunDirError> {
+        let (seal, write) = self.plan_raw_seal(check, reseal)?;
+        if write {
+            self.commit_raw_seal(&seal)?;
+        }
+        Ok(seal)
+    }
+
+    /// The seal [`RunDir::update_raw_seal`] would write, and whether it
+    /// differs from `raw-seal.json`; nothing is written.
+    pub fn plan_raw_seal(
+        &self,
+        check: &RawCheck,
+        reseal: Option<(&str, &str)>,
+    ) -> Result<(RawSeal, bool), RunDirError> {
         let mut seal = self.raw_seal()?;
         let mut by_path: BTreeMap<String, SealedFile> =
             seal.files.drain(..).map(|f| (f.path.clone(), f)).collect();
@@ -254,23 +353,28 @@ impl RunDir {
                 .changed
                 .iter()
                 .chain(&check.missing)
+                .chain(&check.added)
                 .cloned()
                 .collect();
             for c in &changes {
                 put(c, SealedBy::Reseal);
             }
-            if !changes.is_empty() {
+            if !changes.is_empty() || check.seal_missing {
                 seal.reseals.push(Reseal {
                     at_utc: at_utc.to_string(),
                     memqual_version: version.to_string(),
                     changes,
+                    seal_was_missing: check.seal_missing,
                 });
             }
         }
         seal.files = by_path.into_values().collect();
-        if !check.unsealed.is_empty() || reseal.is_some() {
-            self.write_raw_seal(&seal)?;
-        }
-        Ok(seal)
+        Ok((seal, !check.unsealed.is_empty() || reseal.is_some()))
+    }
+
+    /// Replace `raw-seal.json` with `seal`, atomically (a temporary file
+    /// renamed over it): a reader sees the old seal or the new one.
+    pub fn commit_raw_seal(&self, seal: &RawSeal) -> Result<(), RunDirError> {
+        self.write_raw_seal(seal)
     }
 }

@@ -294,16 +294,15 @@ fn the_source_seal_catches_every_change_to_a_raw_file() {
     assert_eq!(check.changed.len(), 1);
     assert_eq!(check.changed[0].path, "arms/a/markers.jsonl");
     assert_eq!(check.missing[0].path, "arms/a/arm.json");
-    assert_eq!(check.unsealed[0].path, "arms/a/extra.txt");
+    // The arm's folder was sealed whole: a new file in it is an addition,
+    // refused like a change, never sealed as if a stopped run had left it.
+    assert!(check.unsealed.is_empty(), "{check:?}");
+    assert_eq!(check.added[0].path, "arms/a/extra.txt");
+    assert!(!check.seal_missing);
 
-    // Without reseal only the unsealed file is added, marked as found by report.
+    // Without reseal nothing is accepted.
     let seal = run.update_raw_seal(&check, None).unwrap();
-    let extra = seal
-        .files
-        .iter()
-        .find(|f| f.path == "arms/a/extra.txt")
-        .unwrap();
-    assert_eq!(extra.sealed_by, SealedBy::Report);
+    assert!(!seal.files.iter().any(|f| f.path == "arms/a/extra.txt"));
     assert!(!run.check_raw().unwrap().holds());
     // A reseal keeps what the seal held before.
     let seal = run
@@ -318,4 +317,23 @@ fn the_source_seal_catches_every_change_to_a_raw_file() {
     assert_eq!(change.path, "arms/a/markers.jsonl");
     assert_eq!(change.before.as_ref().unwrap().bytes, 13);
     assert_eq!(change.after.as_ref().unwrap().bytes, 11);
+    let paths: Vec<&str> = seal.reseals[0]
+        .changes
+        .iter()
+        .map(|c| c.path.as_str())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "arms/a/markers.jsonl",
+            "arms/a/arm.json",
+            "arms/a/extra.txt"
+        ]
+    );
+    let extra = seal
+        .files
+        .iter()
+        .find(|f| f.path == "arms/a/extra.txt")
+        .unwrap();
+    assert_eq!(extra.sealed_by, SealedBy::Reseal);
 }

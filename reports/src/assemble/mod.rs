@@ -437,7 +437,17 @@ pub fn assemble(dir: &RunDir) -> Result<Receipt, ReportError> {
 /// seal changed under an assembled receipt: `report` assembles while it
 /// checks the raw data, then records what the check found in the seal.
 pub fn reassess_integrity(dir: &RunDir, receipt: &mut Receipt) -> Result<(), ReportError> {
-    receipt.integrity = Integrity::assess(dir, &receipt.run, &receipt.arms)?;
+    reassess_integrity_over(dir, dir.raw_seal()?, receipt)
+}
+
+/// [`reassess_integrity`] over a raw seal not written yet: `report` writes
+/// its new `raw-seal.json` only after the run is re-derived from it.
+pub fn reassess_integrity_over(
+    dir: &RunDir,
+    seal: run_dir::raw_seal::RawSeal,
+    receipt: &mut Receipt,
+) -> Result<(), ReportError> {
+    receipt.integrity = Integrity::assess_over(dir, &receipt.run, &receipt.arms, seal)?;
     receipt.gates = crate::gates::evaluate(receipt);
     Ok(())
 }

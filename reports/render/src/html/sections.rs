@@ -68,6 +68,14 @@ pub fn page(r: &Receipt, data: &PageData) -> Markup {
                     (r.run.started_utc) " · " (r.run.platform) " · memqual " (r.run.memqual_version)
                     " · " (r.arms.len()) " arm" @if r.arms.len() != 1 { "s" }
                 }
+                @if !r.integrity.complete {
+                    section #integrity {
+                        p class="verdict fail" {
+                            "INCOMPLETE: this receipt does not rest on raw data sealed by the run alone"
+                        }
+                        ul { @for note in &r.integrity.notes { li { (note) } } }
+                    }
+                }
                 section #verdict { (verdict(r)) }
                 (comparison(r, data, &palette))
                 (super::ladder_chart::section(r))
