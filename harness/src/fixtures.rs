@@ -581,6 +581,28 @@ fn write_synthetic(
     Ok(())
 }
 
+/// The files and folders a command writes (a folder: something inside
+/// it), with the argument that names each: what the one output rule
+/// (`out_path`) checks before it runs. `model` writes into memqual's cache
+/// only.
+pub fn written_paths(command: &FixturesCommand) -> Vec<(PathBuf, &'static str)> {
+    match command {
+        FixturesCommand::CoremlEncoder { out, .. } | FixturesCommand::Synthetic { out, .. } => {
+            vec![(out.clone(), "OUT")]
+        }
+        FixturesCommand::SoakRun(args) => vec![(args.out.clone(), "OUT")],
+        FixturesCommand::CoremlCompile { out_dir, .. } => {
+            vec![(out_dir.join("model.mlmodelc"), "OUT_DIR")]
+        }
+        FixturesCommand::Manifest { dir, out, .. } => vec![(
+            out.clone()
+                .unwrap_or_else(|| dir.join(speech_fixtures::MANIFEST_FILE)),
+            "--out",
+        )],
+        FixturesCommand::Model { .. } => vec![],
+    }
+}
+
 /// `memqual fixtures manifest` was refused its input (the folder, or an
 /// existing manifest without `--force`): the user's input, exit 2.
 #[derive(Debug, thiserror::Error)]

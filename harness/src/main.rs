@@ -453,10 +453,15 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             }
             Ok(exit::PASS)
         }
-        Command::Artifact(command) => match artifact::main(command).map_err(harness)? {
-            artifact::Outcome::Passed => Ok(exit::PASS),
-            artifact::Outcome::Rejected => Ok(exit::ARM_FAILED),
-        },
+        Command::Artifact(command) => {
+            for (path, flag) in artifact::written_paths(&command) {
+                ::harness::out_path::check_file(path, flag)?;
+            }
+            match artifact::main(command).map_err(harness)? {
+                artifact::Outcome::Passed => Ok(exit::PASS),
+                artifact::Outcome::Rejected => Ok(exit::ARM_FAILED),
+            }
+        }
         Command::Report { run_dir, reseal } => review::report(&run_dir, reseal),
         Command::Compare {
             run_a,
@@ -490,6 +495,9 @@ fn main_inner(cli: Cli) -> Result<u8, Failure> {
             json,
         } => review::verify(&run_dir, pubkey.as_deref(), json),
         Command::Fixtures(command) => {
+            for (path, flag) in fixtures::written_paths(&command) {
+                ::harness::out_path::check_file(&path, flag)?;
+            }
             let done = match command {
                 fixtures::FixturesCommand::SoakRun(args) => ::harness::soak_fixture::command(args),
                 command => fixtures::main(command),

@@ -228,6 +228,20 @@ fn rejected(path: &Path, e: &ParseError, json: bool) -> anyhow::Result<Outcome> 
     Ok(Outcome::Rejected)
 }
 
+/// The files and folders a command writes, with the argument that names
+/// each: what the one output rule (`out_path`) checks before it runs.
+pub fn written_paths(command: &ArtifactCommand) -> Vec<(&Path, &'static str)> {
+    match command {
+        ArtifactCommand::DeriveDecoder { out, .. }
+        | ArtifactCommand::Derive { out, .. }
+        | ArtifactCommand::Quantize { out, .. } => vec![(out.as_path(), "OUT")],
+        ArtifactCommand::Corpus { dir, .. } => vec![(dir.as_path(), "DIR")],
+        ArtifactCommand::Inspect { .. }
+        | ArtifactCommand::Estimate { .. }
+        | ArtifactCommand::VerifyDerivation { .. } => vec![],
+    }
+}
+
 /// Run one artifact subcommand.
 /// The model files a command reads: each must be a regular file, checked
 /// without blocking (a FIFO would hang the parser's open forever).

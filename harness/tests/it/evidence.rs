@@ -672,6 +672,67 @@ fn no_command_writes_inside_a_sealed_run() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }
 
+/// The fixture and artifact commands follow the same rule: a generated
+/// soak, a synthetic model, a quantized model or a corpus inside a sealed
+/// run, or written through a link, is refused before anything is read or
+/// written, and the run's seal still holds.
+#[test]
+fn no_fixture_or_artifact_command_writes_inside_a_run_or_through_a_link() {
+    let r = sealed_run();
+    let inside = |name: &str| r.dir.join("arms").join(name);
+    let (soak, model, quantized, corpus) = (
+        inside("soak"),
+        inside("model.bin"),
+        inside("q5.bin"),
+        inside("corpus"),
+    );
+    // The quantize source need not exist: the output is refused first.
+    let missing = r.tmp.path().join("no-such-model.bin");
+    let cases: Vec<(Vec<&str>, &Path)> = vec![
+        (
+            vec!["fixtures", "soak-run", path(&soak), "--duration", "1m"],
+            &soak,
+        ),
+        (vec!["fixtures", "synthetic", path(&model)], &model),
+        (
+            vec![
+                "artifact",
+                "quantize",
+                "--type",
+                "q5_0",
+                path(&missing),
+                path(&quantized),
+            ],
+            &quantized,
+        ),
+        (
+            vec!["artifact", "corpus", path(&missing), path(&corpus)],
+            &corpus,
+        ),
+    ];
+    for (args, target) in cases {
+        let out = memqual(&args);
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {said}");
+        assert!(
+            said.contains("is inside the run directory"),
+            "{args:?}: {said}"
+        );
+        assert!(!target.exists(), "{args:?} wrote {}", target.display());
+    }
+    let out = verify(&r.dir);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // Through a link: the file it points at keeps its bytes.
+    let target = r.tmp.path().join("precious.txt");
+    std::fs::write(&target, "keep").unwrap();
+    let link = r.tmp.path().join("model-link.bin");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let out = memqual(&["fixtures", "synthetic", path(&link)]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("is a symbolic link"), "{}", text(&out));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+}
+
 /// Hostile pass: a control character in an undeclared `--param` name is
 /// shown escaped in the refusal, never printed raw to the terminal.
 #[test]
