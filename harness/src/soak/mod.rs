@@ -355,8 +355,27 @@ mod tests {
         assert!(
             parse_duration("8d")
                 .unwrap_err()
-                .contains("unknown unit `d`")
+                .contains("no days; write hours")
         );
+        assert!(
+            parse_duration("8w")
+                .unwrap_err()
+                .contains("unknown unit `w`")
+        );
+        // A malformed number is named as such, not blamed on a unit.
+        assert!(
+            parse_duration("abc")
+                .unwrap_err()
+                .contains("`abc` is not a duration: a number, then h, m or s")
+        );
+        assert!(
+            parse_duration("1.5h")
+                .unwrap_err()
+                .contains("whole numbers only")
+        );
+        // A control character is shown escaped, never raw.
+        let err = parse_duration("8\u{7}x").unwrap_err();
+        assert!(!err.contains('\u{7}') && err.contains("\\u{7}"), "{err}");
         assert!(parse_duration("0h").is_err());
         assert!(
             parse_duration("h")
