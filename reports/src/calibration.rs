@@ -203,29 +203,15 @@ fn check_metal(c: &mut Checks, arm: &ArmReceipt, cal: &CalibrationSpec) {
         );
     }
     if let Some(leak) = cal.metal_leak {
-        let ends = || arm.phases.iter().filter(|p| p.phase == Phase::RequestEnd);
-        let rule = || Rule {
-            text: within_text(),
-            unit: "MiB/request",
-            expected: leak.mib_per_request,
-        };
-        let marker: Vec<(f64, f64)> = ends()
-            .filter_map(|p| Some((p.request_id? as f64, mib(p.memory.device_bytes?))))
-            .collect();
-        c.within(
-            "metal_leak",
-            "slope of device memory at request_end per request (marker, currentAllocatedSize)",
-            rule(),
-            stats::ols_slope(&marker),
-        );
-        let series: Vec<(f64, f64)> = ends()
-            .filter_map(|p| Some((p.request_id? as f64, mib(p.series_max_footprint_bytes?))))
-            .collect();
-        c.within(
-            "metal_leak",
-            "slope of the series footprint maximum per request (unified memory)",
-            rule(),
-            stats::ols_slope(&series),
+        device_leak_slopes(
+            c,
+            arm,
+            ("metal_leak", leak.mib_per_request),
+            [
+                "slope of device memory at request_end per request (marker, currentAllocatedSize)",
+                "slope of the series footprint maximum per request (unified memory)",
+            ],
+            |p| p.series_max_footprint_bytes,
         );
     }
     if let Some(spike) = cal.metal_spike {
@@ -257,6 +243,35 @@ fn check_metal(c: &mut Checks, arm: &ArmReceipt, cal: &CalibrationSpec) {
             after,
             |m| m.abs() < FILE_MAP_SLACK_MIB,
         );
+    }
+}
+
+/// A device leak's two checks against `expected` MiB a request: the slope
+/// of the markers' `device_bytes` at each `request_end`, and of `series_max`
+/// (the series' maximum in each request's window), each named by its
+/// `quantity`.
+fn device_leak_slopes(
+    c: &mut Checks,
+    arm: &ArmReceipt,
+    (pattern, expected): (&str, f64),
+    quantity: [&str; 2],
+    series_max: fn(&PhaseRow) -> Option<u64>,
+) {
+    let ends = || arm.phases.iter().filter(|p| p.phase == Phase::RequestEnd);
+    let slope = |bytes: &dyn Fn(&PhaseRow) -> Option<u64>| {
+        let points: Vec<(f64, f64)> = ends()
+            .filter_map(|p| Some((p.request_id? as f64, mib(bytes(p)?))))
+            .collect();
+        stats::ols_slope(&points)
+    };
+    let measured = [slope(&|p| p.memory.device_bytes), slope(&series_max)];
+    for (quantity, measured) in quantity.into_iter().zip(measured) {
+        let rule = Rule {
+            text: within_text(),
+            unit: "MiB/request",
+            expected,
+        };
+        c.within(pattern, quantity, rule, measured);
     }
 }
 
@@ -301,29 +316,15 @@ fn check_gpu(c: &mut Checks, arm: &ArmReceipt, cal: &CalibrationSpec) {
         );
     }
     if let Some(leak) = cal.gpu_leak {
-        let ends = || arm.phases.iter().filter(|p| p.phase == Phase::RequestEnd);
-        let rule = || Rule {
-            text: within_text(),
-            unit: "MiB/request",
-            expected: leak.mib_per_request,
-        };
-        let marker: Vec<(f64, f64)> = ends()
-            .filter_map(|p| Some((p.request_id? as f64, mib(p.memory.device_bytes?))))
-            .collect();
-        c.within(
-            "gpu_leak",
-            "slope of device memory at request_end per request (marker)",
-            rule(),
-            stats::ols_slope(&marker),
-        );
-        let series: Vec<(f64, f64)> = ends()
-            .filter_map(|p| Some((p.request_id? as f64, mib(p.series_max_gpu_worker_bytes?))))
-            .collect();
-        c.within(
-            "gpu_leak",
-            "slope of the series device maximum per request",
-            rule(),
-            stats::ols_slope(&series),
+        device_leak_slopes(
+            c,
+            arm,
+            ("gpu_leak", leak.mib_per_request),
+            [
+                "slope of device memory at request_end per request (marker)",
+                "slope of the series device maximum per request",
+            ],
+            |p| p.series_max_gpu_worker_bytes,
         );
     }
     if let Some(spike) = cal.gpu_spike {

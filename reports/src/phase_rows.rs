@@ -93,8 +93,7 @@ pub fn split(
             sha: Sha256::new(),
         };
         for row in head.drain(..).chain(rows.by_ref()) {
-            serde_json::to_writer(&mut hashing, &row)?;
-            hashing.write_all(b"\n")?;
+            write_lines(std::slice::from_ref(&row), &mut hashing)?;
             count += 1;
             selector.push(row);
         }
